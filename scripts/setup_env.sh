@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Create or update the project's Python environment. Idempotent: a second run
+# with unchanged inputs returns in well under a second.
+#
+# usage: scripts/setup_env.sh [--robot]
+#   (default)  development/server environment in .venv: ROS 2 Kilted wheels,
+#              LeRobot 0.6.1 with the server extras, test tools, the
+#              interfaces, and lerobot_ros installed editable.
+#   --robot    robot-side environment: ROS 2 wheels, the interfaces and a
+#              regular (non-editable) `pip install .` with no server extra,
+#              i.e. no torch and no LeRobot.
+# environment:
+#   LEROBOT_ROS_VENV    where to create the venv (default: <repo>/.venv)
+#   LEROBOT_ROS_PYTHON  the Python 3.12 interpreter to use (default: searched)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+profile=dev
+case "${1:-}" in
+  "") ;;
+  --robot) profile=robot ;;
+  -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  *) echo "error: unknown argument '$1' (expected nothing or --robot)" >&2; exit 2 ;;
+esac
+venv="${LEROBOT_ROS_VENV:-$root/.venv}"
+
+# shellcheck source=find_python312.sh
+. "$root/scripts/find_python312.sh"
+python312="$(lerobot_ros_find_python312)"
+
+# Everything that changes what this script installs. Python files of the
+# package are not listed: the dev install is editable, so edits need no setup.
+inputs_hash="$(
+  cd "$root" && {
+    echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
+    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv \
+      scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh
+    if [ "$profile" = robot ]; then
+      find lerobot_ros bin -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
+    fi
+  } | sha256sum | cut -d' ' -f1
+)"
+stamp="$venv/.lerobot_ros_setup"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs_hash" ] && [ -x "$venv/bin/python" ]; then
+  echo "lerobot_ros: environment $venv is up to date"
+  exit 0
+fi
+
+started=$SECONDS
+if [ -x "$venv/bin/python" ] && [ "$(lerobot_ros_python_version "$venv/bin/python")" != "$(lerobot_ros_python_version "$python312")" ]; then
+  echo "lerobot_ros: $venv was made with another Python; recreating it"
+  rm -rf "$venv"
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "lerobot_ros: creating $venv with $python312"
+  "$python312" -m venv "$venv"
+fi
+rm -f "$stamp"
+# This machine's pip configuration names local index folders that may not
+# exist; pip warns about each on every look-up. Drop that noise, keep the rest.
+pip_install() {
+  "$venv/bin/python" -m pip --disable-pip-version-check -q install "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+
+echo "lerobot_ros: installing dependencies ($profile profile; the first run downloads several GB for LeRobot and torch)"
+if [ "$profile" = dev ]; then
+  # compat mode puts the checkout on sys.path through a .pth file, so the
+  # package and the generated interfaces in site-packages form one package.
+  pip_install -e "$root[ros-wheels,interfaces-build,server,test]" --config-settings editable_mode=compat
+else
+  pip_install "$root[ros-wheels,interfaces-build,test]"
+fi
+"$venv/bin/python" -c "import lerobot_ros" || { echo "error: pip install failed (see above)" >&2; exit 1; }
+
+echo "lerobot_ros: generating the ROS interfaces"
+"$root/scripts/build_interfaces.sh" "$venv" "$root/build/interfaces-$profile"
+
+"$venv/bin/python" -c "from lerobot_ros.msg import Observation; from lerobot_ros.srv import OpenSession" \
+  || { echo "error: the generated interfaces do not import" >&2; exit 1; }
+echo "$inputs_hash" > "$stamp"
+echo "lerobot_ros: environment ready in $((SECONDS - started)) s ($(du -sh "$venv" | cut -f1))"

