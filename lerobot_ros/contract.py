@@ -1,0 +1,117 @@
+"""What a robot must match to be served by a policy: the session contract.
+
+Invariant protected here: chunk columns map to motors by order, so a robot is
+only ever served when its ordered action names equal the policy's, and every
+refusal says what was expected and what arrived. Plain Python: used by the
+server (at session open) and by the torch-free executor (at handshake).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """A camera the policy needs, with the resolution it was trained at."""
+
+    name: str
+    height: int
+    width: int
+
+
+@dataclass(frozen=True)
+class ServerCapabilities:
+    """The model one server process serves and the contract it imposes.
+
+    Mirrors ``lerobot_ros/msg/ServerCapabilities``; ``lerobot_ros.wire``
+    converts between the two.
+    """
+
+    model_id: str
+    model_fingerprint: str
+    policy_type: str
+    action_names: tuple[str, ...]
+    state_dim: int
+    cameras: tuple[CameraSpec, ...]
+    chunk_size: int
+    model_revision: str = ""
+    serving_mode: str = "shared"
+    device: str = "cpu"
+    dtype: str = "float32"
+    state_names: tuple[str, ...] = ()
+    trained_fps: float = 0.0
+    rtc_supported: bool = False
+    rtc_enabled: bool = False
+    rtc_execution_horizon: int = 0
+    schema_version_min: int = SCHEMA_VERSION
+    schema_version_max: int = SCHEMA_VERSION
+    pinned_task: str = ""
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        return tuple(camera.name for camera in self.cameras)
+
+
+@dataclass(frozen=True)
+class ContractCheck:
+    """Outcome of checking a robot against a policy's contract."""
+
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def message(self) -> str:
+        return "; ".join(self.problems)
+
+
+def action_names_mismatch(expected: tuple[str, ...] | list[str], got: tuple[str, ...] | list[str]) -> str | None:
+    """Explain why ``got`` is not exactly ``expected`` (order matters), or None."""
+    expected, got = list(expected), list(got)
+    if expected == got:
+        return None
+    if sorted(expected) == sorted(got):
+        first = next(i for i, (e, g) in enumerate(zip(expected, got)) if e != g)
+        detail = f"same names in a different order (first difference at index {first}: expected {expected[first]!r}, got {got[first]!r})"
+    elif len(expected) != len(got):
+        detail = f"{len(expected)} names expected, {len(got)} arrived"
+    else:
+        missing = [name for name in expected if name not in got]
+        unexpected = [name for name in got if name not in expected]
+        detail = f"missing {missing}, unexpected {unexpected}"
+    return f"action names differ: {detail}; policy expects {expected}, robot sent {got}"
+
+
+def missing_cameras(expected: tuple[str, ...] | list[str], provided: tuple[str, ...] | list[str]) -> str | None:
+    """Explain which expected cameras the robot does not provide, or None."""
+    missing = [name for name in expected if name not in provided]
+    if not missing:
+        return None
+    return f"cameras missing: {missing}; policy expects {list(expected)}, robot provides {list(provided)}"
+
+
+def check_robot(
+    capabilities: ServerCapabilities,
+    action_names: tuple[str, ...] | list[str],
+    camera_names: tuple[str, ...] | list[str] | None = None,
+    state_dim: int | None = None,
+) -> ContractCheck:
+    """Check what a robot declares against the policy; every problem is reported.
+
+    ``camera_names`` and ``state_dim`` are checked only when given.
+    """
+    problems = []
+    mismatch = action_names_mismatch(capabilities.action_names, action_names)
+    if mismatch:
+        problems.append(mismatch)
+    if camera_names is not None:
+        cameras = missing_cameras(capabilities.camera_names, camera_names)
+        if cameras:
+            problems.append(cameras)
+    if state_dim is not None and state_dim != capabilities.state_dim:
+        problems.append(f"state dimension differs: policy expects {capabilities.state_dim}, robot sends {state_dim}")
+    return ContractCheck(tuple(problems))

@@ -1,0 +1,57 @@
+"""Start lerobot_ros nodes as child processes and stop them cleanly.
+
+Used by the demo command and the integration tests, so both run the nodes
+exactly as a user does: separate OS processes talking over a real RMW.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+
+def ros_args(parameters: Mapping[str, Any]) -> list[str]:
+    """``--ros-args -p name:=value ...`` with values written as YAML."""
+    args = ["--ros-args"]
+    for name, value in parameters.items():
+        # JSON is valid YAML; it quotes strings and writes lists as [..].
+        args += ["-p", f"{name}:={json.dumps(value)}"]
+    return args
+
+
+def spawn_node(
+    module: str,
+    parameters: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    log: IO[str] | None = None,
+) -> subprocess.Popen:
+    """Run ``python -m <module>`` with ROS parameters.
+
+    Output goes to ``log`` (stdout and stderr together) when given; otherwise
+    both are piped. Give a long-running node a log file: nobody drains a pipe
+    while it runs, and a full pipe would block the node.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *ros_args(parameters)],
+        stdout=log if log is not None else subprocess.PIPE,
+        stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 15.0) -> int:
+    """SIGINT, then SIGKILL if the process has not exited after ``timeout_s``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode

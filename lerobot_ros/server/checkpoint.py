@@ -1,0 +1,168 @@
+"""Load a LeRobot checkpoint with LeRobot's own factories and describe it.
+
+The description (ServerCapabilities) is what robots are validated against, so
+it is derived from the checkpoint itself: features and chunk size from the
+policy config, action names from the checkpoint's ``lerobot_ros.json`` (LeRobot
+configs do not record them) unless the operator passes them explicitly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lerobot.configs.policies import PreTrainedConfig
+from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.server.policy_families import UnsupportedPolicyError, classify
+
+log = logging.getLogger(__name__)
+
+#: Sidecar file in a checkpoint directory naming the robot-facing contract.
+CONTRACT_FILE = "lerobot_ros.json"
+_RTC_KWARGS = ("inference_delay", "prev_chunk_left_over")
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint cannot be loaded or does not describe a servable policy."""
+
+
+@dataclass
+class LoadedPolicy:
+    policy: Any
+    preprocessor: Any
+    postprocessor: Any
+    config: PreTrainedConfig
+    capabilities: ServerCapabilities
+
+
+def resolve_device(device: str) -> str:
+    if device in ("", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def fingerprint(checkpoint_dir: Path, revision: str = "") -> str:
+    """Identity of a checkpoint without reading gigabytes of weights.
+
+    Hashes config.json, the safetensors header (every tensor's name, dtype,
+    shape and offsets), the weights file size and 1 MiB samples at its start,
+    middle and end. Two checkpoints that differ in architecture or were saved
+    from different training runs differ here.
+    """
+    digest = hashlib.sha256(revision.encode())
+    config = checkpoint_dir / "config.json"
+    digest.update(config.read_bytes())
+    for weights in sorted(checkpoint_dir.glob("*.safetensors")):
+        size = weights.stat().st_size
+        digest.update(weights.name.encode() + size.to_bytes(8, "little"))
+        with weights.open("rb") as stream:
+            header_length = int.from_bytes(stream.read(8), "little")
+            digest.update(stream.read(min(header_length, 64 << 20)))
+            for offset in (0, size // 2, max(size - (1 << 20), 0)):
+                stream.seek(offset)
+                digest.update(stream.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+def _read_contract_file(checkpoint_dir: Path) -> dict:
+    path = checkpoint_dir / CONTRACT_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{path} is not valid JSON: {error}") from error
+
+
+def _local_checkpoint_dir(checkpoint: str, revision: str) -> Path:
+    path = Path(checkpoint).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or checkpoint.startswith((".", "/", "~")):
+        raise CheckpointError(f"checkpoint {checkpoint!r} is not a directory")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(checkpoint, revision=revision or None))
+    except Exception as error:  # noqa: BLE001 - the hub raises many types; all mean "cannot load"
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} is neither a local directory nor downloadable from the Hub "
+            f"(revision {revision or 'main'!r}): {error}"
+        ) from error
+
+
+def supports_rtc(policy: Any) -> bool:
+    parameters = inspect.signature(policy.predict_action_chunk).parameters
+    return all(name in parameters for name in _RTC_KWARGS)
+
+
+def load_policy(
+    checkpoint: str,
+    revision: str = "",
+    device: str = "auto",
+    dtype: str = "float32",
+    action_names: list[str] | None = None,
+    trained_fps: float = 0.0,
+) -> LoadedPolicy:
+    """Load policy + processors, cast, move, and describe what is served."""
+    if dtype not in _DTYPES:
+        raise CheckpointError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
+    checkpoint_dir = _local_checkpoint_dir(checkpoint, revision)
+    device = resolve_device(device)
+    try:
+        config = PreTrainedConfig.from_pretrained(checkpoint_dir)
+        config.device = device
+        serving = classify(config.type, getattr(config, "n_obs_steps", 1))
+        policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
+        preprocessor, postprocessor = make_pre_post_processors(
+            config,
+            pretrained_path=str(checkpoint_dir),
+            preprocessor_overrides={"device_processor": {"device": device}},
+        )
+    except UnsupportedPolicyError:
+        raise
+    except (OSError, ValueError, KeyError) as error:
+        raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error
+    policy.to(device=device, dtype=_DTYPES[dtype]).eval()
+    log.info("serving %s as %s: %s", config.type, serving.mode, serving.reason)
+
+    contract = _read_contract_file(checkpoint_dir)
+    action_dim = config.action_feature.shape[0]
+    names = tuple(action_names or contract.get("action_names") or ())
+    if not names:
+        raise CheckpointError(
+            f"checkpoint {checkpoint!r} does not name its {action_dim} actions: pass the ordered "
+            f"action_names parameter or add {CONTRACT_FILE} with an 'action_names' list"
+        )
+    if len(names) != action_dim:
+        raise CheckpointError(f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} actions")
+    state = config.robot_state_feature
+    cameras = tuple(
+        CameraSpec(name, int(feature.shape[-2]), int(feature.shape[-1])) for name, feature in config.image_features.items()
+    )
+    capabilities = ServerCapabilities(
+        model_id=checkpoint,
+        model_revision=revision,
+        model_fingerprint=fingerprint(checkpoint_dir, revision),
+        policy_type=config.type,
+        serving_mode=serving.mode,
+        device=device,
+        dtype=dtype,
+        action_names=names,
+        state_names=tuple(contract.get("state_names") or ()),
+        state_dim=int(state.shape[0]) if state is not None else 0,
+        cameras=cameras,
+        chunk_size=int(getattr(config, "chunk_size", None) or getattr(config, "horizon", 1)),
+        trained_fps=float(trained_fps or contract.get("fps") or 0.0),
+        rtc_supported=supports_rtc(policy),
+    )
+    return LoadedPolicy(policy, preprocessor, postprocessor, config, capabilities)

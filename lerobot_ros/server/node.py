@@ -1,0 +1,129 @@
+"""policy_server_node: serve one pre-warmed LeRobot policy over ROS 2.
+
+ROS entities (all under the node's name, default /lerobot):
+  ~/get_status  lerobot_ros/srv/GetStatus  what is served, and the load
+  ~/status      lerobot_ros/msg/ServerStatus  heartbeat every heartbeat_period_s
+
+Start-up order is load -> warm up -> advertise: the services and the
+heartbeat appear only once the model can answer at full speed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from lerobot_ros import wire
+from lerobot_ros.msg import ServerStatus
+from lerobot_ros.node_support import NodeStartupError, Parameter, declare_parameters, run_node
+from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+from lerobot_ros.server.policy_families import UnsupportedPolicyError
+from lerobot_ros.server.warmup import warm_up
+from lerobot_ros.srv import GetStatus
+from lerobot_ros.telemetry import ServerHealth
+
+NODE_NAME = "lerobot"
+
+PARAMETERS = (
+    Parameter("checkpoint", "", "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)"),
+    Parameter("revision", "", "Hub revision (branch, tag or commit) of the checkpoint; empty for the default"),
+    Parameter("device", "auto", "Torch device: auto (cuda when available, else cpu), cpu, cuda, cuda:N"),
+    Parameter("dtype", "float32", "Model dtype: float32, float16 or bfloat16"),
+    Parameter(
+        "action_names",
+        [""],
+        "Ordered action names the policy outputs; empty to read them from the checkpoint's lerobot_ros.json",
+    ),
+    Parameter("trained_fps", 0.0, "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
+    Parameter("warmup_inferences", 2, "Full predict passes run before the server advertises itself"),
+    Parameter("max_sessions", 8, "Most robots served at once"),
+    Parameter("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
+)
+
+# Heartbeats are small and periodic: keep only the newest, but deliver it.
+STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class PolicyServerNode(Node):
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        self.params = declare_parameters(self, PARAMETERS)
+        self.instance_id = uuid.uuid4().hex[:12]
+        self.started = time.monotonic()
+        self.heartbeat_seq = 0
+
+        self.loaded = self._load()
+        self.capabilities_msg = wire.capabilities_to_msg(self.loaded.capabilities)
+        self._warm_up()
+
+        self.status_pub = self.create_publisher(ServerStatus, "~/status", STATUS_QOS)
+        self.create_service(GetStatus, "~/get_status", self.on_get_status)
+        self.create_timer(self.params["heartbeat_period_s"], self.on_heartbeat)
+        self.get_logger().info(
+            f"ready: serving {self.loaded.capabilities.policy_type} "
+            f"(fingerprint {self.loaded.capabilities.model_fingerprint}) at {self.get_fully_qualified_name()}"
+        )
+
+    def _load(self):
+        checkpoint = self.params["checkpoint"]
+        if not checkpoint:
+            raise NodeStartupError("parameter 'checkpoint' is empty: give a checkpoint directory or Hub id")
+        action_names = [name for name in self.params["action_names"] if name]
+        self.get_logger().info(f"loading {checkpoint} on {self.params['device']} as {self.params['dtype']}")
+        started = time.monotonic()
+        try:
+            loaded = load_policy(
+                checkpoint,
+                revision=self.params["revision"],
+                device=self.params["device"],
+                dtype=self.params["dtype"],
+                action_names=action_names or None,
+                trained_fps=self.params["trained_fps"],
+            )
+        except (CheckpointError, UnsupportedPolicyError) as error:
+            raise NodeStartupError(str(error)) from error
+        self.get_logger().info(f"loaded in {time.monotonic() - started:.1f} s")
+        return loaded
+
+    def _warm_up(self) -> None:
+        count = self.params["warmup_inferences"]
+        self.get_logger().info(f"warming up ({count} inferences)")
+        durations = warm_up(self.loaded, count)
+        if durations:
+            self.get_logger().info(
+                "warm-up done: " + ", ".join(f"{seconds * 1000:.0f} ms" for seconds in durations)
+            )
+
+    def health(self) -> ServerHealth:
+        return ServerHealth(
+            instance_id=self.instance_id,
+            server_namespace=self.get_fully_qualified_name(),
+            heartbeat_seq=self.heartbeat_seq,
+            ready=True,
+            draining=False,
+            uptime_s=time.monotonic() - self.started,
+            max_sessions=self.params["max_sessions"],
+        )
+
+    def status_msg(self) -> ServerStatus:
+        return wire.server_status_to_msg(self.health(), self.capabilities_msg, self.get_clock().now().to_msg())
+
+    def on_heartbeat(self) -> None:
+        self.heartbeat_seq += 1
+        self.status_pub.publish(self.status_msg())
+
+    def on_get_status(self, request: GetStatus.Request, response: GetStatus.Response) -> GetStatus.Response:
+        response.status = self.status_msg()
+        return response
+
+
+def main(args: list[str] | None = None) -> None:
+    sys.exit(run_node(PolicyServerNode, args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Which LeRobot policy families can be served, and how.
+
+Invariant: a policy that keeps state between calls (observation history,
+select_action queues) is never shared between robots — it would mix their
+observations. Families not listed are refused at start-up with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SHARED = "shared"
+EXCLUSIVE = "exclusive"
+
+# Chunk-stateless with one observation step: one model serves many sessions.
+_SHARED_FAMILIES = frozenset({"act", "pi0", "pi05", "smolvla", "groot"})
+# Keep observation history between calls: one session at a time.
+_EXCLUSIVE_FAMILIES = frozenset({"diffusion"})
+
+
+class UnsupportedPolicyError(ValueError):
+    """The checkpoint's policy family cannot be served."""
+
+
+@dataclass(frozen=True)
+class ServingClass:
+    mode: str
+    reason: str
+
+
+def classify(policy_type: str, n_obs_steps: int = 1) -> ServingClass:
+    if policy_type in _SHARED_FAMILIES:
+        if n_obs_steps > 1:
+            return ServingClass(EXCLUSIVE, f"{policy_type} with n_obs_steps={n_obs_steps} keeps observation history")
+        return ServingClass(SHARED, f"{policy_type} predicts each chunk from one observation")
+    if policy_type in _EXCLUSIVE_FAMILIES:
+        return ServingClass(EXCLUSIVE, f"{policy_type} keeps observation history between calls")
+    supported = sorted(_SHARED_FAMILIES | _EXCLUSIVE_FAMILIES)
+    raise UnsupportedPolicyError(
+        f"policy type {policy_type!r} cannot be served: it has no action-chunk API this server drives; "
+        f"supported types are {supported}"
+    )

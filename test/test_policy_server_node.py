@@ -1,0 +1,119 @@
+"""policy_server_node and chunk_executor_node as separate real processes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import spin_until
+
+from lerobot_ros import wire
+from lerobot_ros.msg import ServerStatus
+from lerobot_ros.processes import spawn_node
+from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.srv import GetStatus
+
+
+def call(node, client, request, timeout_s=10.0):
+    assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} not available"
+    future = client.call_async(request)
+    assert spin_until(node, future.done, timeout_s), f"{client.srv_name} did not answer"
+    return future.result()
+
+
+def test_get_status_answers_a_client_in_another_process(policy_server, ros_node, act_checkpoint):
+    client = ros_node.create_client(GetStatus, "/lerobot/get_status")
+    status = call(ros_node, client, GetStatus.Request()).status
+    ros_node.destroy_client(client)
+
+    assert status.ready and not status.draining
+    assert status.server_namespace == "/lerobot"
+    assert len(status.instance_id) == 12
+    capabilities = wire.capabilities_from_msg(status.capabilities)
+    assert capabilities.policy_type == "act"
+    assert capabilities.serving_mode == "shared"
+    assert capabilities.action_names == SO101_JOINT_NAMES
+    assert capabilities.state_dim == 6
+    assert capabilities.camera_names == (FRONT_CAMERA,)
+    assert (capabilities.cameras[0].height, capabilities.cameras[0].width) == (96, 128)
+    assert capabilities.chunk_size == 50
+    assert capabilities.trained_fps == 30.0
+    assert capabilities.rtc_supported is False  # ACT has no RTC kwargs
+    assert capabilities.model_id == str(act_checkpoint)
+    assert len(capabilities.model_fingerprint) == 16
+
+
+def test_heartbeat_is_published_with_increasing_sequence(policy_server, ros_node):
+    beats = []
+    subscription = ros_node.create_subscription(ServerStatus, "/lerobot/status", beats.append, 10)
+    try:
+        assert spin_until(ros_node, lambda: len(beats) >= 2, 15), "fewer than 2 heartbeats in 15 s"
+    finally:
+        ros_node.destroy_subscription(subscription)
+    assert beats[1].heartbeat_seq > beats[0].heartbeat_seq
+    assert beats[0].instance_id == beats[1].instance_id
+    assert beats[1].uptime.sec + beats[1].uptime.nanosec * 1e-9 > 0
+    assert list(beats[0].capabilities.action_names) == list(SO101_JOINT_NAMES)
+
+
+def run_executor(parameters, timeout_s=60):
+    process = spawn_node("lerobot_ros.executor.node", {"server_namespace": "/lerobot", **parameters})
+    stdout, stderr = process.communicate(timeout=timeout_s)
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    return process.returncode, json.loads(lines[-1]) if lines else None, stderr
+
+
+def test_executor_handshake_accepts_a_matching_robot(policy_server):
+    code, result, stderr = run_executor(
+        {"joint_names": list(SO101_JOINT_NAMES), "camera_names": [FRONT_CAMERA], "state_dim": 6}
+    )
+    assert code == 0, stderr
+    assert result["handshake"] == "accepted"
+    assert result["policy_type"] == "act"
+    assert len(result["model_fingerprint"]) == 16
+
+
+def test_executor_handshake_refuses_a_swapped_joint_order_with_both_lists(policy_server):
+    swapped = [SO101_JOINT_NAMES[1], SO101_JOINT_NAMES[0], *SO101_JOINT_NAMES[2:]]
+    code, result, stderr = run_executor({"joint_names": swapped})
+    assert code == 1
+    assert result["handshake"] == "refused"
+    assert str(list(SO101_JOINT_NAMES)) in result["reason"]
+    assert str(swapped) in result["reason"]
+    assert "handshake refused" in stderr
+
+
+def test_executor_without_a_server_fails_fast_with_the_reason():
+    code, result, _ = run_executor(
+        {"server_namespace": "/nobody_here", "joint_names": list(SO101_JOINT_NAMES), "handshake_timeout_s": 1.0}
+    )
+    assert code == 1
+    assert result["reason"] == "no policy server answered on /nobody_here/get_status within 1 s"
+
+
+def test_executor_without_joint_names_refuses_to_start():
+    code, result, _ = run_executor({})
+    assert code == 1
+    assert "joint_names" in result["reason"]
+
+
+@pytest.mark.parametrize(
+    ("make_checkpoint", "expected"),
+    [
+        (lambda tmp: tmp / "does_not_exist", "is not a directory"),
+        (lambda tmp: tmp, "cannot load LeRobot checkpoint"),
+    ],
+    ids=["missing", "empty-directory"],
+)
+def test_server_start_up_errors_are_one_clear_line(tmp_path, make_checkpoint, expected):
+    checkpoint = make_checkpoint(tmp_path)
+    checkpoint_arg = str(checkpoint) if checkpoint != tmp_path else str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args", "-p", f"checkpoint:={checkpoint_arg}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert f"error: " in result.stderr and expected in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,72 @@
+"""Message conversions (no ROS graph needed: generated messages are plain classes)."""
+
+import pytest
+
+from lerobot_ros import wire
+from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.telemetry import ServerHealth
+
+
+def full_capabilities() -> ServerCapabilities:
+    return ServerCapabilities(
+        model_id="user/act_so101",
+        model_revision="v1.2",
+        model_fingerprint="0123456789abcdef",
+        policy_type="smolvla",
+        serving_mode="shared",
+        device="cuda:0",
+        dtype="bfloat16",
+        action_names=("a", "b"),
+        state_names=("sa", "sb"),
+        state_dim=2,
+        cameras=(CameraSpec("observation.images.front", 480, 640), CameraSpec("observation.images.wrist", 240, 320)),
+        chunk_size=50,
+        trained_fps=30.0,
+        rtc_supported=True,
+        rtc_enabled=True,
+        rtc_execution_horizon=10,
+        schema_version_min=1,
+        schema_version_max=2,
+        pinned_task="pick the cube",
+    )
+
+
+def test_capabilities_round_trip_every_field():
+    original = full_capabilities()
+    assert wire.capabilities_from_msg(wire.capabilities_to_msg(original)) == original
+
+
+def test_misaligned_camera_fields_are_refused():
+    msg = wire.capabilities_to_msg(full_capabilities())
+    msg.camera_heights = msg.camera_heights[:1]
+    with pytest.raises(ValueError, match="2 names, 1 heights, 2 widths"):
+        wire.capabilities_from_msg(msg)
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.25, 1.5, 2.9999999999, 3600.000000001])
+def test_duration_round_trip(seconds):
+    duration = wire.duration_from_seconds(seconds)
+    assert 0 <= duration.nanosec < 1_000_000_000
+    assert wire.seconds_from_duration(duration) == pytest.approx(seconds, abs=1e-9)
+
+
+def test_server_status_carries_health_and_capabilities():
+    from builtin_interfaces.msg import Time
+
+    health = ServerHealth(
+        instance_id="abc123",
+        server_namespace="/lerobot",
+        heartbeat_seq=7,
+        ready=True,
+        draining=False,
+        uptime_s=12.5,
+        active_sessions=2,
+        max_sessions=8,
+        requests_served=40,
+    )
+    msg = wire.server_status_to_msg(health, wire.capabilities_to_msg(full_capabilities()), Time(sec=5))
+    assert (msg.instance_id, msg.heartbeat_seq, msg.ready, msg.active_sessions, msg.max_sessions) == ("abc123", 7, True, 2, 8)
+    assert msg.requests_served == 40
+    assert (msg.uptime.sec, msg.uptime.nanosec) == (12, 500_000_000)
+    assert msg.header.stamp.sec == 5
+    assert wire.capabilities_from_msg(msg.capabilities) == full_capabilities()
