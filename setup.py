@@ -65,7 +65,7 @@ setup(
             ),
             "catkin_pkg",
         ],
-        "test": ["pytest>=8", "pytest-timeout>=2.3"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "colcon-common-extensions"],
     },
     entry_points={
         "console_scripts": [
