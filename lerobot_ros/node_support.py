@@ -1,6 +1,6 @@
 """What every lerobot_ros node shares: parameter tables and the main loop.
 
-Each node declares its parameters from one table of ``Parameter`` entries, so
+Each node declares its parameters from one table of ``ParameterSpec`` entries, so
 the defaults, types and descriptions live in one place that the README and
 config files can be checked against.
 """
@@ -19,14 +19,14 @@ from rclpy.node import Node
 
 
 @dataclass(frozen=True)
-class Parameter:
+class ParameterSpec:
     name: str
     default: Any
     description: str
     read_only: bool = True
 
 
-def declare_parameters(node: Node, table: tuple[Parameter, ...]) -> dict[str, Any]:
+def declare_parameters(node: Node, table: tuple[ParameterSpec, ...]) -> dict[str, Any]:
     """Declare every parameter of ``table`` on ``node``; return name -> value."""
     values = {}
     for entry in table:
@@ -43,18 +43,25 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     """Init rclpy, build the node, spin until shutdown; return an exit code.
 
     A NodeStartupError is reported as one clear line and exit code 1. SIGINT
-    and SIGTERM (ExternalShutdownException) end the spin cleanly.
+    and SIGTERM end the node cleanly, also while it is still starting up.
     """
     rclpy.init(args=args if args is not None else sys.argv)
     node = None
     try:
         node = make_node()
-        rclpy.spin(node)
+        if rclpy.ok():  # not interrupted while starting up
+            rclpy.spin(node)
     except NodeStartupError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # SIGTERM during start-up shuts the context down under the node's
+        # feet; the next entity it creates then fails. That is a shutdown,
+        # not a crash.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             node.destroy_node()

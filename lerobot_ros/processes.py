@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 
-def ros_args(parameters: Mapping[str, Any]) -> list[str]:
-    """``--ros-args -p name:=value ...`` with values written as YAML."""
+def ros_args(parameters: Mapping[str, Any], node_name: str | None = None) -> list[str]:
+    """``--ros-args [-r __node:=name] -p name:=value ...``, values written as YAML."""
     args = ["--ros-args"]
+    if node_name:
+        args += ["-r", f"__node:={node_name}"]
     for name, value in parameters.items():
         # JSON is valid YAML; it quotes strings and writes lists as [..].
         args += ["-p", f"{name}:={json.dumps(value)}"]
@@ -29,15 +31,16 @@ def spawn_node(
     parameters: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     log: IO[str] | None = None,
+    node_name: str | None = None,
 ) -> subprocess.Popen:
-    """Run ``python -m <module>`` with ROS parameters.
+    """Run ``python -m <module>`` with ROS parameters (and a node name, if given).
 
     Output goes to ``log`` (stdout and stderr together) when given; otherwise
     both are piped. Give a long-running node a log file: nobody drains a pipe
     while it runs, and a full pipe would block the node.
     """
     return subprocess.Popen(
-        [sys.executable, "-m", module, *ros_args(parameters)],
+        [sys.executable, "-m", module, *ros_args(parameters, node_name)],
         stdout=log if log is not None else subprocess.PIPE,
         stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
         text=True,

@@ -48,3 +48,4 @@ def test_check_robot_reports_every_problem():
 def test_check_robot_skips_what_the_robot_did_not_declare():
     assert check_robot(capabilities(), JOINTS).ok
     assert check_robot(capabilities(), JOINTS, camera_names=["observation.images.front", "extra"], state_dim=3).ok
+

@@ -1,6 +1,7 @@
 """The package's metadata, build files and configs agree with its code."""
 
 import importlib
+import json
 import importlib.metadata
 import re
 import xml.etree.ElementTree as ET
@@ -98,3 +99,12 @@ def test_launch_files_compile_and_name_installed_executables(path):
     compile(source, str(path), "exec")
     for executable in re.findall(r'executable="(\w+)"', source):
         assert (REPO / "bin" / executable).is_file()
+
+
+@pytest.mark.parametrize("module", ["lerobot_ros.server.node", "lerobot_ros.executor.node"])
+def test_readme_parameter_tables_match_the_declarations(module):
+    readme = (REPO / "README.md").read_text()
+    table = importlib.import_module(module).PARAMETERS
+    for parameter in table:
+        row = f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | {parameter.description} |"
+        assert row in readme, f"README lacks or misstates the row: {row}"

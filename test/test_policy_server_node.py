@@ -117,3 +117,31 @@ def test_server_start_up_errors_are_one_clear_line(tmp_path, make_checkpoint, ex
     assert result.returncode == 1
     assert f"error: " in result.stderr and expected in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_signal_while_loading_ends_the_server_cleanly(act_checkpoint, tmp_path, signal_name):
+    import signal
+    import time
+
+    from lerobot_ros.processes import spawn_node, stop
+
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log:
+        # Its own node name: the suite's shared server owns /lerobot.
+        process = spawn_node(
+            "lerobot_ros.server.node", {"checkpoint": str(act_checkpoint)}, log=log, node_name="lerobot_signal_test"
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "loading" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "loading" in log_path.read_text(), log_path.read_text()
+        process.send_signal(getattr(signal, signal_name))
+        process.wait(timeout=60)
+    finally:
+        stop(process)
+    output = log_path.read_text()
+    assert process.returncode == 0, output
+    assert "Traceback" not in output
+    assert "ready: serving" not in output, "the signal arrived during loading; the node must not go on to serve"

@@ -21,17 +21,17 @@ from rclpy.node import Node
 
 from lerobot_ros import wire
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
-from lerobot_ros.node_support import NodeStartupError, Parameter, declare_parameters
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters
 from lerobot_ros.srv import GetStatus
 
 NODE_NAME = "chunk_executor"
 
 PARAMETERS = (
-    Parameter("server_namespace", "/lerobot", "Namespace of the policy server's services, e.g. /lerobot"),
-    Parameter("joint_names", [""], "Ordered joint (= action) names of this robot; must equal the policy's"),
-    Parameter("camera_names", [""], "Camera feature names this robot provides; empty: not checked"),
-    Parameter("state_dim", 0, "Length of the state vector this robot sends; 0: not checked"),
-    Parameter("handshake_timeout_s", 30.0, "How long to wait for the server to answer at start-up (seconds)"),
+    ParameterSpec("server_namespace", "/lerobot", "Namespace of the policy server's services, e.g. /lerobot"),
+    ParameterSpec("joint_names", [""], "Ordered joint (= action) names of this robot; must equal the policy's"),
+    ParameterSpec("camera_names", [""], "Camera feature names this robot provides; empty: not checked"),
+    ParameterSpec("state_dim", 0, "Length of the state vector this robot sends; 0: not checked"),
+    ParameterSpec("handshake_timeout_s", 30.0, "How long to wait for the server to answer at start-up (seconds)"),
 )
 
 

@@ -19,29 +19,25 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ServerStatus
-from lerobot_ros.node_support import NodeStartupError, Parameter, declare_parameters, run_node
-from lerobot_ros.server.checkpoint import CheckpointError, load_policy
-from lerobot_ros.server.policy_families import UnsupportedPolicyError
-from lerobot_ros.server.warmup import warm_up
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, run_node
 from lerobot_ros.srv import GetStatus
 from lerobot_ros.telemetry import ServerHealth
 
 NODE_NAME = "lerobot"
 
 PARAMETERS = (
-    Parameter("checkpoint", "", "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)"),
-    Parameter("revision", "", "Hub revision (branch, tag or commit) of the checkpoint; empty for the default"),
-    Parameter("device", "auto", "Torch device: auto (cuda when available, else cpu), cpu, cuda, cuda:N"),
-    Parameter("dtype", "float32", "Model dtype: float32, float16 or bfloat16"),
-    Parameter(
+    ParameterSpec("checkpoint", "", "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)"),
+    ParameterSpec("revision", "", "Hub revision (branch, tag or commit) of the checkpoint; empty for the default"),
+    ParameterSpec("device", "auto", "Torch device: auto (cuda when available, else cpu), cpu, cuda, cuda:N"),
+    ParameterSpec("dtype", "float32", "Model dtype: float32, float16 or bfloat16"),
+    ParameterSpec(
         "action_names",
         [""],
         "Ordered action names the policy outputs; empty to read them from the checkpoint's lerobot_ros.json",
     ),
-    Parameter("trained_fps", 0.0, "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
-    Parameter("warmup_inferences", 2, "Full predict passes run before the server advertises itself"),
-    Parameter("max_sessions", 8, "Most robots served at once"),
-    Parameter("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
+    ParameterSpec("trained_fps", 0.0, "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
+    ParameterSpec("warmup_inferences", 2, "Full predict passes run before the server advertises itself"),
+    ParameterSpec("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
 )
 
 # Heartbeats are small and periodic: keep only the newest, but deliver it.
@@ -69,6 +65,11 @@ class PolicyServerNode(Node):
         )
 
     def _load(self):
+        # torch and LeRobot take seconds to import: import them here, after
+        # rclpy.init, so Ctrl-C during start-up ends the node cleanly.
+        from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+        from lerobot_ros.server.policy_families import UnsupportedPolicyError
+
         checkpoint = self.params["checkpoint"]
         if not checkpoint:
             raise NodeStartupError("parameter 'checkpoint' is empty: give a checkpoint directory or Hub id")
@@ -90,6 +91,8 @@ class PolicyServerNode(Node):
         return loaded
 
     def _warm_up(self) -> None:
+        from lerobot_ros.server.warmup import warm_up
+
         count = self.params["warmup_inferences"]
         self.get_logger().info(f"warming up ({count} inferences)")
         durations = warm_up(self.loaded, count)
@@ -106,7 +109,6 @@ class PolicyServerNode(Node):
             ready=True,
             draining=False,
             uptime_s=time.monotonic() - self.started,
-            max_sessions=self.params["max_sessions"],
         )
 
     def status_msg(self) -> ServerStatus:

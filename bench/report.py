@@ -1,0 +1,31 @@
+"""Write a benchmark's results into docs/benchmarks.md, between markers.
+
+Each benchmark owns one section, ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``;
+re-running it replaces only that section, so the file keeps every result with
+the command that produced it.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+from datetime import date
+from pathlib import Path
+
+BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def machine() -> str:
+    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    return f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, {date.today().isoformat()}"
+
+
+def write_section(name: str, command: str, body: str) -> None:
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    section = f"{start}\nCommand: `{command}` ({machine()})\n\n{body.strip()}\n{end}"
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    BENCHMARKS_MD.write_text(text)
+    print(section)

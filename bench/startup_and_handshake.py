@@ -1,0 +1,116 @@
+"""Start-up and handshake costs of the two nodes on this machine.
+
+Measures (medians, and spread where it matters):
+- import time of the robot-side node module vs the server-side one (a fresh
+  interpreter each time, including the ROS wheels' one-time re-exec);
+- policy_server_node start-up on the default policy: spawn -> ~/get_status
+  answers, and the load / warm-up times the node logs;
+- GetStatus round trip from a client in another process;
+- a whole executor handshake: process start -> accepted -> exit.
+
+usage: python bench/startup_and_handshake.py [--calls 300] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from report import write_section  # noqa: E402
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+from lerobot_ros.processes import spawn_node, stop  # noqa: E402
+from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint  # noqa: E402
+
+
+def timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+
+    imports = {
+        module: [timed([sys.executable, "-c", f"import {module}"]) for _ in range(args.runs)]
+        for module in ("lerobot_ros.executor.node", "lerobot_ros.server.node")
+    }
+
+    import rclpy
+
+    from lerobot_ros.srv import GetStatus
+
+    checkpoint = default_checkpoint()
+    rclpy.init()
+    node = rclpy.create_node("bench_client")
+    client = node.create_client(GetStatus, "/lerobot/get_status")
+    startups, loads, warmups, round_trips, handshakes = [], [], [], [], []
+    for run in range(args.runs):
+        with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
+            started = time.perf_counter()
+            server = spawn_node("lerobot_ros.server.node", {"checkpoint": str(checkpoint)}, log=log)
+            while not client.wait_for_service(timeout_sec=0.01):
+                if time.perf_counter() - started > 300:
+                    raise SystemExit("server did not start")
+            startups.append(time.perf_counter() - started)
+            if run == 0:
+                for _ in range(args.calls):
+                    sent = time.perf_counter()
+                    future = client.call_async(GetStatus.Request())
+                    rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+                    round_trips.append(time.perf_counter() - sent)
+            handshakes.append(
+                timed([sys.executable, "-m", "lerobot_ros.executor.node", "--ros-args",
+                       "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}"])
+            )
+            stop(server)
+            log.seek(0)
+            text = log.read()
+            loads.append(float(re.search(r"loaded in ([\d.]+) s", text).group(1)))
+            warmups.append([int(ms) for ms in re.findall(r"(\d+) ms", text.split("warm-up done:")[1].splitlines()[0])])
+    node.destroy_node()
+    rclpy.shutdown()
+
+    ms = lambda seconds: f"{seconds * 1000:.1f} ms"  # noqa: E731
+    executor_import = statistics.median(imports["lerobot_ros.executor.node"])
+    server_import = statistics.median(imports["lerobot_ros.server.node"])
+    body = f"""
+| what | median | spread |
+|---|---|---|
+| `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports['lerobot_ros.executor.node']):.2f}-{max(imports['lerobot_ros.executor.node']):.2f} s over {args.runs} |
+| `import lerobot_ros.server.node` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.node']):.2f}-{max(imports['lerobot_ros.server.node']):.2f} s over {args.runs} |
+| server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
+| of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
+| of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |
+| GetStatus round trip, client in another process | {ms(statistics.median(round_trips))} | p95 {ms(percentile(round_trips, 0.95))}, max {ms(max(round_trips))} over {args.calls} |
+| whole executor handshake (process start -> exit 0) | {statistics.median(handshakes):.2f} s | {min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs} |
+
+The server-side import is {server_import / executor_import:.0f}x the robot-side one: keeping torch and
+LeRobot off the robot computer is worth it for start-up alone.
+"""
+    write_section("startup_and_handshake", "python bench/startup_and_handshake.py", body)
+
+
+if __name__ == "__main__":
+    main()
