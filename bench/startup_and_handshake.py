@@ -1,8 +1,9 @@
 """Start-up and handshake costs of the two nodes on this machine.
 
 Measures (medians, and spread where it matters):
-- import time of the robot-side node module vs the server-side one (a fresh
-  interpreter each time, including the ROS wheels' one-time re-exec);
+- import time of the robot-side node module vs the server's checkpoint
+  loader, which pulls in torch and LeRobot (a fresh interpreter each time,
+  including the ROS wheels' one-time re-exec);
 - policy_server_node start-up on the default policy: spawn -> ~/get_status
   answers, and the load / warm-up times the node logs;
 - GetStatus round trip from a client in another process;
@@ -54,7 +55,7 @@ def main() -> None:
 
     imports = {
         module: [timed([sys.executable, "-c", f"import {module}"]) for _ in range(args.runs)]
-        for module in ("lerobot_ros.executor.node", "lerobot_ros.server.node")
+        for module in ("lerobot_ros.executor.node", "lerobot_ros.server.checkpoint")
     }
 
     import rclpy
@@ -94,20 +95,20 @@ def main() -> None:
 
     ms = lambda seconds: f"{seconds * 1000:.1f} ms"  # noqa: E731
     executor_import = statistics.median(imports["lerobot_ros.executor.node"])
-    server_import = statistics.median(imports["lerobot_ros.server.node"])
+    server_import = statistics.median(imports["lerobot_ros.server.checkpoint"])
     body = f"""
 | what | median | spread |
 |---|---|---|
 | `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports['lerobot_ros.executor.node']):.2f}-{max(imports['lerobot_ros.executor.node']):.2f} s over {args.runs} |
-| `import lerobot_ros.server.node` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.node']):.2f}-{max(imports['lerobot_ros.server.node']):.2f} s over {args.runs} |
+| `import lerobot_ros.server.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.checkpoint']):.2f}-{max(imports['lerobot_ros.server.checkpoint']):.2f} s over {args.runs} |
 | server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
 | of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
 | of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |
 | GetStatus round trip, client in another process | {ms(statistics.median(round_trips))} | p95 {ms(percentile(round_trips, 0.95))}, max {ms(max(round_trips))} over {args.calls} |
 | whole executor handshake (process start -> exit 0) | {statistics.median(handshakes):.2f} s | {min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs} |
 
-The server-side import is {server_import / executor_import:.0f}x the robot-side one: keeping torch and
-LeRobot off the robot computer is worth it for start-up alone.
+Most of the server's start-up is importing torch and LeRobot (the second row); the robot side,
+which imports neither, starts in {executor_import:.2f} s, {server_import / executor_import:.0f}x faster. Medians of one run.
 """
     write_section("startup_and_handshake", "python bench/startup_and_handshake.py", body)
 
