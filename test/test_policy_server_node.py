@@ -98,24 +98,20 @@ def test_executor_without_joint_names_refuses_to_start():
 
 
 @pytest.mark.parametrize(
-    ("make_checkpoint", "expected"),
-    [
-        (lambda tmp: tmp / "does_not_exist", "is not a directory"),
-        (lambda tmp: tmp, "cannot load LeRobot checkpoint"),
-    ],
+    ("checkpoint_name", "expected"),
+    [("does_not_exist", "is not a directory"), ("", "cannot load LeRobot checkpoint")],
     ids=["missing", "empty-directory"],
 )
-def test_server_start_up_errors_are_one_clear_line(tmp_path, make_checkpoint, expected):
-    checkpoint = make_checkpoint(tmp_path)
-    checkpoint_arg = str(checkpoint) if checkpoint != tmp_path else str(tmp_path)
+def test_server_start_up_errors_are_one_clear_line(tmp_path, checkpoint_name, expected):
+    checkpoint = tmp_path / checkpoint_name
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args", "-p", f"checkpoint:={checkpoint_arg}"],
+        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args", "-p", f"checkpoint:={checkpoint}"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 1
-    assert f"error: " in result.stderr and expected in result.stderr
+    assert "error: " in result.stderr and expected in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -145,3 +141,28 @@ def test_signal_while_loading_ends_the_server_cleanly(act_checkpoint, tmp_path, 
     assert process.returncode == 0, output
     assert "Traceback" not in output
     assert "ready: serving" not in output, "the signal arrived during loading; the node must not go on to serve"
+
+
+def test_invalid_parameters_are_all_reported_before_loading():
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args",
+         "-p", "dtype:=float64", "-p", "device:=gpu0", "-p", "heartbeat_period_s:=0.0", "-p", "warmup_inferences:=-1"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    for expected in ("'checkpoint' is empty", "'dtype' is 'float64', expected one of ['float32', 'float16', 'bfloat16']",
+                     "'device' is 'gpu0'", "'heartbeat_period_s' is 0.0", "'warmup_inferences' is -1"):
+        assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "loading" not in result.stderr
+
+
+def test_cuda_requested_without_cuda_is_a_clear_error(act_checkpoint):
+    import torch
+
+    from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(CheckpointError, match="CUDA is not available here"):
+        load_policy(str(act_checkpoint), device="cuda:0")

@@ -47,6 +47,15 @@ class LoadedPolicy:
 def resolve_device(device: str) -> str:
     if device in ("", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise CheckpointError(
+                f"device {device!r} requested but CUDA is not available here "
+                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use device 'cpu' or 'auto'"
+            )
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise CheckpointError(f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
     return device
 
 
@@ -116,8 +125,8 @@ def load_policy(
     """Load policy + processors, cast, move, and describe what is served."""
     if dtype not in _DTYPES:
         raise CheckpointError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
-    checkpoint_dir = _local_checkpoint_dir(checkpoint, revision)
     device = resolve_device(device)
+    checkpoint_dir = _local_checkpoint_dir(checkpoint, revision)
     try:
         config = PreTrainedConfig.from_pretrained(checkpoint_dir)
         config.device = device

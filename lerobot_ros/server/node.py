@@ -10,6 +10,7 @@ heartbeat appear only once the model can answer at full speed.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 import uuid
@@ -40,14 +41,36 @@ PARAMETERS = (
     ParameterSpec("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
 )
 
+DTYPES = ("float32", "float16", "bfloat16")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
 # Heartbeats are small and periodic: keep only the newest, but deliver it.
 STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def parameter_problems(params: dict) -> list[str]:
+    """What is wrong with the parameters, checked before seconds of loading."""
+    problems = []
+    if not params["checkpoint"]:
+        problems.append("'checkpoint' is empty: give a checkpoint directory or Hub id")
+    if params["dtype"] not in DTYPES:
+        problems.append(f"'dtype' is {params['dtype']!r}, expected one of {list(DTYPES)}")
+    if not _DEVICE.match(params["device"]):
+        problems.append(f"'device' is {params['device']!r}, expected auto, cpu, mps, cuda or cuda:N")
+    if params["warmup_inferences"] < 0:
+        problems.append(f"'warmup_inferences' is {params['warmup_inferences']}, expected 0 or more")
+    if params["heartbeat_period_s"] <= 0:
+        problems.append(f"'heartbeat_period_s' is {params['heartbeat_period_s']}, expected more than 0")
+    return problems
 
 
 class PolicyServerNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self.params = declare_parameters(self, PARAMETERS)
+        problems = parameter_problems(self.params)
+        if problems:
+            raise NodeStartupError("invalid parameters: " + "; ".join(problems))
         self.instance_id = uuid.uuid4().hex[:12]
         self.started = time.monotonic()
         self.heartbeat_seq = 0
@@ -71,8 +94,6 @@ class PolicyServerNode(Node):
         from lerobot_ros.server.policy_families import UnsupportedPolicyError
 
         checkpoint = self.params["checkpoint"]
-        if not checkpoint:
-            raise NodeStartupError("parameter 'checkpoint' is empty: give a checkpoint directory or Hub id")
         action_names = [name for name in self.params["action_names"] if name]
         self.get_logger().info(f"loading {checkpoint} on {self.params['device']} as {self.params['dtype']}")
         started = time.monotonic()
