@@ -59,19 +59,18 @@ def main() -> None:
         shutil.rmtree(clone / "build", ignore_errors=True)
         interfaces = timed(["scripts/build_interfaces.sh", str(clone / ".venv"), str(tmp / "ifaces")], clone, env)
         dev_size, robot_size = size_gb(clone / ".venv"), size_gb(robot_venv)
-        cache_size = size_gb(tmp / "pip-cache")
 
     body = f"""
 | step | wall time | venv size |
 |---|---|---|
 | `scripts/setup_env.sh` on a fresh clone, empty pip cache | {fresh:.0f} s | {dev_size:.1f} GB |
 | the same command again (nothing changed) | {again:.2f} s | |
-| `scripts/setup_env.sh --robot` (no torch, no LeRobot; pip cache now warm) | {robot:.0f} s | {robot_size:.2f} GB |
+| `scripts/setup_env.sh --robot` into a second fresh venv (no torch, no LeRobot) | {robot:.0f} s | {robot_size:.2f} GB |
 | `scripts/build_interfaces.sh` alone (9 interfaces, C and C++ typesupports, 2 cores) | {interfaces:.0f} s | |
 
-Downloads: {cache_size:.1f} GB went through pip's cache. Most of the dev venv is torch with its
-CUDA libraries (PyPI has no CPU-only torch for Python 3.12); the robot venv is the ROS 2 wheels,
-NumPy and OpenCV.
+Most of the dev venv is torch with its CUDA libraries (PyPI has no CPU-only torch for
+Python 3.12); the robot venv is the ROS 2 wheels, NumPy and OpenCV. The robot set-up includes
+its own interface build (the last row), as does the dev set-up.
 """
     write_section("setup_cost", "python bench/setup_cost.py", body)
 

@@ -21,7 +21,7 @@ from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.server.policy_families import UnsupportedPolicyError, classify
+from lerobot_ros.server.policy_families import classify
 
 log = logging.getLogger(__name__)
 
@@ -122,28 +122,21 @@ def load_policy(
     action_names: list[str] | None = None,
     trained_fps: float = 0.0,
 ) -> LoadedPolicy:
-    """Load policy + processors, cast, move, and describe what is served."""
+    """Load policy + processors, cast, move, and describe what is served.
+
+    Everything that can be checked from config.json and the contract file is
+    checked before the weights are read, so a wrong checkpoint fails fast.
+    """
     if dtype not in _DTYPES:
         raise CheckpointError(f"dtype {dtype!r} is not one of {sorted(_DTYPES)}")
     device = resolve_device(device)
     checkpoint_dir = _local_checkpoint_dir(checkpoint, revision)
     try:
         config = PreTrainedConfig.from_pretrained(checkpoint_dir)
-        config.device = device
-        serving = classify(config.type, getattr(config, "n_obs_steps", 1))
-        policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
-        preprocessor, postprocessor = make_pre_post_processors(
-            config,
-            pretrained_path=str(checkpoint_dir),
-            preprocessor_overrides={"device_processor": {"device": device}},
-        )
-    except UnsupportedPolicyError:
-        raise
     except (OSError, ValueError, KeyError) as error:
         raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error
-    policy.to(device=device, dtype=_DTYPES[dtype]).eval()
-    log.info("serving %s as %s: %s", config.type, serving.mode, serving.reason)
-
+    config.device = device
+    serving = classify(config.type, getattr(config, "n_obs_steps", 1))
     contract = _read_contract_file(checkpoint_dir)
     action_dim = config.action_feature.shape[0]
     names = tuple(action_names or contract.get("action_names") or ())
@@ -154,6 +147,19 @@ def load_policy(
         )
     if len(names) != action_dim:
         raise CheckpointError(f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} actions")
+
+    try:
+        policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
+        preprocessor, postprocessor = make_pre_post_processors(
+            config,
+            pretrained_path=str(checkpoint_dir),
+            preprocessor_overrides={"device_processor": {"device": device}},
+        )
+    except (OSError, ValueError, KeyError) as error:
+        raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error
+    policy.to(device=device, dtype=_DTYPES[dtype]).eval()
+    log.info("serving %s as %s: %s", config.type, serving.mode, serving.reason)
+
     state = config.robot_state_feature
     cameras = tuple(
         CameraSpec(name, int(feature.shape[-2]), int(feature.shape[-1])) for name, feature in config.image_features.items()
