@@ -13,32 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.processes import run_handshake, spawn_node, stop
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint
 
 SERVER_MODULE = "lerobot_ros.server.node"
-EXECUTOR_MODULE = "lerobot_ros.executor.node"
 
 
 def _run_handshake(joint_names: tuple[str, ...], server_namespace: str, timeout_s: float) -> dict:
-    executor = spawn_node(
-        EXECUTOR_MODULE,
+    exit_code, result, _ = run_handshake(
         {"server_namespace": server_namespace, "joint_names": list(joint_names), "handshake_timeout_s": timeout_s},
+        timeout_s=timeout_s + 30,
     )
-    try:
-        stdout, stderr = executor.communicate(timeout=timeout_s + 30)
-    except subprocess.TimeoutExpired:
-        stop(executor)
-        return {"handshake": "no answer", "reason": "executor did not finish", "exit_code": None}
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    result = json.loads(lines[-1]) if lines else {"handshake": "no output", "reason": stderr.strip()[-500:]}
-    result["exit_code"] = executor.returncode
-    return result
+    return {**result, "exit_code": exit_code}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,15 @@ def declare_parameters(node: Node, table: tuple[ParameterSpec, ...]) -> dict[str
     return values
 
 
+def declared_strings(values: list[str]) -> tuple[str, ...]:
+    """A string-list parameter without its placeholders.
+
+    ROS 2 cannot infer the type of an empty list, so string lists are
+    declared with the default [""], which means "not set".
+    """
+    return tuple(value for value in values if value)
+
+
 class NodeStartupError(RuntimeError):
     """The node cannot start; the message says why, for the operator."""
 

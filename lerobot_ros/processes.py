@@ -48,6 +48,24 @@ def spawn_node(
     )
 
 
+def run_handshake(parameters: Mapping[str, Any], timeout_s: float = 120.0) -> tuple[int | None, dict, str]:
+    """Run chunk_executor_node's start-up handshake; return (exit code, its JSON line, stderr).
+
+    The executor prints its outcome as one JSON line on stdout. A run that
+    prints none, or does not finish within ``timeout_s``, is reported as such
+    in the returned dict rather than raised.
+    """
+    executor = spawn_node("lerobot_ros.executor.node", parameters)
+    try:
+        stdout, stderr = executor.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop(executor)
+        return None, {"handshake": "no answer", "reason": f"executor did not finish within {timeout_s:.0f} s"}, ""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    result = json.loads(lines[-1]) if lines else {"handshake": "no output", "reason": stderr.strip()[-500:]}
+    return executor.returncode, result, stderr
+
+
 def stop(process: subprocess.Popen, timeout_s: float = 15.0) -> int:
     """SIGINT, then SIGKILL if the process has not exited after ``timeout_s``."""
     if process.poll() is None:

@@ -1,6 +1,5 @@
 """policy_server_node and chunk_executor_node as separate real processes."""
 
-import json
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ from conftest import spin_until
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ServerStatus
-from lerobot_ros.processes import spawn_node
+from lerobot_ros.processes import run_handshake
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import GetStatus
 
@@ -57,10 +56,7 @@ def test_heartbeat_is_published_with_increasing_sequence(policy_server, ros_node
 
 
 def run_executor(parameters, timeout_s=60):
-    process = spawn_node("lerobot_ros.executor.node", {"server_namespace": "/lerobot", **parameters})
-    stdout, stderr = process.communicate(timeout=timeout_s)
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    return process.returncode, json.loads(lines[-1]) if lines else None, stderr
+    return run_handshake({"server_namespace": "/lerobot", **parameters}, timeout_s=timeout_s)
 
 
 def test_executor_handshake_accepts_a_matching_robot(policy_server):

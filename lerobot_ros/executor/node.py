@@ -21,7 +21,7 @@ from rclpy.node import Node
 
 from lerobot_ros import wire
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings
 from lerobot_ros.srv import GetStatus
 
 NODE_NAME = "chunk_executor"
@@ -39,12 +39,12 @@ class ChunkExecutorNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self.params = declare_parameters(self, PARAMETERS)
-        joint_names = tuple(name for name in self.params["joint_names"] if name)
+        joint_names = declared_strings(self.params["joint_names"])
         if not joint_names:
             raise NodeStartupError("parameter 'joint_names' is empty: list the robot's ordered joint names")
         self.robot = RobotDeclaration(
             joint_names=joint_names,
-            camera_names=tuple(name for name in self.params["camera_names"] if name),
+            camera_names=declared_strings(self.params["camera_names"]),
             state_dim=self.params["state_dim"],
         )
         service = self.params["server_namespace"].rstrip("/") + "/get_status"

@@ -21,14 +21,14 @@ from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.server.policy_families import classify
+from lerobot_ros.server.policy_families import DTYPES, classify
 
 log = logging.getLogger(__name__)
 
 #: Sidecar file in a checkpoint directory naming the robot-facing contract.
 CONTRACT_FILE = "lerobot_ros.json"
 _RTC_KWARGS = ("inference_delay", "prev_chunk_left_over")
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
 class CheckpointError(RuntimeError):

@@ -20,7 +20,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ServerStatus
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, run_node
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings, run_node
+from lerobot_ros.server.policy_families import DTYPES
 from lerobot_ros.srv import GetStatus
 from lerobot_ros.telemetry import ServerHealth
 
@@ -41,7 +42,6 @@ PARAMETERS = (
     ParameterSpec("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
 )
 
-DTYPES = ("float32", "float16", "bfloat16")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 # Heartbeats are small and periodic: keep only the newest, but deliver it.
@@ -94,7 +94,7 @@ class PolicyServerNode(Node):
         from lerobot_ros.server.policy_families import UnsupportedPolicyError
 
         checkpoint = self.params["checkpoint"]
-        action_names = [name for name in self.params["action_names"] if name]
+        action_names = list(declared_strings(self.params["action_names"]))
         self.get_logger().info(f"loading {checkpoint} on {self.params['device']} as {self.params['dtype']}")
         started = time.monotonic()
         try:

@@ -1,4 +1,4 @@
-"""Which LeRobot policy families can be served, and how.
+"""Which LeRobot policy families can be served, how, and in which dtypes.
 
 Invariant: a policy that keeps state between calls (observation history,
 select_action queues) is never shared between robots — it would mix their
@@ -8,6 +8,9 @@ observations. Families not listed are refused at start-up with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: Model dtypes a server can run in (torch dtype names).
+DTYPES = ("float32", "float16", "bfloat16")
 
 SHARED = "shared"
 EXCLUSIVE = "exclusive"
