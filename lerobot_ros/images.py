@@ -1,0 +1,296 @@
+"""The one place that converts camera frames between numpy and sensor_msgs.
+
+Invariant protected here: every frame that leaves this module is an HxWx3
+uint8 RGB numpy array, and every message that leaves it is well formed
+(``Image``: encoding "rgb8", step = width*3; ``CompressedImage``: format
+"jpeg"). Anything else that arrives (a wrong byte count, a truncated or
+corrupt JPEG, a 16-bit depth image, an unknown encoding) is refused with an
+``ImageError`` naming what was expected and what arrived, never decoded into
+a silently wrong picture.
+
+Used by the robot-side executor (no torch) and by the server, so this module
+depends only on numpy, OpenCV and sensor_msgs. We convert ourselves instead of
+using cv_bridge: the PyPI port maps 16-bit encodings to 8-bit types and calls
+numpy's removed ``tostring()``, and a real cv_bridge is not always installed.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from sensor_msgs.msg import CompressedImage, Image
+
+__all__ = [
+    "ACCEPTED_RAW_ENCODINGS",
+    "ImageError",
+    "compressed_to_rgb",
+    "image_message_to_rgb",
+    "is_jpeg",
+    "raw_to_rgb",
+    "resize_rgb",
+    "rgb_to_compressed",
+    "rgb_to_raw",
+]
+
+
+class ImageError(ValueError):
+    """A camera frame or image message that cannot be converted faithfully."""
+
+
+# Channels per pixel of each raw encoding we accept; all are 8 bits per channel.
+_RAW_ENCODING_CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
+ACCEPTED_RAW_ENCODINGS = tuple(_RAW_ENCODING_CHANNELS)
+
+# cvtColor codes that turn each encoding into RGB (rgb8 needs none).
+_TO_RGB = {
+    "bgr8": cv2.COLOR_BGR2RGB,
+    "rgba8": cv2.COLOR_RGBA2RGB,
+    "bgra8": cv2.COLOR_BGRA2RGB,
+    "mono8": cv2.COLOR_GRAY2RGB,
+}
+
+_JPEG_SOI = b"\xff\xd8\xff"
+_JPEG_EOI = b"\xff\xd9"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_IEND = b"IEND"
+
+
+# ---------------------------------------------------------------------------
+# numpy -> message
+
+
+def _check_rgb(rgb: np.ndarray) -> None:
+    if not isinstance(rgb, np.ndarray):
+        raise ImageError(f"expected an HxWx3 uint8 RGB numpy array, got {type(rgb).__name__}")
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ImageError(f"expected an HxWx3 uint8 RGB array, got shape {rgb.shape} dtype {rgb.dtype}")
+    if rgb.shape[0] == 0 or rgb.shape[1] == 0:
+        raise ImageError(f"expected a non-empty image, got shape {rgb.shape}")
+
+
+def rgb_to_compressed(rgb: np.ndarray, quality: int) -> CompressedImage:
+    """JPEG-encode an RGB frame into a ``CompressedImage`` (format "jpeg").
+
+    The header is left default; the caller stamps it.
+    """
+    # bool is an int subclass; quality=True is a bug, not "quality 1".
+    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 100:
+        raise ValueError(f"JPEG quality must be an integer in 1..100, got {quality!r}")
+    _check_rgb(rgb)
+    # OpenCV encoders read channel order as BGR.
+    bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
+    ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise ImageError(f"OpenCV failed to JPEG-encode an image of shape {rgb.shape}")
+    msg = CompressedImage()
+    msg.format = "jpeg"
+    # bytes, not numpy: rclpy iterates numpy arrays element by element.
+    msg.data = encoded.tobytes()
+    return msg
+
+
+def rgb_to_raw(rgb: np.ndarray) -> Image:
+    """Wrap an RGB frame in an uncompressed ``Image`` (encoding "rgb8")."""
+    _check_rgb(rgb)
+    height, width, _ = rgb.shape
+    msg = Image()
+    msg.height = height
+    msg.width = width
+    msg.encoding = "rgb8"
+    msg.is_bigendian = 0
+    msg.step = width * 3
+    # tobytes() also makes non-contiguous inputs (crops, flips) row-major.
+    msg.data = rgb.tobytes()
+    return msg
+
+
+# ---------------------------------------------------------------------------
+# message -> numpy
+
+
+def _message_bytes(data: object) -> memoryview:
+    """A zero-copy byte view of a message's ``data`` field."""
+    try:
+        view = memoryview(data)  # array.array('B') and bytes: no copy
+    except TypeError:
+        view = memoryview(bytes(data))  # a plain list from hand-built messages
+    return view.cast("B") if view.format != "B" else view
+
+
+def _describe(data: memoryview, fmt: str) -> str:
+    return f"{len(data)} bytes starting {bytes(data[:8]).hex(' ') or '(none)'}, format {fmt!r}"
+
+
+def _declared_codec(fmt: str) -> str | None:
+    """"jpeg", "png" or None (unknown) from an image_transport format string.
+
+    image_transport writes e.g. "jpeg", "png", "rgb8; jpeg compressed bgr8",
+    "bgr8; png compressed bgr8"; compressedDepth writes
+    "16UC1; compressedDepth png", which is depth data, not a camera frame.
+    """
+    lowered = fmt.lower()
+    if "compresseddepth" in lowered:
+        return None
+    codec_part = lowered.split(";")[-1]
+    if "jpeg" in codec_part or "jpg" in codec_part:
+        return "jpeg"
+    if "png" in codec_part:
+        return "png"
+    return None
+
+
+def _sniff_codec(data: memoryview) -> str | None:
+    if bytes(data[:3]) == _JPEG_SOI:
+        return "jpeg"
+    if bytes(data[:8]) == _PNG_SIGNATURE:
+        return "png"
+    return None
+
+
+def _jpeg_is_complete(data: memoryview) -> bool:
+    # cv2.imdecode returns a partially grey image for a truncated JPEG without
+    # an error, so completeness is checked here. Some UVC cameras pad MJPEG
+    # frames with zeros after the EOI marker; tolerate that padding.
+    tail = bytes(data[-64:]).rstrip(b"\x00")
+    return tail.endswith(_JPEG_EOI)
+
+
+def _png_is_complete(data: memoryview) -> bool:
+    # The last chunk is IEND: 4-byte length, b"IEND", 4-byte CRC.
+    return len(data) >= 12 and bytes(data[-8:-4]) == _PNG_IEND
+
+
+def is_jpeg(msg: CompressedImage) -> bool:
+    """True when ``msg`` holds a JPEG colour/mono frame that can be forwarded as is.
+
+    Both the format string and the data's magic bytes must agree, so a
+    mislabelled message is re-encoded rather than forwarded.
+    """
+    data = _message_bytes(msg.data)
+    sniffed = _sniff_codec(data)
+    declared = _declared_codec(msg.format) if msg.format.strip() else sniffed
+    # A truncated JPEG is not forwarded: decoding it locally raises the
+    # ImageError on the robot, where the faulty camera is.
+    return declared == "jpeg" and sniffed == "jpeg" and _jpeg_is_complete(data)
+
+
+def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None) -> np.ndarray:
+    """Decode a JPEG or PNG ``CompressedImage`` into an HxWx3 uint8 RGB array.
+
+    ``max_bytes`` bounds the compressed size accepted (None: no bound).
+    An empty ``format`` is allowed; the codec is then read from the data.
+    """
+    data = _message_bytes(msg.data)
+    fmt = msg.format
+    if len(data) == 0:
+        raise ImageError(f"expected JPEG or PNG data, got an empty CompressedImage (format {fmt!r})")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ImageError(f"expected a compressed image of at most {max_bytes} bytes, got {len(data)} bytes (format {fmt!r})")
+    declared = _declared_codec(fmt) if fmt.strip() else _sniff_codec(data)
+    if declared is None:
+        raise ImageError(
+            f"expected a JPEG or PNG camera frame (format 'jpeg', 'png' or image_transport's "
+            f"'<enc>; jpeg compressed <enc>'), got {_describe(data, fmt)}"
+        )
+    actual = _sniff_codec(data)
+    if actual != declared:
+        raise ImageError(f"expected {declared.upper()} data as the format says, got {_describe(data, fmt)}")
+    if declared == "jpeg" and not _jpeg_is_complete(data):
+        raise ImageError(
+            f"expected a complete JPEG ending with the EOI marker ff d9, got {len(data)} bytes ending "
+            f"{bytes(data[-8:]).hex(' ')} (truncated?), format {fmt!r}"
+        )
+    if declared == "png" and not _png_is_complete(data):
+        raise ImageError(
+            f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
+            f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
+        )
+    # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
+    # silently scaled to 8 bits, and alpha/gray are converted explicitly.
+    decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    if decoded is None:
+        raise ImageError(f"expected decodable {declared.upper()} data, OpenCV could not decode {_describe(data, fmt)}")
+    if decoded.dtype != np.uint8:
+        raise ImageError(f"expected an 8-bit camera frame, got a {decoded.dtype} image from {_describe(data, fmt)}")
+    channels = 1 if decoded.ndim == 2 else decoded.shape[2]
+    if channels == 1:
+        return cv2.cvtColor(decoded.reshape(decoded.shape[:2]), cv2.COLOR_GRAY2RGB)
+    # OpenCV decodes to BGR(A) whatever image_transport's "compressed bgr8"
+    # suffix says: the codec stores colours, not a channel order.
+    if channels == 3:
+        return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+    if channels == 4:
+        return cv2.cvtColor(decoded, cv2.COLOR_BGRA2RGB)
+    raise ImageError(f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}")
+
+
+def raw_to_rgb(msg: Image) -> np.ndarray:
+    """Convert an uncompressed ``Image`` into an HxWx3 uint8 RGB array.
+
+    For an unpadded "rgb8" message the result is a read-only view of
+    ``msg.data`` (no copy); copy it before writing to it. Every other
+    encoding, and padded rows, produce a new contiguous array.
+    """
+    encoding = msg.encoding
+    channels = _RAW_ENCODING_CHANNELS.get(encoding)
+    if channels is None:
+        raise ImageError(f"expected an Image encoding in {list(ACCEPTED_RAW_ENCODINGS)}, got {encoding!r}")
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    if height <= 0 or width <= 0:
+        raise ImageError(f"expected a positive Image size, got height {height} width {width} ({encoding})")
+    row_bytes = width * channels
+    if step < row_bytes:
+        raise ImageError(
+            f"expected step >= width*channels = {width}*{channels} = {row_bytes} for {encoding}, got step {step}"
+        )
+    data = _message_bytes(msg.data)
+    if len(data) != step * height:
+        raise ImageError(
+            f"expected step*height = {step}*{height} = {step * height} data bytes for a {width}x{height} "
+            f"{encoding} Image, got {len(data)}"
+        )
+    rows = np.frombuffer(data, dtype=np.uint8).reshape(height, step)
+    pixels = rows[:, :row_bytes].reshape(height, width, channels)  # drops row padding, still a view
+    if encoding == "rgb8":
+        if step != row_bytes:
+            return np.ascontiguousarray(pixels)
+        # Read-only so a caller cannot scribble on the message it came from.
+        pixels.flags.writeable = False
+        return pixels
+    source = pixels[:, :, 0] if channels == 1 else pixels
+    return cv2.cvtColor(source, _TO_RGB[encoding])
+
+
+def image_message_to_rgb(msg: Image | CompressedImage, max_bytes: int | None = None) -> np.ndarray:
+    """Either image message type to an HxWx3 uint8 RGB array.
+
+    ``max_bytes`` bounds compressed data only; a raw Image's size is fixed by
+    its declared dimensions, which the caller checks against the camera spec.
+    """
+    if isinstance(msg, CompressedImage):
+        return compressed_to_rgb(msg, max_bytes=max_bytes)
+    if isinstance(msg, Image):
+        return raw_to_rgb(msg)
+    raise ImageError(f"expected a sensor_msgs Image or CompressedImage, got {type(msg).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# numpy -> numpy
+
+
+def resize_rgb(rgb: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resize an RGB frame to ``height`` x ``width``.
+
+    INTER_AREA when shrinking (bilinear aliases badly on downscale),
+    bilinear when enlarging (INTER_AREA degrades to nearest there).
+    Returns the input unchanged when it already has that size.
+    """
+    _check_rgb(rgb)
+    if height <= 0 or width <= 0:
+        raise ValueError(f"expected a positive target size, got height {height} width {width}")
+    source_height, source_width = rgb.shape[:2]
+    if (source_height, source_width) == (height, width):
+        return rgb
+    shrinking = height <= source_height and width <= source_width
+    interpolation = cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR
+    return cv2.resize(rgb, (width, height), interpolation=interpolation)
