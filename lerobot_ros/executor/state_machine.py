@@ -1,0 +1,403 @@
+"""The executor's fail-safe state machine: what the control loop may publish, and when.
+
+Invariants:
+
+* a stale action (source observation older than ``max_action_age_s``, or of
+  unknown age) is never executed: the tick says to clear the queue instead;
+* nothing is commanded before the first handshake, and once DEAD (offline
+  beyond ``max_offline_s``, a failed first handshake, or a different model)
+  no event brings the executor back: one final fallback, then silence;
+* time spent paused by the operator never spends the offline budget, the
+  heartbeat timeout, the degraded timer or the reconnect backoff.
+
+Pure logic: every method takes the current monotonic time in seconds, so the
+node calls it from its timers and tests drive it without sleeping.
+
+    CONNECTING --handshake ok--> STREAMING <--chunk merged-- DEGRADED, STALLED
+    STREAMING --no chunk for degraded_after_s, queue non-empty--> DEGRADED
+    STREAMING, DEGRADED --queue empty or next action stale--> STALLED
+    STREAMING, DEGRADED, STALLED --timeout streak, heartbeat lost, server restarted--> RECONNECTING
+    RECONNECTING --handshake ok--> STREAMING
+    RECONNECTING, STALLED --offline > max_offline_s--> DEAD
+    CONNECTING --handshake failed--> DEAD;  any --model changed--> DEAD
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+import numpy as np
+
+
+class ExecutorState(IntEnum):
+    """Values match the STATE_* constants of msg/ExecutorStatus.msg."""
+
+    CONNECTING = 0
+    STREAMING = 1
+    DEGRADED = 2
+    STALLED = 3
+    RECONNECTING = 4
+    DEAD = 5
+
+
+class TickAction(Enum):
+    EXECUTE = "execute"  # pop the next queued action, apply the safety envelope, publish it
+    FALLBACK = "fallback"  # publish the fallback action; do not pop the queue
+    NOTHING = "nothing"  # publish nothing at all
+
+
+FALLBACK_MODES = ("hold", "repeat_last", "zero")
+
+# States in which a session is open and chunks from it may be merged.
+_SESSION_OPEN = (ExecutorState.STREAMING, ExecutorState.DEGRADED, ExecutorState.STALLED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailSafeConfig:
+    """Timeouts of the state machine, in seconds (``math.inf`` disables one)."""
+
+    degraded_after_s: float  # no chunk merged for this long (queue non-empty) -> DEGRADED
+    max_action_age_s: float  # never execute an action whose source observation is older
+    max_offline_s: float  # no successful chunk or handshake for this long -> DEAD
+    timeout_streak_to_reconnect: int = 2  # request timeouts in a row -> RECONNECTING
+    heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
+    reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt
+    reconnect_backoff_max_s: float  # cap of the doubling wait between attempts
+
+    def __post_init__(self) -> None:
+        for name in (
+            "degraded_after_s",
+            "max_action_age_s",
+            "max_offline_s",
+            "heartbeat_timeout_s",
+            "reconnect_backoff_initial_s",
+            "reconnect_backoff_max_s",
+        ):
+            value = getattr(self, name)
+            if math.isnan(value) or value <= 0:
+                raise ValueError(f"{name} must be > 0 seconds (math.inf disables it), got {value}")
+        if self.timeout_streak_to_reconnect < 1:
+            raise ValueError(f"timeout_streak_to_reconnect must be >= 1, got {self.timeout_streak_to_reconnect}")
+        if self.reconnect_backoff_initial_s > self.reconnect_backoff_max_s:
+            raise ValueError(
+                "reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, "
+                f"got {self.reconnect_backoff_initial_s} > {self.reconnect_backoff_max_s}"
+            )
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_state: ExecutorState
+    to_state: ExecutorState
+    reason: str
+    at_s: float  # the monotonic time passed to the call that made the transition
+
+
+@dataclass(frozen=True)
+class TickDecision:
+    """What the control loop must do this period.
+
+    The caller, in this order:
+      1. if ``clear_queue``: clear the action queue (its next action is stale);
+      2. EXECUTE: pop one action (if the pop finds nothing after all, publish
+         the fallback instead); FALLBACK: publish
+         ``fallback_action(fallback_mode or <configured mode>, ...)`` and do
+         not pop; NOTHING: publish nothing;
+      3. pass whatever it publishes through the safety envelope.
+    """
+
+    action: TickAction
+    state: ExecutorState  # the state after this tick
+    clear_queue: bool = False
+    # Overrides the node's configured fallback mode when set ("hold" while paused).
+    fallback_mode: str | None = None
+    reason: str = ""
+    transitions: tuple[Transition, ...] = ()
+
+
+class FailSafe:
+    """The state machine; not thread-safe (call it from one executor callback group)."""
+
+    def __init__(self, config: FailSafeConfig, now: float, transition_log_size: int = 100) -> None:
+        self.config = config
+        self._state = ExecutorState.CONNECTING
+        self._reason = "waiting for the first handshake"
+        self._transitions: deque[Transition] = deque(maxlen=transition_log_size)
+        self._transition_count = 0
+        # All clocks below are in "active" time: monotonic time minus the time
+        # spent paused, so pausing never spends a budget.
+        self._paused_since: float | None = None
+        self._paused_total_s = 0.0
+        start = self._active(now)
+        self._last_success = start  # last chunk merged or handshake accepted (offline budget)
+        self._last_chunk = start  # last chunk merged (degraded timer)
+        self._last_heartbeat = start
+        self._timeout_streak = 0
+        self._backoff_s = config.reconnect_backoff_initial_s
+        self._next_attempt = start
+        self._final_fallback_pending = False
+        self.last_handshake_error = ""
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> ExecutorState:
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why the last transition happened."""
+        return self._reason
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_since is not None
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """The most recent transitions, oldest first (bounded)."""
+        return tuple(self._transitions)
+
+    @property
+    def transition_count(self) -> int:
+        """Transitions since start-up (the log keeps only the most recent)."""
+        return self._transition_count
+
+    @property
+    def accepting_chunks(self) -> bool:
+        """Whether a chunk of the current session may be merged now."""
+        return self._state in _SESSION_OPEN
+
+    @property
+    def timeout_streak(self) -> int:
+        return self._timeout_streak
+
+    @property
+    def backoff_s(self) -> float:
+        """The wait before the next re-handshake attempt (while RECONNECTING)."""
+        return self._backoff_s
+
+    def offline_s(self, now: float) -> float:
+        """Active (unpaused) time since the last merged chunk or accepted handshake."""
+        return self._active(now) - self._last_success
+
+    def reconnect_due(self, now: float) -> bool:
+        """True when RECONNECTING, not paused and the backoff wait is over.
+
+        The caller makes one attempt at a time and reports it with
+        ``on_handshake_ok`` or ``on_handshake_failed``.
+        """
+        return self._state is ExecutorState.RECONNECTING and not self.paused and self._active(now) >= self._next_attempt
+
+    # ----------------------------------------------------------------- events
+
+    def on_handshake_ok(self, now: float) -> None:
+        if self._state not in (ExecutorState.CONNECTING, ExecutorState.RECONNECTING):
+            return  # a duplicate answer; the session is already open (or DEAD, which is terminal)
+        t = self._active(now)
+        self._last_success = self._last_chunk = self._last_heartbeat = t
+        self._timeout_streak = 0
+        self._backoff_s = self.config.reconnect_backoff_initial_s
+        self.last_handshake_error = ""
+        self._go(ExecutorState.STREAMING, "handshake accepted", now)
+
+    def on_handshake_failed(self, now: float, reason: str) -> None:
+        self.last_handshake_error = reason
+        if self._state is ExecutorState.CONNECTING:
+            # Fail fast before the robot ever moves.
+            self._go(ExecutorState.DEAD, f"first handshake failed: {reason}", now)
+            return
+        if self._state is not ExecutorState.RECONNECTING:
+            return
+        if self._offline_exceeded(now):
+            self._go(ExecutorState.DEAD, f"{self._offline_text(now)}; last handshake error: {reason}", now)
+            return
+        self._backoff_s = min(2.0 * self._backoff_s, self.config.reconnect_backoff_max_s)
+        self._next_attempt = self._active(now) + self._backoff_s
+
+    def on_model_changed(self, now: float, reason: str) -> None:
+        if self._state is not ExecutorState.DEAD:
+            self._go(ExecutorState.DEAD, reason, now)
+
+    def on_chunk_merged(self, now: float) -> None:
+        if self._state not in _SESSION_OPEN:
+            return  # CONNECTING/RECONNECTING: no session to merge into; DEAD: terminal
+        t = self._active(now)
+        self._last_success = self._last_chunk = t
+        self._timeout_streak = 0
+        if self._state is not ExecutorState.STREAMING:
+            self._go(ExecutorState.STREAMING, "chunk merged", now)
+
+    def on_request_timeout(self, now: float) -> None:
+        if self._state not in _SESSION_OPEN:
+            return
+        self._timeout_streak += 1
+        if self._timeout_streak >= self.config.timeout_streak_to_reconnect:
+            self._start_reconnecting(now, f"{self._timeout_streak} request timeouts in a row")
+
+    def on_heartbeat(self, now: float) -> None:
+        if self._state is not ExecutorState.DEAD:
+            self._last_heartbeat = self._active(now)
+
+    def on_server_restarted(self, now: float, reason: str) -> None:
+        if self._state in _SESSION_OPEN:
+            self._start_reconnecting(now, reason)
+
+    def pause(self, now: float) -> None:
+        if self._paused_since is None:
+            self._paused_since = now
+
+    def resume(self, now: float) -> None:
+        if self._paused_since is not None:
+            self._paused_total_s += max(0.0, now - self._paused_since)
+            self._paused_since = None
+
+    # ------------------------------------------------------------------- tick
+
+    def tick(self, now: float, queue_depth: int, next_action_age_s: float | None) -> TickDecision:
+        """Decide this control period's action and apply time-driven transitions.
+
+        ``queue_depth`` is the number of queued actions; ``next_action_age_s``
+        the age of the next one's source observation (None when unknown or
+        the queue is empty; unknown age with a non-empty queue counts as stale).
+        """
+        if queue_depth < 0:
+            raise ValueError(f"queue_depth must be >= 0, got {queue_depth}")
+        # Counted, not measured on the log: a full log stays the same length.
+        before = self._transition_count
+
+        def decide(action: TickAction, reason: str, **fields) -> TickDecision:
+            made_count = self._transition_count - before
+            made = tuple(self._transitions)[-made_count:] if made_count else ()
+            return TickDecision(action, self._state, reason=reason, transitions=made, **fields)
+
+        if self._state is ExecutorState.DEAD:
+            if self._final_fallback_pending:
+                self._final_fallback_pending = False
+                return decide(TickAction.FALLBACK, f"final fallback before stopping: {self._reason}", clear_queue=True)
+            return decide(TickAction.NOTHING, self._reason)
+        if self._state is ExecutorState.CONNECTING:
+            return decide(TickAction.NOTHING, "waiting for the first handshake")
+        if self.paused:
+            return decide(TickAction.FALLBACK, "paused by the operator", fallback_mode="hold")
+
+        t = self._active(now)
+        if self._state in (ExecutorState.RECONNECTING, ExecutorState.STALLED) and self._offline_exceeded(now):
+            self._go(ExecutorState.DEAD, self._offline_text(now), now)
+            self._final_fallback_pending = False  # this tick publishes it
+            return decide(TickAction.FALLBACK, f"final fallback before stopping: {self._reason}", clear_queue=True)
+
+        heartbeat_silent_s = t - self._last_heartbeat
+        if self._state in _SESSION_OPEN and heartbeat_silent_s > self.config.heartbeat_timeout_s:
+            self._start_reconnecting(
+                now,
+                f"server heartbeat silent for {heartbeat_silent_s:.3f} s "
+                f"(> heartbeat_timeout_s {self.config.heartbeat_timeout_s})",
+            )
+
+        if queue_depth == 0:
+            self._stall_if_open("queue empty", now)
+            return decide(TickAction.FALLBACK, "queue empty")
+
+        stale = self._staleness(next_action_age_s)
+        if stale is not None:
+            self._stall_if_open(stale, now)
+            return decide(TickAction.FALLBACK, stale, clear_queue=True)
+
+        # Fresh actions. RECONNECTING keeps draining them: they come from the
+        # model validated at session open and are within the staleness bound.
+        if self._state in _SESSION_OPEN:
+            since_chunk_s = t - self._last_chunk
+            if since_chunk_s > self.config.degraded_after_s:
+                if self._state is not ExecutorState.DEGRADED:
+                    self._go(
+                        ExecutorState.DEGRADED,
+                        f"no chunk merged for {since_chunk_s:.3f} s (> degraded_after_s "
+                        f"{self.config.degraded_after_s}); {queue_depth} actions still queued",
+                        now,
+                    )
+            elif self._state is not ExecutorState.STREAMING:
+                self._go(ExecutorState.STREAMING, "fresh actions queued", now)
+        return decide(TickAction.EXECUTE, "executing a queued action")
+
+    # -------------------------------------------------------------- internals
+
+    def _active(self, now: float) -> float:
+        # While paused, the clock stands still at the moment the pause began.
+        if self._paused_since is not None:
+            now = self._paused_since
+        return now - self._paused_total_s
+
+    def _offline_exceeded(self, now: float) -> bool:
+        return self.offline_s(now) > self.config.max_offline_s
+
+    def _offline_text(self, now: float) -> str:
+        return (
+            f"offline for {self.offline_s(now):.3f} s (> max_offline_s {self.config.max_offline_s}) "
+            "without a merged chunk or accepted handshake"
+        )
+
+    def _staleness(self, next_action_age_s: float | None) -> str | None:
+        if next_action_age_s is None or math.isnan(next_action_age_s):
+            return "next action's source observation age is unknown: treated as stale"
+        if next_action_age_s > self.config.max_action_age_s:
+            return (
+                f"next action's source observation is {next_action_age_s:.3f} s old "
+                f"(> max_action_age_s {self.config.max_action_age_s}): stale"
+            )
+        return None
+
+    def _stall_if_open(self, reason: str, now: float) -> None:
+        if self._state in (ExecutorState.STREAMING, ExecutorState.DEGRADED):
+            self._go(ExecutorState.STALLED, reason, now)
+
+    def _start_reconnecting(self, now: float, reason: str) -> None:
+        self._timeout_streak = 0
+        self._backoff_s = self.config.reconnect_backoff_initial_s
+        self._next_attempt = self._active(now) + self._backoff_s
+        self._go(ExecutorState.RECONNECTING, reason, now)
+
+    def _go(self, to_state: ExecutorState, reason: str, now: float) -> None:
+        if to_state is ExecutorState.DEAD:
+            # One final fallback publish, unless nothing was ever commanded.
+            self._final_fallback_pending = self._state is not ExecutorState.CONNECTING
+        self._transitions.append(Transition(self._state, to_state, reason, now))
+        self._transition_count += 1
+        self._state = to_state
+        self._reason = reason
+
+
+def fallback_action(
+    mode: str,
+    last_commanded: np.ndarray | None,
+    measured: np.ndarray | None,
+    action_dim: int,
+) -> np.ndarray | None:
+    """The action to publish instead of a policy action; None: nothing usable.
+
+    "hold": the measured position, else the last commanded one;
+    "repeat_last": the last commanded action, else the measured position;
+    "zero": zeros (for velocity/effort interfaces, where zero means stop).
+    A candidate with the wrong length is a caller bug (ValueError); one with
+    non-finite values is unusable and the next candidate is tried.
+    """
+    if mode not in FALLBACK_MODES:
+        raise ValueError(f"fallback mode must be one of {', '.join(FALLBACK_MODES)}, got {mode!r}")
+    if action_dim < 1:
+        raise ValueError(f"action_dim must be >= 1, got {action_dim}")
+    if mode == "zero":
+        return np.zeros(action_dim, dtype=np.float64)
+    measured_first = (("measured", measured), ("last_commanded", last_commanded))
+    candidates = measured_first if mode == "hold" else measured_first[::-1]
+    for name, candidate in candidates:
+        if candidate is None:
+            continue
+        vector = np.array(candidate, dtype=np.float64)
+        if vector.shape != (action_dim,):
+            raise ValueError(f"{name} must have shape ({action_dim},), got {vector.shape}")
+        if np.all(np.isfinite(vector)):
+            return vector
+    return None
