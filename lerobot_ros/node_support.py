@@ -7,14 +7,17 @@ config files can be checked against.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import rclpy
+from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
 
@@ -49,29 +52,44 @@ class NodeStartupError(RuntimeError):
 
 
 def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
-    """Init rclpy, build the node, spin until shutdown; return an exit code.
+    """Init rclpy, build the node, spin until SIGINT/SIGTERM; return an exit code.
 
-    A NodeStartupError is reported as one clear line and exit code 1. SIGINT
-    and SIGTERM end the node cleanly, also while it is still starting up.
+    A NodeStartupError is reported as one clear line and exit code 1. A
+    signal during start-up (seconds of model loading) aborts it at once; a
+    signal while serving ends the spin loop and then calls the node's
+    ``drain(spin_once)``, if it has one, while the context is still alive, so
+    a node can finish in-flight work and publish its last messages.
     """
-    rclpy.init(args=args if args is not None else sys.argv)
+    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    stop_requested = threading.Event()
+    serving = False
+
+    def on_signal(signum, frame) -> None:
+        if not serving:
+            raise KeyboardInterrupt
+        stop_requested.set()
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     node = None
+    executor = SingleThreadedExecutor()
     try:
         node = make_node()
-        if rclpy.ok():  # not interrupted while starting up
-            rclpy.spin(node)
+        serving = True
+        executor.add_node(node)
+        while not stop_requested.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+        drain = getattr(node, "drain", None)
+        if drain is not None and rclpy.ok():
+            drain(lambda: executor.spin_once(timeout_sec=0.05))
     except NodeStartupError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except Exception:
-        # SIGTERM during start-up shuts the context down under the node's
-        # feet; the next entity it creates then fails. That is a shutdown,
-        # not a crash.
-        if rclpy.ok():
-            raise
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        executor.shutdown(timeout_sec=1.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

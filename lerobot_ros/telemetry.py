@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -24,3 +27,63 @@ class ServerHealth:
     observations_superseded: int = 0
     inference_ms_p50: float = 0.0
     inference_ms_p95: float = 0.0
+
+
+class ServerStats:
+    """Counters and a recent window of inference durations, updated by the worker.
+
+    Utilization is the share of the recent window's wall time the worker spent
+    in inference, so an operator can read how close the server is to capacity
+    (capacity per GPU is about 0.8 / (request rate x inference time)).
+    """
+
+    def __init__(self, window: int = 200, clock=None) -> None:
+        self._clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._inference: deque[tuple[float, float]] = deque(maxlen=window)  # (finished_at, seconds)
+        self.requests_served = 0
+        self.requests_rejected = 0
+        self.requests_failed = 0
+        self.observations_superseded = 0
+
+    def record(self, outcome: str, inference_s: float, superseded: int) -> None:
+        with self._lock:
+            self.observations_superseded += superseded
+            if outcome == "ok":
+                self.requests_served += 1
+                self._inference.append((self._clock(), inference_s))
+            elif outcome == "failed":
+                self.requests_failed += 1
+            else:
+                self.requests_rejected += 1
+
+    def inference_percentiles_ms(self) -> tuple[float, float]:
+        with self._lock:
+            values = sorted(seconds for _, seconds in self._inference)
+        if not values:
+            return 0.0, 0.0
+        pick = lambda q: values[min(len(values) - 1, int(round(q * (len(values) - 1))))] * 1000.0  # noqa: E731
+        return pick(0.5), pick(0.95)
+
+    def utilization(self, horizon_s: float = 10.0) -> float:
+        now = self._clock()
+        with self._lock:
+            busy = sum(seconds for finished, seconds in self._inference if now - finished <= horizon_s)
+        return min(1.0, busy / horizon_s)
+
+
+# (metric name, help, type, ServerHealth field) for Prometheus.
+SERVER_METRICS = (
+    ("lerobot_ros_ready", "1 when the model is loaded and warmed up", "gauge", "ready"),
+    ("lerobot_ros_draining", "1 while shutting down", "gauge", "draining"),
+    ("lerobot_ros_active_sessions", "Open sessions", "gauge", "active_sessions"),
+    ("lerobot_ros_max_sessions", "Session capacity", "gauge", "max_sessions"),
+    ("lerobot_ros_pending_requests", "Observations waiting for the inference worker", "gauge", "pending_requests"),
+    ("lerobot_ros_utilization", "Share of recent wall time spent in inference", "gauge", "utilization"),
+    ("lerobot_ros_requests_served_total", "Requests answered with a chunk", "counter", "requests_served"),
+    ("lerobot_ros_requests_rejected_total", "Requests rejected or failed", "counter", "requests_rejected"),
+    ("lerobot_ros_observations_superseded_total", "Observations replaced by a newer one", "counter", "observations_superseded"),
+    ("lerobot_ros_inference_ms_p50", "Median inference duration over a recent window (ms)", "gauge", "inference_ms_p50"),
+    ("lerobot_ros_inference_ms_p95", "95th percentile inference duration over a recent window (ms)", "gauge", "inference_ms_p95"),
+    ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
+)

@@ -12,6 +12,7 @@ import array
 import dataclasses
 
 from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
@@ -76,3 +77,22 @@ def server_status_to_msg(health: ServerHealth, capabilities: ServerCapabilitiesM
             setattr(msg, field.name, getattr(health, field.name))
     msg.uptime = duration_from_seconds(health.uptime_s)
     return msg
+
+
+def diagnostic_status(name: str, hardware_id: str, level: bytes, message: str, values: dict) -> DiagnosticStatus:
+    """One rqt_robot_monitor entry; values are shown as key/value strings."""
+    return DiagnosticStatus(
+        level=level,
+        name=name,
+        hardware_id=hardware_id,
+        message=message,
+        values=[KeyValue(key=key, value=_diagnostic_text(value)) for key, value in values.items()],
+    )
+
+
+def _diagnostic_text(value) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def health_values(health: ServerHealth) -> dict:
+    return dataclasses.asdict(health)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,27 +62,75 @@ def spin_until(node, predicate, timeout_s: float) -> bool:
     return predicate()
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    process: object
+    log: Path
+    audit: Path
+    capture: Path
+    http_port: int
+    namespace: str = "/lerobot"
+
+    def log_text(self) -> str:
+        return self.log.read_text()
+
+
+def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobot", **parameters) -> ServerProcess:
+    """Start policy_server_node and wait until its services answer (bounded)."""
+    from lerobot_ros.processes import spawn_node, stop
+    from lerobot_ros.srv import GetStatus
+
+    server = ServerProcess(
+        process=None,
+        log=directory / f"{node_name}.log",
+        audit=directory / f"{node_name}_audit.jsonl",
+        capture=directory / f"{node_name}_capture",
+        http_port=parameters.pop("http_port", 0),
+        namespace=f"/{node_name}",
+    )
+    parameters = {"checkpoint": str(checkpoint), "audit_log": str(server.audit), "http_port": server.http_port, **parameters}
+    with server.log.open("w") as log:
+        server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name)
+    client = ros_node.create_client(GetStatus, f"{server.namespace}/get_status")
+    deadline = time.monotonic() + 180
+    try:
+        while not client.wait_for_service(timeout_sec=0.5):
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                stop(server.process)
+                pytest.fail(f"policy_server_node did not come up (exit {server.process.returncode}):\n{server.log_text()[-4000:]}")
+    finally:
+        ros_node.destroy_client(client)
+    return server
+
+
 @pytest.fixture(scope="session")
 def policy_server(act_checkpoint, tmp_path_factory, ros_node):
     """A real policy_server_node process serving ``act_checkpoint`` at /lerobot.
 
-    Shared by every test that only reads from it (get_status, heartbeat,
-    handshakes). Yields the log path; the process is stopped with SIGINT and
-    must exit cleanly.
+    Shared by the tests that leave it as they found it (sessions they open,
+    they close). Capacity 3, idle sessions collected after 3 s, audit log,
+    capture and HTTP endpoint on. Stopped with SIGINT; it must exit cleanly.
     """
-    from lerobot_ros.processes import spawn_node, stop
-    from lerobot_ros.srv import GetStatus
+    from lerobot_ros.processes import stop
 
-    log_path = tmp_path_factory.mktemp("server") / "policy_server.log"
-    with log_path.open("w") as log:
-        process = spawn_node("lerobot_ros.server.node", {"checkpoint": str(act_checkpoint)}, log=log)
-    client = ros_node.create_client(GetStatus, "/lerobot/get_status")
-    deadline = time.monotonic() + 180
-    while not client.wait_for_service(timeout_sec=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop(process)
-            pytest.fail(f"policy_server_node did not come up (exit {process.returncode}):\n{log_path.read_text()[-4000:]}")
-    ros_node.destroy_client(client)
-    yield log_path
-    exit_code = stop(process)
-    assert exit_code == 0, f"policy_server_node exited with {exit_code}:\n{log_path.read_text()[-4000:]}"
+    directory = tmp_path_factory.mktemp("server")
+    server = start_server(
+        act_checkpoint,
+        directory,
+        ros_node,
+        max_sessions=3,
+        session_idle_timeout_s=3.0,
+        capture_dir=str(directory / "lerobot_capture"),
+        http_port=free_port(),
+    )
+    yield server
+    exit_code = stop(server.process)
+    assert exit_code == 0, f"policy_server_node exited with {exit_code}:\n{server.log_text()[-4000:]}"

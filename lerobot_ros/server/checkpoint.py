@@ -21,7 +21,7 @@ from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.server.policy_families import DTYPES, classify
+from lerobot_ros.server.policy_families import DTYPES, classify, resolve_serving
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class LoadedPolicy:
     postprocessor: Any
     config: PreTrainedConfig
     capabilities: ServerCapabilities
+    serving_reason: str = ""
 
 
 def resolve_device(device: str) -> str:
@@ -114,6 +115,13 @@ def supports_rtc(policy: Any) -> bool:
     return all(name in parameters for name in _RTC_KWARGS)
 
 
+def chunk_length(config: PreTrainedConfig) -> int:
+    """How many actions one predict_action_chunk call returns."""
+    if config.type == "diffusion":
+        return int(config.n_action_steps)  # the horizon minus the observation history
+    return int(getattr(config, "chunk_size", None) or getattr(config, "horizon", 1))
+
+
 def load_policy(
     checkpoint: str,
     revision: str = "",
@@ -121,6 +129,10 @@ def load_policy(
     dtype: str = "float32",
     action_names: list[str] | None = None,
     trained_fps: float = 0.0,
+    serving_mode: str = "auto",
+    rtc_enabled: bool = True,
+    rtc_execution_horizon: int = 10,
+    pinned_task: str = "",
 ) -> LoadedPolicy:
     """Load policy + processors, cast, move, and describe what is served.
 
@@ -136,7 +148,7 @@ def load_policy(
     except (OSError, ValueError, KeyError) as error:
         raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error
     config.device = device
-    serving = classify(config.type, getattr(config, "n_obs_steps", 1))
+    serving = resolve_serving(classify(config.type, getattr(config, "n_obs_steps", 1)), serving_mode)
     contract = _read_contract_file(checkpoint_dir)
     action_dim = config.action_feature.shape[0]
     names = tuple(action_names or contract.get("action_names") or ())
@@ -160,6 +172,7 @@ def load_policy(
     policy.to(device=device, dtype=_DTYPES[dtype]).eval()
     log.info("serving %s as %s: %s", config.type, serving.mode, serving.reason)
 
+    rtc_supported = supports_rtc(policy)
     state = config.robot_state_feature
     cameras = tuple(
         CameraSpec(name, int(feature.shape[-2]), int(feature.shape[-1])) for name, feature in config.image_features.items()
@@ -176,8 +189,11 @@ def load_policy(
         state_names=tuple(contract.get("state_names") or ()),
         state_dim=int(state.shape[0]) if state is not None else 0,
         cameras=cameras,
-        chunk_size=int(getattr(config, "chunk_size", None) or getattr(config, "horizon", 1)),
+        chunk_size=chunk_length(config),
         trained_fps=float(trained_fps or contract.get("fps") or 0.0),
-        rtc_supported=supports_rtc(policy),
+        rtc_supported=rtc_supported,
+        rtc_enabled=rtc_enabled and rtc_supported,
+        rtc_execution_horizon=rtc_execution_horizon if rtc_enabled and rtc_supported else 0,
+        pinned_task=pinned_task,
     )
-    return LoadedPolicy(policy, preprocessor, postprocessor, config, capabilities)
+    return LoadedPolicy(policy, preprocessor, postprocessor, config, capabilities, serving.reason)

@@ -1,29 +1,43 @@
-"""policy_server_node: serve one pre-warmed LeRobot policy over ROS 2.
+"""policy_server_node: serve one pre-warmed LeRobot policy to many robots over ROS 2.
 
-ROS entities (all under the node's name, default /lerobot):
-  ~/get_status  lerobot_ros/srv/GetStatus  what is served, and the load
-  ~/status      lerobot_ros/msg/ServerStatus  heartbeat every heartbeat_period_s
+ROS entities (under the node's name, default /lerobot, plus the optional
+``service_name`` segment):
+  ~/get_status      lerobot_ros/srv/GetStatus      what is served, and the load
+  ~/open_session    lerobot_ros/srv/OpenSession    validate a robot, create its data plane
+  ~/close_session   lerobot_ros/srv/CloseSession   destroy a session and its topics
+  ~/reset_episode   lerobot_ros/srv/ResetEpisode   episode boundary for one session
+  ~/status          lerobot_ros/msg/ServerStatus   heartbeat every heartbeat_period_s
+  ~/clients/<client_id>/observation   lerobot_ros/msg/Observation  (sub, per session)
+  ~/clients/<client_id>/action_chunk  lerobot_ros/msg/ActionChunk  (pub, per session)
+  /diagnostics      diagnostic_msgs/DiagnosticArray  for rqt_robot_monitor
 
-Start-up order is load -> warm up -> advertise: the services and the
-heartbeat appear only once the model can answer at full speed.
+Start-up order is load -> warm up -> advertise. Callbacks only validate and
+deposit; one inference worker thread owns the model. SIGTERM/SIGINT drain:
+heartbeat stops first, new sessions are refused, the in-flight request is
+finished and published, then the node exits.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 import uuid
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from lerobot_ros import wire
-from lerobot_ros.msg import ServerStatus
+from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings, run_node
-from lerobot_ros.server.policy_families import DTYPES
-from lerobot_ros.srv import GetStatus
-from lerobot_ros.telemetry import ServerHealth
+from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
+from lerobot_ros.server.admission import OpenRequest, Refusal, ServerLoad, admit
+from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
+from lerobot_ros.server.scheduler import RoundRobinScheduler
+from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
+from lerobot_ros.telemetry import SERVER_METRICS, ServerHealth, ServerStats
 
 NODE_NAME = "lerobot"
 
@@ -38,14 +52,31 @@ PARAMETERS = (
         "Ordered action names the policy outputs; empty to read them from the checkpoint's lerobot_ros.json",
     ),
     ParameterSpec("trained_fps", 0.0, "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
-    ParameterSpec("warmup_inferences", 2, "Full predict passes run before the server advertises itself"),
+    ParameterSpec("strict_fps", False, "Refuse robots whose fps differs from trained_fps (otherwise warn)"),
+    ParameterSpec("service_name", "", "Extra namespace segment for every entity, e.g. act_so101 -> /lerobot/act_so101/..."),
+    ParameterSpec("default_task", "", "Task used when a robot sends none"),
+    ParameterSpec("pin_task", False, "Serve only default_task: refuse robots and observations asking for another"),
+    ParameterSpec("serving_mode", "auto", "auto (from the policy family), shared, or exclusive (one session)"),
+    ParameterSpec("max_sessions", 8, "Most sessions open at once (exclusive mode: always 1)"),
+    ParameterSpec("warmup_inferences", 2, "Requests run through the full request path before the server advertises"),
+    ParameterSpec("rtc_enabled", True, "Offer real-time chunking to robots that ask, when the policy supports it"),
+    ParameterSpec("rtc_execution_horizon", 10, "RTC: steps of the previous chunk's prefix the policy conditions on"),
     ParameterSpec("heartbeat_period_s", 0.5, "Period of the ~/status heartbeat (seconds)"),
+    ParameterSpec("session_idle_timeout_s", 10.0, "Close a session after this long without an observation (seconds)"),
+    ParameterSpec("max_image_bytes", 8 << 20, "Largest accepted camera frame, compressed or raw (bytes)"),
+    ParameterSpec("audit_log", "auto", "One JSON line per request: auto (ROS log dir), off, - (stdout), or a file path"),
+    ParameterSpec("capture_dir", "", "Directory for a bounded msgpack capture of request/response pairs; empty: off"),
+    ParameterSpec("capture_max_mb", 256, "Size bound of the capture directory (MiB); oldest segments are deleted"),
+    ParameterSpec("http_port", 0, "Port of the HTTP /healthz and /metrics endpoint; 0: off"),
+    ParameterSpec("http_host", "127.0.0.1", "Address the HTTP endpoint binds to"),
 )
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
 
-# Heartbeats are small and periodic: keep only the newest, but deliver it.
-STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+DIAGNOSTICS_PERIOD_S = 1.0
+GC_PERIOD_S = 1.0
+DRAIN_TIMEOUT_S = 30.0
 
 
 def parameter_problems(params: dict) -> list[str]:
@@ -57,10 +88,23 @@ def parameter_problems(params: dict) -> list[str]:
         problems.append(f"'dtype' is {params['dtype']!r}, expected one of {list(DTYPES)}")
     if not _DEVICE.match(params["device"]):
         problems.append(f"'device' is {params['device']!r}, expected auto, cpu, mps, cuda or cuda:N")
-    if params["warmup_inferences"] < 0:
-        problems.append(f"'warmup_inferences' is {params['warmup_inferences']}, expected 0 or more")
-    if params["heartbeat_period_s"] <= 0:
-        problems.append(f"'heartbeat_period_s' is {params['heartbeat_period_s']}, expected more than 0")
+    if params["serving_mode"] not in _SERVING_MODES:
+        problems.append(f"'serving_mode' is {params['serving_mode']!r}, expected one of {list(_SERVING_MODES)}")
+    if params["service_name"] and not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", params["service_name"]):
+        problems.append(f"'service_name' is {params['service_name']!r}, expected one ROS name segment")
+    if params["pin_task"] and not params["default_task"]:
+        problems.append("'pin_task' is true but 'default_task' is empty: name the task to pin")
+    for name in ("warmup_inferences", "capture_max_mb"):
+        if params[name] < 0:
+            problems.append(f"'{name}' is {params[name]}, expected 0 or more")
+    for name in ("max_sessions", "rtc_execution_horizon", "max_image_bytes"):
+        if params[name] < 1:
+            problems.append(f"'{name}' is {params[name]}, expected 1 or more")
+    for name in ("heartbeat_period_s", "session_idle_timeout_s"):
+        if params[name] <= 0:
+            problems.append(f"'{name}' is {params[name]}, expected more than 0")
+    if not 0 <= params["http_port"] <= 65535:
+        problems.append(f"'http_port' is {params['http_port']}, expected 0 (off) or a port number")
     return problems
 
 
@@ -74,23 +118,50 @@ class PolicyServerNode(Node):
         self.instance_id = uuid.uuid4().hex[:12]
         self.started = time.monotonic()
         self.heartbeat_seq = 0
+        self.ready = self.draining = False
+        self.prefix = "~/" + (self.params["service_name"] + "/" if self.params["service_name"] else "")
 
-        self.loaded = self._load()
-        self.capabilities_msg = wire.capabilities_to_msg(self.loaded.capabilities)
+        self.runner = self._load()
+        self.capabilities = self.runner.capabilities
+        self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
+        self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else self.params["max_sessions"]
         self._warm_up()
 
-        self.status_pub = self.create_publisher(ServerStatus, "~/status", STATUS_QOS)
-        self.create_service(GetStatus, "~/get_status", self.on_get_status)
-        self.create_timer(self.params["heartbeat_period_s"], self.on_heartbeat)
+        self.sessions = SessionRegistry()
+        self.scheduler = RoundRobinScheduler()
+        self.stats = ServerStats()
+        self._data_plane_lock = threading.Lock()
+        self._data_plane: dict[str, tuple] = {}  # client_id -> (session_id, subscription, publisher)
+        self._open_observability()
+        self.worker = self._start_worker()
+
+        self.status_pub = self.create_publisher(ServerStatus, self.prefix + "status", STATUS_QOS)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(GetStatus, self.prefix + "get_status", self.on_get_status)
+        self.create_service(OpenSession, self.prefix + "open_session", self.on_open_session)
+        self.create_service(CloseSession, self.prefix + "close_session", self.on_close_session)
+        self.create_service(ResetEpisode, self.prefix + "reset_episode", self.on_reset_episode)
+        self.heartbeat_timer = self.create_timer(self.params["heartbeat_period_s"], self.on_heartbeat)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self.on_diagnostics)
+        self.create_timer(GC_PERIOD_S, self.collect_garbage)
+        self.ready = True
         self.get_logger().info(
-            f"ready: serving {self.loaded.capabilities.policy_type} "
-            f"(fingerprint {self.loaded.capabilities.model_fingerprint}) at {self.get_fully_qualified_name()}"
+            f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} "
+            f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions) "
+            f"at {self.namespace_name()}"
         )
+
+    # ---- start-up -------------------------------------------------------
+
+    def namespace_name(self) -> str:
+        name = self.get_fully_qualified_name()
+        return name + ("/" + self.params["service_name"] if self.params["service_name"] else "")
 
     def _load(self):
         # torch and LeRobot take seconds to import: import them here, after
         # rclpy.init, so Ctrl-C during start-up ends the node cleanly.
         from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+        from lerobot_ros.server.inference import PolicyRunner
         from lerobot_ros.server.policy_families import UnsupportedPolicyError
 
         checkpoint = self.params["checkpoint"]
@@ -105,31 +176,235 @@ class PolicyServerNode(Node):
                 dtype=self.params["dtype"],
                 action_names=action_names or None,
                 trained_fps=self.params["trained_fps"],
+                serving_mode=self.params["serving_mode"],
+                rtc_enabled=self.params["rtc_enabled"],
+                rtc_execution_horizon=self.params["rtc_execution_horizon"],
+                pinned_task=self.params["default_task"] if self.params["pin_task"] else "",
             )
         except (CheckpointError, UnsupportedPolicyError) as error:
             raise NodeStartupError(str(error)) from error
-        self.get_logger().info(f"loaded in {time.monotonic() - started:.1f} s")
-        return loaded
+        self.get_logger().info(
+            f"loaded {loaded.capabilities.policy_type} in {time.monotonic() - started:.1f} s; "
+            f"serving mode {loaded.capabilities.serving_mode}: {loaded.serving_reason}"
+        )
+        return PolicyRunner(loaded, self.params["rtc_enabled"], self.params["rtc_execution_horizon"])
 
     def _warm_up(self) -> None:
         from lerobot_ros.server.warmup import warm_up
 
         count = self.params["warmup_inferences"]
-        self.get_logger().info(f"warming up ({count} inferences)")
-        durations = warm_up(self.loaded, count)
+        self.get_logger().info(f"warming up ({count} requests through the full request path)")
+        try:
+            durations = warm_up(self.runner, count, self.params["default_task"])
+        except RuntimeError as error:
+            raise NodeStartupError(f"warm-up failed: {error}") from error
         if durations:
-            self.get_logger().info(
-                "warm-up done: " + ", ".join(f"{seconds * 1000:.0f} ms" for seconds in durations)
+            self.get_logger().info("warm-up done: " + ", ".join(f"{seconds * 1000:.0f} ms" for seconds in durations))
+
+    def _open_observability(self) -> None:
+        from lerobot_ros.server.audit import AuditLog
+
+        self.audit = AuditLog.open(self.params["audit_log"], self.instance_id)
+        if self.audit.path is not None:
+            self.get_logger().info(f"audit log: {self.audit.path}")
+        self.capture = None
+        if self.params["capture_dir"]:
+            from pathlib import Path
+
+            from lerobot_ros.server.capture import CaptureWriter
+
+            self.capture = CaptureWriter(Path(self.params["capture_dir"]).expanduser(), self.params["capture_max_mb"] << 20)
+            self.get_logger().info(f"capturing request/response pairs into {self.params['capture_dir']}")
+        self.http = None
+        if self.params["http_port"]:
+            from lerobot_ros.server.http_endpoint import HealthEndpoint
+
+            self.http = HealthEndpoint(self.params["http_host"], self.params["http_port"], self.health_snapshot)
+            self.http.start()
+            self.get_logger().info(f"health and metrics on http://{self.params['http_host']}:{self.http.port}/")
+
+    def _start_worker(self):
+        from lerobot_ros.server.request_path import RequestHandler, RequestLimits
+        from lerobot_ros.server.worker import InferenceWorker
+
+        handler = RequestHandler(
+            self.runner,
+            self.sessions,
+            publish=self.publish_chunk,
+            audit=self.audit.write,
+            load=lambda: (self.sessions.count(), self.max_sessions, self.scheduler.pending()),
+            capture=self.capture.write if self.capture is not None else None,
+            limits=RequestLimits(max_image_bytes=self.params["max_image_bytes"]),
+        )
+        worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
+        worker.start()
+        return worker
+
+    # ---- data plane -----------------------------------------------------
+
+    def publish_chunk(self, client_id: str, chunk: ActionChunk) -> None:
+        """Called from the worker thread; the lock keeps the publisher alive meanwhile."""
+        with self._data_plane_lock:
+            entry = self._data_plane.get(client_id)
+            if entry is not None:
+                entry[2].publish(chunk)
+
+    def _on_observation(self, client_id: str, msg: Observation) -> None:
+        session = self.sessions.get(client_id)
+        if session is not None:
+            session.last_seen = time.monotonic()
+        self.scheduler.deposit(client_id, msg)
+
+    def _create_data_plane(self, session: Session) -> tuple[str, str]:
+        base = f"{self.prefix}clients/{session.client_id}/"
+        with self._data_plane_lock:
+            old = self._data_plane.pop(session.client_id, None)
+            if old is None:
+                subscription = self.create_subscription(
+                    Observation,
+                    base + "observation",
+                    lambda msg, client_id=session.client_id: self._on_observation(client_id, msg),
+                    OBSERVATION_QOS,
+                )
+                publisher = self.create_publisher(ActionChunk, base + "action_chunk", ACTION_CHUNK_QOS)
+            else:
+                # Same client re-opening: its topics stay, only the session changes.
+                _, subscription, publisher = old
+            self._data_plane[session.client_id] = (session.session_id, subscription, publisher)
+        return subscription.topic_name, publisher.topic_name
+
+    def _destroy_data_plane(self, session: Session) -> None:
+        with self._data_plane_lock:
+            entry = self._data_plane.get(session.client_id)
+            if entry is None or entry[0] != session.session_id:
+                return
+            del self._data_plane[session.client_id]
+            self.destroy_subscription(entry[1])
+            self.destroy_publisher(entry[2])
+        self.scheduler.remove(session.client_id)
+
+    def _end_session(self, session: Session, why: str) -> bool:
+        if self.sessions.remove(session.client_id, session.session_id) is None:
+            return False
+        self._destroy_data_plane(session)
+        self.get_logger().info(f"session {session.session_id} of {session.client_id} closed: {why}")
+        return True
+
+    def collect_garbage(self) -> None:
+        """Close sessions whose client went silent or whose publisher left the graph."""
+        now = time.monotonic()
+        for session in self.sessions.idle(now, self.params["session_idle_timeout_s"]):
+            self._end_session(session, f"no observation for {self.params['session_idle_timeout_s']:g} s")
+        for session in self.sessions.sessions():
+            with self._data_plane_lock:
+                entry = self._data_plane.get(session.client_id)
+                publishers = entry[1].get_publisher_count() if entry is not None else 0
+            if publishers:
+                session.publisher_seen = True
+            elif session.publisher_seen:
+                self._end_session(session, "its observation publisher left the ROS graph")
+
+    # ---- services -------------------------------------------------------
+
+    def on_open_session(self, request: OpenSession.Request, response: OpenSession.Response) -> OpenSession.Response:
+        open_request = OpenRequest(
+            client_id=request.client_id,
+            schema_version=request.schema_version,
+            action_names=tuple(request.action_names),
+            state_dim=request.state_dim,
+            camera_names=tuple(request.camera_names),
+            fps=request.fps,
+            task=request.task,
+            rtc_requested=request.rtc_requested,
+        )
+        load = ServerLoad(
+            ready=self.ready,
+            draining=self.draining,
+            active_sessions=self.sessions.count(excluding_client=request.client_id),
+            max_sessions=self.max_sessions,
+        )
+        admission = admit(self.capabilities, open_request, load, strict_fps=self.params["strict_fps"])
+        response.capabilities = self.capabilities_msg
+        response.max_sessions = self.max_sessions
+        if not admission.accepted:
+            response.accepted, response.refusal, response.message = False, int(admission.refusal), admission.message
+            response.active_sessions = load.active_sessions
+            self.get_logger().warning(f"refused session for {request.client_id!r}: {admission.message}")
+            return response
+        session = Session(
+            client_id=request.client_id,
+            task=admission.task or self.params["default_task"],
+            fps=request.fps,
+            rtc_enabled=admission.rtc_enabled,
+            opened_at=time.monotonic(),
+        )
+        session.processors = self.runner.new_session_processors()
+        if self.runner.exclusive:
+            self.runner.reset_session(session.processors)
+        replaced = self.sessions.open(session)
+        observation_topic, action_chunk_topic = self._create_data_plane(session)
+        if replaced is not None:
+            self.scheduler.remove(session.client_id)  # its waiting observation belongs to the old session
+        response.accepted, response.refusal = True, int(Refusal.NONE)
+        response.warnings = list(admission.warnings)
+        response.session_id = session.session_id
+        response.rtc_enabled = admission.rtc_enabled
+        response.observation_topic, response.action_chunk_topic = observation_topic, action_chunk_topic
+        response.active_sessions = self.sessions.count()
+        self.get_logger().info(
+            f"session {session.session_id} opened for {request.client_id}"
+            + (" (replacing its previous session)" if replaced else "")
+            + (f"; warnings: {'; '.join(admission.warnings)}" if admission.warnings else "")
+        )
+        return response
+
+    def on_close_session(self, request: CloseSession.Request, response: CloseSession.Response) -> CloseSession.Response:
+        session = self.sessions.get(request.client_id)
+        if session is None or session.session_id != request.session_id:
+            response.success = False
+            response.message = (
+                f"no open session {request.session_id!r} for client {request.client_id!r}"
+                + (f" (its open session is {session.session_id!r})" if session else "")
             )
+            return response
+        response.success = self._end_session(session, "closed by the client")
+        return response
+
+    def on_reset_episode(self, request: ResetEpisode.Request, response: ResetEpisode.Response) -> ResetEpisode.Response:
+        session = self.sessions.get(request.client_id)
+        if session is None or session.session_id != request.session_id:
+            response.success = False
+            response.message = f"no open session {request.session_id!r} for client {request.client_id!r}"
+            return response
+        response.episode = session.episode
+        if request.episode <= session.episode:
+            response.success = False
+            response.message = f"episode {request.episode} is not after the current episode {session.episode}"
+            return response
+        session.episode, session.processors_stale = request.episode, True
+        response.success, response.episode = True, request.episode
+        return response
+
+    # ---- observability --------------------------------------------------
 
     def health(self) -> ServerHealth:
+        p50, p95 = self.stats.inference_percentiles_ms()
         return ServerHealth(
             instance_id=self.instance_id,
-            server_namespace=self.get_fully_qualified_name(),
+            server_namespace=self.namespace_name(),
             heartbeat_seq=self.heartbeat_seq,
-            ready=True,
-            draining=False,
+            ready=self.ready,
+            draining=self.draining,
             uptime_s=time.monotonic() - self.started,
+            active_sessions=self.sessions.count(),
+            max_sessions=self.max_sessions,
+            pending_requests=self.scheduler.pending(),
+            utilization=self.stats.utilization(),
+            requests_served=self.stats.requests_served,
+            requests_rejected=self.stats.requests_rejected + self.stats.requests_failed,
+            observations_superseded=self.stats.observations_superseded,
+            inference_ms_p50=p50,
+            inference_ms_p95=p95,
         )
 
     def status_msg(self) -> ServerStatus:
@@ -142,6 +417,63 @@ class PolicyServerNode(Node):
     def on_get_status(self, request: GetStatus.Request, response: GetStatus.Response) -> GetStatus.Response:
         response.status = self.status_msg()
         return response
+
+    def on_diagnostics(self) -> None:
+        health = self.health()
+        if health.draining:
+            level, message = DiagnosticStatus.WARN, "draining"
+        elif health.utilization > 0.8:
+            level, message = DiagnosticStatus.WARN, f"inference worker {health.utilization:.0%} busy"
+        else:
+            level, message = DiagnosticStatus.OK, f"serving {health.active_sessions}/{health.max_sessions} sessions"
+        status = wire.diagnostic_status(
+            f"{self.get_name()}: policy server", self.capabilities.model_fingerprint, level, message,
+            wire.health_values(health) | {"policy_type": self.capabilities.policy_type},
+        )
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics_pub.publish(array)
+
+    def health_snapshot(self):
+        from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
+
+        health = self.health()
+        return HealthSnapshot(
+            ready=health.ready,
+            draining=health.draining,
+            detail={"instance_id": health.instance_id, "policy_type": self.capabilities.policy_type,
+                    "model_fingerprint": self.capabilities.model_fingerprint},
+            metrics=[
+                Metric(name, help_text, kind, float(getattr(health, field)))
+                for name, help_text, kind, field in SERVER_METRICS
+            ],
+        )
+
+    # ---- shutdown -------------------------------------------------------
+
+    def destroy_node(self) -> None:
+        if getattr(self, "worker", None) is not None:
+            self.worker.stop()
+            self.worker.join(timeout=DRAIN_TIMEOUT_S)
+        super().destroy_node()
+
+    def drain(self, spin_once) -> None:
+        """Stop the heartbeat, refuse new sessions, finish the in-flight request."""
+        self.get_logger().info("draining: heartbeat stopped, new sessions refused, finishing the in-flight request")
+        self.destroy_timer(self.heartbeat_timer)
+        self.draining = True
+        self.worker.stop()
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self.worker.is_alive() and time.monotonic() < deadline:
+            spin_once()
+        if self.worker.is_alive():
+            self.get_logger().error(f"the in-flight request did not finish within {DRAIN_TIMEOUT_S:.0f} s")
+        self.audit.close()
+        if self.capture is not None:
+            self.capture.close()
+        if self.http is not None:
+            self.http.stop()
+        self.get_logger().info(f"drained after {self.stats.requests_served} requests served")
 
 
 def main(args: list[str] | None = None) -> None:

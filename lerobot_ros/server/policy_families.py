@@ -43,3 +43,21 @@ def classify(policy_type: str, n_obs_steps: int = 1) -> ServingClass:
         f"policy type {policy_type!r} cannot be served: it has no action-chunk API this server drives; "
         f"supported types are {supported}"
     )
+
+
+def resolve_serving(serving: ServingClass, requested: str) -> ServingClass:
+    """Apply the operator's serving_mode (auto, shared, exclusive) to the registry's class.
+
+    Forcing exclusive is always safe (one robot at a time). Forcing shared on
+    a family that keeps state between calls would mix robots: refused.
+    """
+    if requested in ("", "auto") or requested == serving.mode:
+        return serving
+    if requested == EXCLUSIVE:
+        return ServingClass(EXCLUSIVE, f"forced by serving_mode=exclusive ({serving.reason})")
+    if requested == SHARED:
+        raise UnsupportedPolicyError(
+            f"serving_mode=shared is unsafe here: {serving.reason}, so one model instance would mix "
+            "robots' observations; use serving_mode auto or exclusive"
+        )
+    raise UnsupportedPolicyError(f"serving_mode {requested!r} is not one of ['auto', 'shared', 'exclusive']")

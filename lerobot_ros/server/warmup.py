@@ -1,39 +1,55 @@
-"""Warm a loaded policy up before the server advertises itself as ready.
+"""Warm the served policy up before the server advertises itself as ready.
 
 The first forward passes pay for lazy allocations, cuDNN autotuning and
 kernel compilation; a robot must never pay for them inside its control loop.
-The warm-up runs the same chain a request runs: preprocess, predict a chunk,
-postprocess.
+The warm-up sends synthetic Observation messages through the same request
+path a robot's observations take (decode JPEG, validate, preprocess, predict,
+postprocess, build the chunk message), with a session of its own that is
+discarded afterwards.
 """
 
 from __future__ import annotations
 
 import time
 
-import torch
+import numpy as np
 
-from lerobot_ros.server.checkpoint import LoadedPolicy
+from lerobot_ros import images
+from lerobot_ros.contract import ServerCapabilities
+from lerobot_ros.data_plane import RequestId, observation_to_msg
+from lerobot_ros.msg import ActionChunk, Observation
+from lerobot_ros.server.request_path import RequestHandler
+from lerobot_ros.server.scheduler import Ready
+from lerobot_ros.server.sessions import Session, SessionRegistry
 
-
-def synthetic_observation(loaded: LoadedPolicy, task: str = "") -> dict:
-    """A neutral observation with every feature the policy reads."""
-    capabilities = loaded.capabilities
-    observation: dict = {"task": task}
-    if capabilities.state_dim:
-        observation["observation.state"] = torch.zeros(capabilities.state_dim)
-    for camera in capabilities.cameras:
-        observation[camera.name] = torch.full((3, camera.height, camera.width), 0.5)
-    return observation
+WARMUP_CLIENT = "warmup"
 
 
-@torch.no_grad()
-def warm_up(loaded: LoadedPolicy, inferences: int, task: str = "") -> list[float]:
-    """Run ``inferences`` full predict passes; return each one's duration (s)."""
+def synthetic_observation(capabilities: ServerCapabilities, session: Session, seq: int) -> Observation:
+    """A neutral observation with every feature the policy reads, JPEG-encoded like a robot's."""
+    frames = {
+        camera.name: images.rgb_to_compressed(np.full((camera.height, camera.width, 3), 128, np.uint8), quality=90)
+        for camera in capabilities.cameras
+    }
+    request = RequestId(session.session_id, session.client_id, seq, session.episode, 0, time.monotonic_ns())
+    return observation_to_msg(request, session.task, np.zeros(capabilities.state_dim, np.float32), frames, {})
+
+
+def warm_up(runner, count: int, task: str = "") -> list[float]:
+    """Run ``count`` requests through the full request path; return each one's duration (s)."""
+    sessions = SessionRegistry()
+    session = Session(WARMUP_CLIENT, task, fps=0.0, rtc_enabled=runner.rtc_active, opened_at=time.monotonic())
+    session.processors = runner.new_session_processors()
+    sessions.open(session)
+    handler = RequestHandler(
+        runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None, load=lambda: (0, 0, 0)
+    )
     durations = []
-    for _ in range(inferences):
+    for seq in range(count):
+        msg = synthetic_observation(runner.capabilities, session, seq)
         started = time.perf_counter()
-        batch = loaded.preprocessor(synthetic_observation(loaded, task))
-        chunk = loaded.policy.predict_action_chunk(batch)
-        loaded.postprocessor(chunk)
+        outcome = handler.handle(Ready(WARMUP_CLIENT, msg, time.monotonic(), 0))
         durations.append(time.perf_counter() - started)
+        if outcome.reply.status != ActionChunk.STATUS_OK:
+            raise RuntimeError(f"warm-up request {seq} failed: {outcome.reply.error}")
     return durations

@@ -18,7 +18,10 @@ SO101_JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex"
 FRONT_CAMERA = "observation.images.front"
 DEFAULT_IMAGE_SHAPE = (96, 128)  # (height, width): small, so a CPU answers in tens of ms
 DEFAULT_FPS = 30.0
-DEFAULT_POLICY_NAME = "act_so101_random"
+# Bump the suffix when the generated checkpoint changes, so caches rebuild.
+DEFAULT_POLICY_NAME = "act_so101_random_v2"
+#: Joint positions (radians) the default policy's statistics centre on.
+HOME_POSE = (0.0, -0.5, 0.8, 0.3, 0.0, 0.2)
 
 
 def cache_dir() -> Path:
@@ -66,10 +69,12 @@ def build_act_checkpoint(
     torch.manual_seed(seed)
     policy = ACTPolicy(config)
 
-    def vector_stats(low: float, high: float) -> dict:
-        return {"mean": np.zeros(dim), "std": np.ones(dim), "min": np.full(dim, low), "max": np.full(dim, high)}
-
-    stats = {"observation.state": vector_stats(-3.2, 3.2), "action": vector_stats(-3.2, 3.2)}
+    # Joint statistics of a plausible arm around its home pose (radians), so
+    # unnormalizing moves the actions: model space and robot space differ as
+    # they do for a trained policy.
+    mean = np.resize(HOME_POSE, dim)
+    joint_stats = {"mean": mean, "std": np.full(dim, 0.3), "min": mean - 1.2, "max": mean + 1.2}
+    stats = {"observation.state": dict(joint_stats), "action": dict(joint_stats)}
     for name in cameras:
         stats[name] = {
             "mean": np.full((3, 1, 1), 0.45),

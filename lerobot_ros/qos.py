@@ -1,0 +1,24 @@
+"""QoS of every lerobot_ros topic, shared by both ends so they always match.
+
+Data plane: reliable (rmw_zenoh maps it to a reliable channel; best effort
+loses large observations under load, and a lost request costs a whole
+request timeout), keep-last (observations: depth 1, the newest wins anyway;
+chunks: a few, so a burst of answers to several requests is not cut),
+volatile (transient local makes rmw_zenoh keep a publication cache that
+would hand a restarted robot a stale chunk). rmw_zenoh implements neither
+deadline nor lifespan, so staleness is checked in the application
+(monotonic stamps, heartbeat, request timeouts), never through QoS.
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+OBSERVATION_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
+)
+ACTION_CHUNK_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=4, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
+)
+#: Heartbeats and telemetry are small and periodic: keep only the newest, but deliver it.
+STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)

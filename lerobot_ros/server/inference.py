@@ -1,0 +1,163 @@
+"""Run one observation through the served LeRobot policy.
+
+Invariants: each session has its own pre/post processor instances (relative
+action steps and tokenizers cache state between pre- and postprocessing;
+sharing them would mix robots); ``policy.reset()`` is only ever called in
+exclusive mode, where one session owns the model; images reach the policy as
+RGB float tensors in [0, 1] at the resolution the policy was trained at.
+Only the inference worker thread calls into this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lerobot_ros import images
+from lerobot_ros.data_plane import ObservationFrame
+from lerobot_ros.server.checkpoint import LoadedPolicy
+from lerobot_ros.server.policy_families import EXCLUSIVE
+
+
+@dataclass
+class SessionProcessors:
+    preprocessor: object
+    postprocessor: object
+
+
+@dataclass
+class InferenceResult:
+    actions_model: np.ndarray  # [chunk_length, action_dim], before postprocessing
+    actions_robot: np.ndarray  # after postprocessing, robot units
+    preprocess_s: float
+    inference_s: float
+    postprocess_s: float
+    rtc_applied: bool
+    inference_delay_steps: int
+
+
+def _to_numpy(actions: torch.Tensor) -> np.ndarray:
+    return actions.detach().to("cpu", torch.float32).numpy().reshape(actions.shape[-2], actions.shape[-1])
+
+
+class PolicyRunner:
+    def __init__(self, loaded: LoadedPolicy, rtc_enabled: bool = False, rtc_execution_horizon: int = 10) -> None:
+        self.loaded = loaded
+        self.capabilities = loaded.capabilities
+        self.exclusive = loaded.capabilities.serving_mode == EXCLUSIVE
+        self.rtc_active = rtc_enabled and loaded.capabilities.rtc_supported
+        self.rtc_execution_horizon = rtc_execution_horizon
+        self._relative_step = self._normalizer_step = None
+        if self.rtc_active:
+            self._configure_rtc()
+
+    def _configure_rtc(self) -> None:
+        from lerobot.policies.rtc import RTCConfig
+        from lerobot.processor import NormalizerProcessorStep, RelativeActionsProcessorStep
+
+        policy = self.loaded.policy
+        policy.config.rtc_config = RTCConfig(enabled=True, execution_horizon=self.rtc_execution_horizon)
+        if hasattr(policy, "init_rtc_processor"):
+            policy.init_rtc_processor()
+        steps = getattr(self.loaded.preprocessor, "steps", [])
+        self._has_relative_step = any(isinstance(s, RelativeActionsProcessorStep) and s.enabled for s in steps)
+        self._normalizer_type = NormalizerProcessorStep
+        self._relative_type = RelativeActionsProcessorStep
+
+    def new_session_processors(self) -> SessionProcessors:
+        """Fresh processor instances for one session (copies of the loaded ones)."""
+        return SessionProcessors(copy.deepcopy(self.loaded.preprocessor), copy.deepcopy(self.loaded.postprocessor))
+
+    def reset_session(self, processors: SessionProcessors) -> None:
+        """An episode boundary: forget what the session's processors cached."""
+        for pipeline in (processors.preprocessor, processors.postprocessor):
+            reset = getattr(pipeline, "reset", None)
+            if reset is not None:
+                reset()
+        if self.exclusive:
+            self.loaded.policy.reset()
+
+    def _policy_input(self, frame: ObservationFrame, task: str) -> dict:
+        observation: dict = {"task": task}
+        if self.capabilities.state_dim:
+            observation["observation.state"] = torch.from_numpy(np.array(frame.state, dtype=np.float32))
+        for camera in self.capabilities.cameras:
+            rgb = frame.images[camera.name]
+            if rgb.shape[:2] != (camera.height, camera.width):
+                rgb = images.resize_rgb(rgb, camera.height, camera.width)
+            observation[camera.name] = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).float().div_(255.0)
+        return observation
+
+    def _feed_observation_history(self, batch: dict) -> dict:
+        # Diffusion's chunk call stacks n_obs_steps observations from queues
+        # that only select_action fills; fill them here so history is real.
+        from lerobot.policies.utils import populate_queues
+        from lerobot.utils.constants import ACTION, OBS_IMAGES
+
+        policy = self.loaded.policy
+        batch = {key: value for key, value in batch.items() if key != ACTION}  # as select_action does
+        image_keys = list(self.loaded.config.image_features)
+        if image_keys:
+            batch[OBS_IMAGES] = torch.stack([batch[key] for key in image_keys], dim=-4)
+        policy._queues = populate_queues(policy._queues, batch, exclude_keys=[ACTION])
+        return batch
+
+    def _rtc_kwargs(self, frame: ObservationFrame, processors: SessionProcessors) -> dict:
+        if frame.prefix_model is None or not len(frame.prefix_model):
+            return {"inference_delay": frame.inference_delay_steps, "prev_chunk_left_over": None}
+        device = self.capabilities.device
+        prefix = torch.from_numpy(np.array(frame.prefix_model, dtype=np.float32))
+        if self._has_relative_step:
+            from lerobot.policies.rtc import reanchor_relative_rtc_prefix
+
+            steps = processors.preprocessor.steps
+            relative = next(s for s in steps if isinstance(s, self._relative_type) and s.enabled)
+            normalizer = next((s for s in steps if isinstance(s, self._normalizer_type)), None)
+            state = relative.get_cached_state()
+            if state is not None:
+                prefix = reanchor_relative_rtc_prefix(
+                    prev_actions_absolute=torch.from_numpy(np.array(frame.prefix_robot, dtype=np.float32)),
+                    current_state=state,
+                    relative_step=relative,
+                    normalizer_step=normalizer,
+                    policy_device=device,
+                )
+        # Pad or cut to the execution horizon, as LeRobot's local RTC engine does.
+        horizon = self.rtc_execution_horizon
+        if len(prefix) >= horizon:
+            prefix = prefix[:horizon]
+        else:
+            padded = torch.zeros((horizon, prefix.shape[1]), dtype=prefix.dtype)
+            padded[: len(prefix)] = prefix
+            prefix = padded
+        dtype = next(self.loaded.policy.parameters()).dtype
+        return {"inference_delay": frame.inference_delay_steps, "prev_chunk_left_over": prefix.to(device, dtype)}
+
+    @torch.inference_mode()
+    def run(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> InferenceResult:
+        started = time.perf_counter()
+        batch = processors.preprocessor(self._policy_input(frame, task))
+        if self.exclusive and hasattr(self.loaded.policy, "_queues") and self.capabilities.policy_type == "diffusion":
+            batch = self._feed_observation_history(batch)
+        kwargs = self._rtc_kwargs(frame, processors) if rtc and self.rtc_active else {}
+        preprocessed = time.perf_counter()
+        actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
+        if actions.device.type == "cuda":
+            torch.cuda.synchronize(actions.device)
+        inferred = time.perf_counter()
+        actions_model = _to_numpy(actions)
+        actions_robot = _to_numpy(processors.postprocessor(actions))
+        finished = time.perf_counter()
+        return InferenceResult(
+            actions_model=actions_model,
+            actions_robot=actions_robot,
+            preprocess_s=preprocessed - started,
+            inference_s=inferred - preprocessed,
+            postprocess_s=finished - inferred,
+            rtc_applied=bool(kwargs),
+            inference_delay_steps=int(kwargs.get("inference_delay", 0)) if kwargs else 0,
+        )

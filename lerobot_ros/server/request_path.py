@@ -1,0 +1,248 @@
+"""From a deposited Observation message to a published ActionChunk.
+
+Invariants: a bad observation is answered with a REJECTED chunk that says
+what was expected and what arrived, is counted and audited, and leaves the
+session working; an observation from an older episode or a closed session
+never produces actions; an exception in inference is answered with a FAILED
+chunk and never ends the worker. Every request gets exactly one audit line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lerobot_ros.contract import ServerCapabilities
+from lerobot_ros.data_plane import (
+    ChunkReply,
+    DataPlaneError,
+    ObservationFrame,
+    chunk_to_msg,
+    observation_from_msg,
+    request_id_of,
+)
+from lerobot_ros.msg import ActionChunk
+from lerobot_ros.server.scheduler import Ready
+from lerobot_ros.server.sessions import Session, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+
+class ObservationRejected(ValueError):
+    """The observation does not fit the session's contract."""
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    max_image_bytes: int = 8 << 20
+    max_state_dim: int = 4096
+    max_prefix_steps: int = 1024
+
+
+def check_observation(
+    frame: ObservationFrame, capabilities: ServerCapabilities, session: Session, limits: RequestLimits = RequestLimits()
+) -> None:
+    """Raise ObservationRejected with what was expected and what arrived."""
+    low, high = capabilities.schema_version_min, capabilities.schema_version_max
+    if not low <= frame.schema_version <= high:
+        raise ObservationRejected(f"schema version {frame.schema_version}; expected {low}..{high}")
+    if frame.request.session_id != session.session_id:
+        raise ObservationRejected(
+            f"session id {frame.request.session_id!r} is not this client's open session {session.session_id!r}; "
+            "open a session first"
+        )
+    if frame.request.episode < session.episode:
+        raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {session.episode}")
+    state = frame.state
+    if state.size != capabilities.state_dim:
+        raise ObservationRejected(f"state has {state.size} values; the policy expects {capabilities.state_dim}")
+    if not np.isfinite(state).all():
+        bad = [int(i) for i in np.flatnonzero(~np.isfinite(state))]
+        raise ObservationRejected(f"state is not finite at indices {bad}: {state.tolist()}")
+    expected = capabilities.camera_names
+    missing = [name for name in expected if name not in frame.images]
+    unknown = [name for name in frame.images if name not in expected]
+    if missing or unknown:
+        raise ObservationRejected(
+            f"cameras differ: missing {missing}, unknown {unknown}; policy expects {list(expected)}, "
+            f"observation has {list(frame.images)}"
+        )
+    pinned = capabilities.pinned_task
+    if pinned and frame.task and frame.task != pinned:
+        raise ObservationRejected(f"task {frame.task!r} sent to a server pinned to {pinned!r}")
+    for name in ("prefix_model", "prefix_robot"):
+        prefix = getattr(frame, name)
+        if prefix is not None:
+            if len(prefix) > limits.max_prefix_steps:
+                raise ObservationRejected(f"{name} has {len(prefix)} steps; at most {limits.max_prefix_steps} accepted")
+            if not np.isfinite(prefix).all():
+                raise ObservationRejected(f"{name} holds non-finite values")
+
+
+@dataclass
+class Outcome:
+    """What happened to one request, for the audit line and the counters."""
+
+    reply: ChunkReply
+    outcome: str  # "ok", "rejected", "failed", "dropped"
+
+
+class RequestHandler:
+    """Turns one scheduler hand-off into one reply; owns no thread."""
+
+    def __init__(
+        self,
+        runner,
+        sessions: SessionRegistry,
+        publish: Callable[[str, ActionChunk], None],
+        audit: Callable[[dict], None],
+        load: Callable[[], tuple[int, int, int]],
+        capture: Callable[[dict], None] | None = None,
+        limits: RequestLimits = RequestLimits(),
+    ) -> None:
+        self.runner = runner
+        self.capabilities: ServerCapabilities = runner.capabilities
+        self.sessions = sessions
+        self.publish = publish
+        self.audit = audit
+        self.load = load
+        self.capture = capture
+        self.limits = limits
+
+    def handle(self, ready: Ready) -> Outcome:
+        taken = time.monotonic()
+        msg = ready.item
+        request = request_id_of(msg)
+        active, maximum, pending = self.load()
+        reply = ChunkReply(
+            request=request,
+            status=ActionChunk.STATUS_OK,
+            model_fingerprint=self.capabilities.model_fingerprint,
+            action_names=self.capabilities.action_names,
+            queue_wait_s=max(0.0, taken - ready.deposited_at),
+            superseded=ready.superseded,
+            active_sessions=active,
+            max_sessions=maximum,
+            pending_requests=pending,
+        )
+        session = self.sessions.get(ready.key)
+        outcome = "ok"
+        frame = None
+        if session is None:
+            # Closed or collected while the observation waited: nobody listens.
+            outcome = "dropped"
+            reply.status, reply.error = ActionChunk.STATUS_REJECTED, f"client {ready.key!r} has no open session"
+        else:
+            session.requests += 1
+            decode_started = time.perf_counter()
+            try:
+                if len(msg.state) > self.limits.max_state_dim:
+                    raise ObservationRejected(f"state has {len(msg.state)} values; at most {self.limits.max_state_dim}")
+                frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits.max_image_bytes)
+                check_observation(frame, self.capabilities, session, self.limits)
+                if frame.request.episode > session.episode:
+                    session.episode, session.processors_stale = frame.request.episode, True
+                if session.processors_stale:
+                    session.processors_stale = False
+                    self.runner.reset_session(session.processors)
+                decoded = time.perf_counter() - decode_started
+                result = self.runner.run(frame, session.processors, frame.task or session.task, session.rtc_enabled)
+                reply.actions_model, reply.actions_robot = result.actions_model, result.actions_robot
+                reply.preprocess_s = decoded + result.preprocess_s
+                reply.inference_s = result.inference_s
+                reply.postprocess_s = result.postprocess_s
+                reply.rtc_applied = result.rtc_applied
+                reply.inference_delay_steps = result.inference_delay_steps
+                if not np.isfinite(result.actions_robot).all():
+                    raise FloatingPointError("the policy produced non-finite actions")
+            except (ObservationRejected, DataPlaneError) as error:
+                outcome = "rejected"
+                reply.status, reply.error = ActionChunk.STATUS_REJECTED, str(error)
+            except Exception as error:  # noqa: BLE001 - one failed request must not end the worker
+                log.exception("inference failed for client %s seq %d", request.client_id, request.seq)
+                outcome = "failed"
+                reply.status, reply.error = ActionChunk.STATUS_FAILED, f"{type(error).__name__}: {error}"
+            if reply.status != ActionChunk.STATUS_OK:
+                reply.actions_model = reply.actions_robot = None
+        publish_started = time.perf_counter()
+        if outcome != "dropped":
+            self.publish(request.client_id, chunk_to_msg(reply))
+        publish_s = time.perf_counter() - publish_started
+        self.audit(audit_record(reply, outcome, publish_s))
+        if self.capture is not None:
+            self.capture(capture_record(msg, frame, reply, outcome))
+        return Outcome(reply, outcome)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
+    request = reply.request
+    record = {
+        "wall_time": round(time.time(), 6),
+        "session": request.session_id,
+        "client": request.client_id,
+        "seq": request.seq,
+        "episode": request.episode,
+        "epoch": request.epoch,
+        "outcome": outcome,
+        "queue_wait_ms": _ms(reply.queue_wait_s),
+        "preprocess_ms": _ms(reply.preprocess_s),
+        "inference_ms": _ms(reply.inference_s),
+        "postprocess_ms": _ms(reply.postprocess_s),
+        "publish_ms": _ms(publish_s),
+        "superseded": reply.superseded,
+        "rtc_applied": reply.rtc_applied,
+        "inference_delay_steps": reply.inference_delay_steps,
+    }
+    if reply.error:
+        record["error"] = reply.error
+    return record
+
+
+def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:
+    """A self-contained request/response pair for offline replay (no pickle)."""
+    record = {
+        "request": {
+            "session_id": msg.session_id,
+            "client_id": msg.client_id,
+            "seq": msg.seq,
+            "episode": msg.episode,
+            "epoch": msg.epoch,
+            "task": msg.task,
+            "state": np.frombuffer(msg.state, dtype=np.float32) if len(msg.state) else np.zeros(0, np.float32),
+            "compressed_images": {
+                name: {"format": image.format, "data": bytes(image.data)}
+                for name, image in zip(msg.compressed_camera_names, msg.compressed_images)
+            },
+            "raw_images": {
+                name: {
+                    "encoding": image.encoding,
+                    "height": image.height,
+                    "width": image.width,
+                    "step": image.step,
+                    "data": bytes(image.data),
+                }
+                for name, image in zip(msg.raw_camera_names, msg.raw_images)
+            },
+            "inference_delay_steps": msg.inference_delay_steps,
+            "prefix_model": frame.prefix_model if frame is not None else None,
+            "prefix_robot": frame.prefix_robot if frame is not None else None,
+        },
+        "response": {
+            "outcome": outcome,
+            "status": reply.status,
+            "error": reply.error,
+            "actions_model": reply.actions_model,
+            "actions_robot": reply.actions_robot,
+            "rtc_applied": reply.rtc_applied,
+            "inference_ms": _ms(reply.inference_s),
+        },
+    }
+    return record

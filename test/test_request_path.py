@@ -1,0 +1,154 @@
+"""The server's request path with a real ACT checkpoint, no ROS graph.
+
+Each malformed observation must be answered with a REJECTED chunk that says
+what was expected and what arrived, and the session must keep working.
+"""
+
+import time
+
+import numpy as np
+import pytest
+
+from lerobot_ros import images
+from lerobot_ros.data_plane import RequestId, chunk_from_msg, observation_to_msg
+from lerobot_ros.msg import ActionChunk
+from lerobot_ros.server.request_path import RequestHandler, RequestLimits
+from lerobot_ros.server.scheduler import Ready
+from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.sim.default_policy import FRONT_CAMERA
+
+
+@pytest.fixture(scope="module")
+def runner(act_checkpoint):
+    from lerobot_ros.server.checkpoint import load_policy
+    from lerobot_ros.server.inference import PolicyRunner
+
+    return PolicyRunner(load_policy(str(act_checkpoint), device="cpu"))
+
+
+class Harness:
+    def __init__(self, runner):
+        self.runner = runner
+        self.sessions = SessionRegistry()
+        self.published: list[tuple[str, ActionChunk]] = []
+        self.audit: list[dict] = []
+        self.handler = RequestHandler(
+            runner,
+            self.sessions,
+            publish=lambda client, chunk: self.published.append((client, chunk)),
+            audit=self.audit.append,
+            load=lambda: (self.sessions.count(), 4, 0),
+            limits=RequestLimits(max_image_bytes=200_000),
+        )
+        self.session = self.open("arm")
+
+    def open(self, client):
+        session = Session(client, task="", fps=30.0, rtc_enabled=False, opened_at=time.monotonic())
+        session.processors = self.runner.new_session_processors()
+        self.sessions.open(session)
+        return session
+
+    def observation(self, session=None, seq=0, state=None, frame=None, episode=0, **fields):
+        session = session or self.session
+        rgb = frame if frame is not None else np.full((96, 128, 3), 100, np.uint8)
+        request = RequestId(session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns())
+        state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
+        msg = observation_to_msg(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {})
+        for name, value in fields.items():
+            setattr(msg, name, value)
+        return msg
+
+    def send(self, msg, key=None):
+        return self.handler.handle(Ready(key or msg.client_id, msg, time.monotonic(), 0))
+
+
+@pytest.fixture
+def harness(runner):
+    return Harness(runner)
+
+
+def test_a_valid_observation_gets_a_chunk_in_both_spaces(harness):
+    outcome = harness.send(harness.observation(seq=7))
+    assert outcome.outcome == "ok", outcome.reply.error
+    client, msg = harness.published[-1]
+    chunk = chunk_from_msg(msg)
+    assert client == "arm" and chunk.request.seq == 7
+    assert chunk.actions_robot.shape == (50, 6) and chunk.actions_model.shape == (50, 6)
+    assert not np.allclose(chunk.actions_robot, chunk.actions_model)  # postprocessing unnormalized
+    assert chunk.server_durations_s["inference"] > 0
+    assert harness.audit[-1]["outcome"] == "ok" and harness.audit[-1]["seq"] == 7
+
+
+def test_different_states_give_different_chunks(harness):
+    harness.send(harness.observation(state=np.zeros(6)))
+    harness.send(harness.observation(state=np.full(6, 50.0)))
+    first, second = (chunk_from_msg(msg).actions_robot for _, msg in harness.published)
+    assert not np.allclose(first, second)
+
+
+def _truncated_jpeg():
+    data = images.rgb_to_compressed(np.zeros((96, 128, 3), np.uint8), 90).data
+    return bytes(data)[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected_error"),
+    [
+        (lambda h: h.observation(state=np.zeros(5)), "state has 5 values; the policy expects 6"),
+        (lambda h: h.observation(state=[0, 0, np.nan, 0, 0, 0]), "not finite at indices [2]"),
+        (lambda h: h.observation(state=[0, 0, 0, np.inf, 0, 0]), "not finite at indices [3]"),
+        (lambda h: h.observation(schema_version=9), "schema version 9; expected 1..1"),
+        (lambda h: h.observation(compressed_camera_names=["observation.images.wrist"]), "missing ['observation.images.front']"),
+        (lambda h: h.observation(compressed_camera_names=[], compressed_images=[]), "missing"),
+        (lambda h: h.observation(session_id="bogus"), "'bogus' is not this client's open session"),
+        (lambda h: h.observation(frame=np.random.default_rng(0).integers(0, 255, (1200, 1600, 3), np.uint8)), "200000"),
+        (lambda h: _with_jpeg_bytes(h.observation(), b"not a jpeg at all"), "camera 'observation.images.front'"),
+        (lambda h: _with_jpeg_bytes(h.observation(), _truncated_jpeg()), "camera 'observation.images.front'"),
+        (lambda h: h.observation(prefix_steps=3), "prefix_model holds 0 values; expected 3 x 6"),
+    ],
+)
+def test_malformed_observations_are_rejected_and_the_session_keeps_working(harness, mutate, expected_error):
+    outcome = harness.send(mutate(harness))
+    assert outcome.outcome == "rejected"
+    _, msg = harness.published[-1]
+    assert msg.status == ActionChunk.STATUS_REJECTED and expected_error in msg.error, msg.error
+    assert len(msg.actions_robot) == 0
+    assert harness.audit[-1]["outcome"] == "rejected" and expected_error in harness.audit[-1]["error"]
+    assert harness.send(harness.observation(seq=1)).outcome == "ok"
+
+
+def _with_jpeg_bytes(msg, data):
+    msg.compressed_images[0].data = data
+    return msg
+
+
+def test_an_older_episode_is_refused_and_a_newer_one_resets_processors(harness, monkeypatch):
+    resets = []
+    monkeypatch.setattr(harness.runner, "reset_session", lambda processors: resets.append(processors))
+    assert harness.send(harness.observation(episode=2)).outcome == "ok"
+    assert resets == [harness.session.processors] and harness.session.episode == 2
+    outcome = harness.send(harness.observation(episode=1))
+    assert outcome.outcome == "rejected" and "episode 1 is over" in outcome.reply.error
+
+
+def test_an_observation_for_a_closed_session_is_dropped_unanswered(harness):
+    msg = harness.observation()
+    harness.sessions.remove("arm", harness.session.session_id)
+    assert harness.send(msg).outcome == "dropped"
+    assert harness.published == [] and harness.audit[-1]["outcome"] == "dropped"
+
+
+def test_a_failing_policy_is_answered_with_failed_and_the_handler_survives(harness, monkeypatch):
+    def explode(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(harness.runner, "run", explode)
+    outcome = harness.send(harness.observation())
+    assert outcome.outcome == "failed" and "CUDA out of memory" in outcome.reply.error
+    assert harness.published[-1][1].status == ActionChunk.STATUS_FAILED
+
+
+def test_sessions_have_their_own_processor_instances(harness):
+    other = harness.open("other_arm")
+    assert other.processors.preprocessor is not harness.session.processors.preprocessor
+    assert other.processors.postprocessor is not harness.session.processors.postprocessor

@@ -1,0 +1,206 @@
+"""policy_server_node sessions and data plane, against a real server process.
+
+The suite's shared server (conftest.policy_server) serves the random ACT
+checkpoint at /lerobot with capacity 3. Each test closes what it opens.
+"""
+
+import json
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from conftest import spin_until
+from robot_client import RobotClient
+
+from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.msg import ActionChunk
+from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.srv import OpenSession
+
+
+@pytest.fixture
+def robots(policy_server, ros_node):
+    opened = []
+
+    def make(client_id):
+        robot = RobotClient(ros_node, client_id)
+        opened.append(robot)
+        return robot
+
+    yield make
+    for robot in opened:
+        if robot.session_id:
+            robot.close()
+
+
+def test_two_robots_at_once_get_their_own_correctly_shaped_chunks(robots):
+    left, right = robots("left_arm"), robots("right_arm")
+    for robot in (left, right):
+        response = robot.open()
+        assert response.accepted, response.message
+        assert response.observation_topic == f"/lerobot/clients/{robot.client_id}/observation"
+        assert response.action_chunk_topic == f"/lerobot/clients/{robot.client_id}/action_chunk"
+    states = {"left_arm": np.zeros(6), "right_arm": np.full(6, 0.8)}
+    for seq in range(3):
+        # Both in flight at once; each waits for its own answer.
+        messages = {robot.client_id: robot.observation(seq, state=states[robot.client_id]) for robot in (left, right)}
+        for robot in (left, right):
+            robot.send(messages[robot.client_id])
+        for robot in (left, right):
+            chunk = robot.request(messages[robot.client_id])
+            assert chunk.status == ActionChunk.STATUS_OK, chunk.error
+            assert (chunk.client_id, chunk.session_id) == (robot.client_id, robot.session_id)
+            assert (chunk.chunk_length, chunk.action_dim) == (50, 6)
+            assert list(chunk.action_names) == list(SO101_JOINT_NAMES)
+    assert all(chunk.client_id == "left_arm" for chunk in left.chunks)
+    assert all(chunk.client_id == "right_arm" for chunk in right.chunks)
+    left_actions = chunk_from_msg(left.chunks[-1]).actions_robot
+    right_actions = chunk_from_msg(right.chunks[-1]).actions_robot
+    assert not np.allclose(left_actions, right_actions), "different states must give different chunks"
+
+
+def test_wrong_action_order_is_refused_with_both_lists(robots):
+    swapped = [SO101_JOINT_NAMES[1], SO101_JOINT_NAMES[0], *SO101_JOINT_NAMES[2:]]
+    response = robots("swapped_arm").open(action_names=swapped)
+    assert not response.accepted
+    assert response.refusal == OpenSession.Response.REFUSAL_ACTION_NAMES
+    assert str(list(SO101_JOINT_NAMES)) in response.message and str(swapped) in response.message
+    assert list(response.capabilities.action_names) == list(SO101_JOINT_NAMES)
+
+
+def test_capacity_refusal_carries_the_load_and_reopening_does_not_count(robots):
+    for index in range(3):
+        assert robots(f"arm_{index}").open().accepted
+    refused = robots("arm_3").open()
+    assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_CAPACITY
+    assert (refused.active_sessions, refused.max_sessions) == (3, 3)
+    assert "3 of 3" in refused.message
+    reopened = robots("arm_0")
+    response = reopened.open()
+    assert response.accepted and response.active_sessions == 3
+
+
+def test_bad_client_id_is_refused_not_crashed_on(robots, policy_server):
+    response = robots("bad-id").open()
+    assert not response.accepted and response.refusal == OpenSession.Response.REFUSAL_BAD_CLIENT_ID
+    assert "'bad-id' is not a valid ROS name segment" in response.message
+    assert policy_server.process.poll() is None
+
+
+def test_malformed_observations_are_rejected_while_another_robot_keeps_streaming(robots):
+    healthy, broken = robots("healthy_arm"), robots("broken_arm")
+    assert healthy.open().accepted and broken.open().accepted
+    bad = [
+        (broken.observation(0, state=np.zeros(4)), "state has 4 values; the policy expects 6"),
+        (broken.observation(1, state=[np.nan] * 6), "not finite"),
+        (broken.observation(2, schema_version=7), "schema version 7"),
+        (broken.observation(3, compressed_camera_names=["observation.images.side"]), "missing ['observation.images.front']"),
+    ]
+    corrupt = broken.observation(4)
+    corrupt.compressed_images[0].data = b"\xff\xd8garbage"
+    bad.append((corrupt, "camera 'observation.images.front'"))
+    for index, (msg, expected) in enumerate(bad):
+        broken.send(msg)
+        chunk = healthy.request(healthy.observation(index))
+        assert chunk.status == ActionChunk.STATUS_OK, chunk.error
+        answer = broken.request(msg)
+        assert answer.status == ActionChunk.STATUS_REJECTED and expected in answer.error, answer.error
+        assert len(answer.actions_robot) == 0
+    assert broken.request(broken.observation(10)).status == ActionChunk.STATUS_OK  # the session still works
+
+
+def test_a_burst_is_answered_newest_first_never_out_of_order(robots):
+    # Keep-last-1 transport and the newest-wins mailbox may both drop older
+    # observations of a burst; what must hold: the newest is answered, and
+    # no older observation is answered after a newer one.
+    robot = robots("burst_arm")
+    assert robot.open().accepted
+    for seq in range(6):
+        robot.send(robot.observation(seq))
+    last = robot.request(robot.observation(6), timeout_s=30)
+    assert last.status == ActionChunk.STATUS_OK
+    answered = [chunk.seq for chunk in robot.chunks]
+    assert answered == sorted(set(answered)) and answered[-1] == 6
+    assert len(answered) + sum(chunk.superseded for chunk in robot.chunks) <= 7
+
+
+def test_reset_episode_refuses_the_old_episode(robots):
+    robot = robots("episodic_arm")
+    assert robot.open().accepted
+    assert robot.request(robot.observation(0, episode=0)).status == ActionChunk.STATUS_OK
+    response = robot.reset_episode(1)
+    assert response.success and response.episode == 1
+    stale = robot.request(robot.observation(1, episode=0))
+    assert stale.status == ActionChunk.STATUS_REJECTED and "episode 0 is over" in stale.error
+    assert robot.request(robot.observation(2, episode=1)).status == ActionChunk.STATUS_OK
+    again = robot.reset_episode(1)
+    assert not again.success and "not after the current episode 1" in again.message
+
+
+def _topic_has_subscriber(node, topic):
+    return node.count_subscribers(topic) > 0
+
+
+def test_close_and_idle_collection_destroy_the_data_plane(robots, ros_node):
+    closing, idle = robots("closing_arm"), robots("idle_arm")
+    assert closing.open().accepted and idle.open().accepted
+    topic = "/lerobot/clients/closing_arm/observation"
+    assert spin_until(ros_node, lambda: _topic_has_subscriber(ros_node, topic), 5)
+    assert closing.close().success
+    closing.session_id = ""
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 5), "topic survived close"
+    again = closing.close()
+    assert not again.success and "no open session" in again.message
+    # The idle robot never sends: collected after the server's 3 s idle timeout.
+    idle._disconnect()
+    idle_topic = "/lerobot/clients/idle_arm/observation"
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, idle_topic), 10), "idle session not collected"
+    idle.session_id = ""
+
+
+def test_audit_log_has_one_line_per_request(robots, policy_server):
+    robot = robots("audited_arm")
+    assert robot.open().accepted
+    for seq in range(4):
+        robot.request(robot.observation(seq))
+    robot.request(robot.observation(4, state=np.zeros(3)))  # rejected requests are audited too
+
+    def lines():
+        return [json.loads(line) for line in policy_server.audit.read_text().splitlines() if '"audited_arm"' in line]
+
+    assert spin_until(robot.node, lambda: len(lines()) == 5, 5), lines()
+    records = lines()
+    assert [record["seq"] for record in records] == [0, 1, 2, 3, 4]
+    assert [record["outcome"] for record in records] == ["ok"] * 4 + ["rejected"]
+    assert all(record["session"] == robot.session_id and record["inference_ms"] >= 0 for record in records)
+    assert all(record["inference_ms"] > 0 for record in records[:4])
+
+
+def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from lerobot_ros.server.capture import read_capture
+
+    robot = robots("observed_arm")
+    assert robot.open().accepted
+    robot.request(robot.observation(0))
+    base = f"http://127.0.0.1:{policy_server.http_port}"
+    with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
+        assert response.status == 200 and json.loads(response.read())["status"] == "ok"
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
+        metrics = response.read().decode()
+    served = next(line for line in metrics.splitlines() if line.startswith("lerobot_ros_requests_served_total "))
+    assert float(served.split()[1]) >= 1
+    arrays = []
+    subscription = ros_node.create_subscription(DiagnosticArray, "/diagnostics", arrays.append, 10)
+    try:
+        assert spin_until(ros_node, lambda: arrays, 5), "no /diagnostics within 5 s"
+    finally:
+        ros_node.destroy_subscription(subscription)
+    status = arrays[0].status[0]
+    assert "policy server" in status.name
+    assert {value.key for value in status.values} >= {"active_sessions", "requests_served", "policy_type"}
+    records = [record for record in read_capture(policy_server.capture) if record["request"]["client_id"] == "observed_arm"]
+    assert records and records[0]["response"]["actions_robot"].shape == (50, 6)
+    assert records[0]["request"]["compressed_images"]["observation.images.front"]["data"][:2] == b"\xff\xd8"
