@@ -134,3 +134,11 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
     yield server
     exit_code = stop(server.process)
     assert exit_code == 0, f"policy_server_node exited with {exit_code}:\n{server.log_text()[-4000:]}"
+
+
+@pytest.fixture(scope="session")
+def diffusion_checkpoint(tmp_path_factory) -> Path:
+    """A small random Diffusion checkpoint; 100 denoising steps make each request take ~0.5-1 s here."""
+    from policies import build_diffusion_checkpoint
+
+    return build_diffusion_checkpoint(tmp_path_factory.mktemp("diffusion"), inference_steps=100)

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from lerobot_ros.server.checkpoint import CONTRACT_FILE, CheckpointError, fingerprint, load_policy
-from lerobot_ros.server.policy_families import EXCLUSIVE, SHARED, UnsupportedPolicyError, classify
+from lerobot_ros.server.policy_families import EXCLUSIVE, SHARED, UnsupportedPolicyError, classify, resolve_serving
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, build_act_checkpoint
 
 
@@ -24,6 +24,15 @@ def test_policy_families_are_classified(policy_type, n_obs_steps, mode):
 def test_unknown_family_is_refused_with_the_supported_list():
     with pytest.raises(UnsupportedPolicyError, match=r"'tdmpc' cannot be served.*supported types are \['act'"):
         classify("tdmpc")
+
+
+def test_operator_serving_mode_can_force_exclusive_but_never_unsafe_sharing():
+    assert resolve_serving(classify("act"), "auto").mode == SHARED
+    forced = resolve_serving(classify("act"), "exclusive")
+    assert forced.mode == EXCLUSIVE and "forced" in forced.reason
+    assert resolve_serving(classify("diffusion", 2), "exclusive").mode == EXCLUSIVE
+    with pytest.raises(UnsupportedPolicyError, match="serving_mode=shared is unsafe here: diffusion keeps observation history"):
+        resolve_serving(classify("diffusion", 2), "shared")
 
 
 def test_loaded_act_is_described_from_the_checkpoint(act_checkpoint):

@@ -1,0 +1,96 @@
+"""Observation and ActionChunk messages <-> numpy (no ROS graph)."""
+
+import numpy as np
+import pytest
+
+from lerobot_ros import images
+from lerobot_ros.data_plane import (
+    ChunkReply,
+    DataPlaneError,
+    RequestId,
+    chunk_from_msg,
+    chunk_to_msg,
+    observation_from_msg,
+    observation_to_msg,
+)
+from lerobot_ros.msg import ActionChunk
+
+REQUEST = RequestId("session", "arm", 12, 3, 2, 123_456_789)
+
+
+def frame(color):
+    rgb = np.zeros((48, 64, 3), np.uint8)
+    rgb[..., :] = color
+    return rgb
+
+
+def test_observation_round_trip_with_jpeg_raw_and_rtc_prefixes():
+    prefix_model = np.arange(12, dtype=np.float32).reshape(2, 6)
+    msg = observation_to_msg(
+        REQUEST,
+        "pick",
+        np.array([0.5, -1, 2, 0, 0, 1], np.float32),
+        {"front": images.rgb_to_compressed(frame((255, 0, 0)), 95)},
+        {"wrist": images.rgb_to_raw(frame((0, 0, 255)))},
+        inference_delay_steps=4,
+        prefix_model=prefix_model,
+        prefix_robot=prefix_model * 2,
+    )
+    decoded = observation_from_msg(msg, action_dim=6)
+    assert decoded.request == REQUEST and decoded.task == "pick"
+    assert decoded.state.tolist() == [0.5, -1, 2, 0, 0, 1]
+    front, wrist = decoded.images["front"], decoded.images["wrist"]
+    assert front[..., 0].mean() > 240 and front[..., 1:].mean() < 15  # red stays red
+    assert (wrist == frame((0, 0, 255))).all()  # raw is exact, blue stays blue
+    assert decoded.inference_delay_steps == 4
+    np.testing.assert_array_equal(decoded.prefix_model, prefix_model)
+    np.testing.assert_array_equal(decoded.prefix_robot, prefix_model * 2)
+
+
+def test_misaligned_names_and_duplicate_cameras_are_refused():
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), {"front": images.rgb_to_compressed(frame(0), 90)}, {})
+    msg.compressed_camera_names = ["front", "wrist"]
+    with pytest.raises(DataPlaneError, match="2 compressed camera names but 1 compressed images"):
+        observation_from_msg(msg, 6)
+    msg = observation_to_msg(
+        REQUEST, "", np.zeros(6), {"front": images.rgb_to_compressed(frame(0), 90)}, {"front": images.rgb_to_raw(frame(0))}
+    )
+    with pytest.raises(DataPlaneError, match="camera 'front' appears twice"):
+        observation_from_msg(msg, 6)
+
+
+def test_prefix_length_must_match_its_declared_shape():
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), {}, {}, prefix_model=np.zeros((2, 6)), prefix_robot=np.zeros((2, 6)))
+    msg.prefix_steps = 3
+    with pytest.raises(DataPlaneError, match="prefix_model holds 12 values; expected 3 x 6 = 18"):
+        observation_from_msg(msg, 6)
+
+
+def test_oversize_raw_frame_is_refused():
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), {}, {"front": images.rgb_to_raw(frame(0))})
+    with pytest.raises(DataPlaneError, match="9216 bytes; at most 1000"):
+        observation_from_msg(msg, 6, max_image_bytes=1000)
+
+
+def test_chunk_round_trip_keeps_both_spaces_ids_and_durations():
+    model = np.random.default_rng(0).normal(size=(50, 6)).astype(np.float32)
+    reply = ChunkReply(REQUEST, ActionChunk.STATUS_OK, model_fingerprint="f" * 16, action_names=tuple("abcdef"),
+                       actions_model=model, actions_robot=model * 0.3 + 1, queue_wait_s=0.002, inference_s=0.031,
+                       superseded=2, active_sessions=1, max_sessions=8)
+    msg = chunk_to_msg(reply)
+    assert (msg.chunk_length, msg.action_dim) == (50, 6)
+    chunk = chunk_from_msg(msg)
+    assert chunk.request == REQUEST and chunk.superseded == 2 and chunk.model_fingerprint == "f" * 16
+    np.testing.assert_array_equal(chunk.actions_model, model)
+    np.testing.assert_array_equal(chunk.actions_robot, model * 0.3 + 1)
+    assert chunk.server_durations_s["inference"] == pytest.approx(0.031)
+
+
+def test_chunk_arrays_must_match_the_declared_shape():
+    msg = chunk_to_msg(ChunkReply(REQUEST, 0, action_names=tuple("abcdef"),
+                                  actions_model=np.zeros((5, 6)), actions_robot=np.zeros((5, 6))))
+    msg.chunk_length = 6
+    with pytest.raises(DataPlaneError, match="actions_model holds 30 values; expected 6 x 6 = 36"):
+        chunk_from_msg(msg)
+    with pytest.raises(DataPlaneError, match="must be equal 2-D shapes"):
+        chunk_to_msg(ChunkReply(REQUEST, 0, actions_model=np.zeros((5, 6)), actions_robot=np.zeros((4, 6))))
