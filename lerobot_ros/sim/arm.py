@@ -1,0 +1,139 @@
+"""A simulated N-joint arm: joint dynamics and a camera view, no ROS.
+
+The arm tracks its commanded positions with first-order dynamics under
+velocity and position limits, like a position-controlled servo. The camera
+renders the arm from a fixed viewpoint with a target object, so frames change
+whenever the joints move. Everything is deterministic given the seed and the
+sequence of commands and steps (no wall clock is read here).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from lerobot_ros.sim.default_policy import HOME_POSE, SO101_JOINT_NAMES
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    joint_names: tuple[str, ...] = SO101_JOINT_NAMES
+    lower: tuple[float, ...] = (-2.0, -1.8, -0.2, -1.8, -2.8, 0.0)
+    upper: tuple[float, ...] = (2.0, 1.0, 2.6, 1.8, 2.8, 1.2)
+    max_velocity: float = 3.0  # rad/s, every joint
+    time_constant_s: float = 0.05  # first-order tracking lag
+    initial: tuple[float, ...] = HOME_POSE
+
+    def __post_init__(self) -> None:
+        n = len(self.joint_names)
+        for name in ("lower", "upper", "initial"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} values; the arm has {n} joints {list(self.joint_names)}")
+        if self.max_velocity <= 0 or self.time_constant_s <= 0:
+            raise ValueError(
+                f"max_velocity ({self.max_velocity}) and time_constant_s ({self.time_constant_s}) must be positive"
+            )
+
+    @classmethod
+    def for_joints(cls, joint_names: tuple[str, ...], **overrides) -> ArmConfig:
+        """Defaults resized to any number of joints (the SO-101 values repeat)."""
+        n = len(joint_names)
+        base = cls()
+        sized = {name: tuple(np.resize(getattr(base, name), n).tolist()) for name in ("lower", "upper", "initial")}
+        return cls(joint_names=tuple(joint_names), **{**sized, **overrides})
+
+
+@dataclass
+class SimulatedArm:
+    config: ArmConfig
+    position: np.ndarray = field(init=False)
+    velocity: np.ndarray = field(init=False)
+    target: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.position = np.array(self.config.initial, dtype=np.float64)
+        self.velocity = np.zeros_like(self.position)
+        self.target = self.position.copy()
+        self._lower = np.array(self.config.lower)
+        self._upper = np.array(self.config.upper)
+
+    def command(self, positions: np.ndarray) -> None:
+        """A new position target; out-of-range targets are clipped like a servo's limits."""
+        positions = np.asarray(positions, dtype=np.float64)
+        if positions.shape != self.position.shape:
+            raise ValueError(f"command has {positions.shape[0] if positions.ndim else 0} values; the arm has {self.position.size} joints")
+        if not np.isfinite(positions).all():
+            raise ValueError(f"command is not finite: {positions.tolist()}")
+        self.target = np.clip(positions, self._lower, self._upper)
+
+    def step(self, dt: float) -> None:
+        desired = (self.target - self.position) / max(self.config.time_constant_s, dt)
+        self.velocity = np.clip(desired, -self.config.max_velocity, self.config.max_velocity)
+        self.position = np.clip(self.position + self.velocity * dt, self._lower, self._upper)
+
+
+class ArmCamera:
+    """Renders the arm as a planar chain seen from the side, plus a target cube."""
+
+    def __init__(self, height: int, width: int, seed: int = 0, viewpoint: int = 0) -> None:
+        if height < 16 or width < 16:
+            raise ValueError(f"camera resolution {height}x{width} is too small; at least 16x16")
+        self.height, self.width = height, width
+        rng = np.random.default_rng(seed + 1000 * viewpoint)
+        self._cube = (rng.uniform(0.55, 0.85), rng.uniform(0.65, 0.85))  # (x, y) as fractions of the frame
+        self._cube_color = tuple(int(c) for c in rng.integers(40, 255, 3))
+        self._mirror = viewpoint % 2 == 1
+        self._background = self._draw_background(rng)
+
+    def _draw_background(self, rng: np.random.Generator) -> np.ndarray:
+        image = np.empty((self.height, self.width, 3), np.uint8)
+        horizon = int(self.height * 0.7)
+        image[:horizon] = (200, 210, 225)  # wall
+        image[horizon:] = (150, 120, 90)  # table
+        noise = rng.integers(-8, 9, (self.height, self.width, 1))
+        return np.clip(image.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+
+    def render(self, position: np.ndarray) -> np.ndarray:
+        """An RGB frame of the arm at ``position`` (radians, SO-101 joint order)."""
+        image = self._background.copy()
+        scale = min(self.height, self.width)
+        cx, cy = self._cube
+        size = max(3, scale // 12)
+        x0, y0 = int(cx * self.width), int(cy * self.height)
+        cv2.rectangle(image, (x0 - size, y0 - size), (x0 + size, y0 + size), self._cube_color, -1)
+
+        q = np.resize(np.asarray(position, dtype=np.float64), 6)
+        pan, lift, elbow, wrist, roll, grip = q
+        # Pan turns the arm about the vertical axis: seen from the side, the
+        # planar links shorten by cos(pan) and the base marker slides.
+        foreshorten = 0.35 + 0.65 * abs(math.cos(pan))
+        base = np.array([self.width * (0.3 + 0.05 * math.sin(pan)), self.height * 0.72])
+        lengths = np.array([0.32, 0.28, 0.12]) * scale
+        angles = np.cumsum([math.pi / 2 - lift, -elbow, -wrist])
+        points = [base]
+        for length, angle in zip(lengths, angles):
+            step = np.array([math.cos(angle) * foreshorten, -math.sin(angle)]) * length
+            points.append(points[-1] + step)
+        thickness = max(2, scale // 30)
+        colors = [(60, 60, 70), (230, 120, 40), (40, 120, 230)]
+        for start, end, color in zip(points, points[1:], colors):
+            cv2.line(image, _pixel(start), _pixel(end), color, thickness, cv2.LINE_AA)
+        for point in points[:-1]:
+            cv2.circle(image, _pixel(point), thickness, (20, 20, 20), -1, cv2.LINE_AA)
+        # Gripper: two fingers whose spread follows the gripper joint and
+        # whose orientation follows the wrist roll.
+        tip, direction = points[-1], angles[-1]
+        spread = (0.2 + grip) * 0.06 * scale
+        normal = np.array([-math.sin(direction), -math.cos(direction)]) * math.cos(roll)
+        for sign in (-1, 1):
+            finger = tip + normal * spread * sign
+            cv2.line(image, _pixel(tip), _pixel(finger), (200, 40, 40), max(1, thickness // 2), cv2.LINE_AA)
+        cv2.rectangle(image, _pixel(base - [scale * 0.05, 0]), _pixel(base + [scale * 0.05, scale * 0.04]), (50, 50, 50), -1)
+        return image[:, ::-1].copy() if self._mirror else image
+
+
+def _pixel(point: np.ndarray) -> tuple[int, int]:
+    return int(round(point[0])), int(round(point[1]))
