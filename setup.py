@@ -41,6 +41,8 @@ setup(
     ],
     extras_require={
         "server": ["lerobot[diffusion,smolvla]==0.6.1"],
+        # The demo command saves a plot of commanded vs measured joints.
+        "demo": ["matplotlib>=3.8"],
         "ros-wheels": [
             *ros(
                 "rclpy[fastrtps]",
@@ -65,12 +67,14 @@ setup(
             ),
             "catkin_pkg",
         ],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "colcon-common-extensions"],
+        # eclipse-zenoh: the shipped rmw_zenoh configs are checked with zenoh's own parser.
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "colcon-common-extensions", "eclipse-zenoh>=1.4,<2"],
     },
     entry_points={
         "console_scripts": [
             "policy_server_node = lerobot_ros.server.node:main",
             "chunk_executor_node = lerobot_ros.executor.node:main",
+            "sim_robot_node = lerobot_ros.sim.robot_node:main",
         ],
     },
 )

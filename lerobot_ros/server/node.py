@@ -28,7 +28,7 @@ import uuid
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 
-from lerobot_ros import wire
+from lerobot_ros import names, wire
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
@@ -135,12 +135,12 @@ class PolicyServerNode(Node):
         self._open_observability()
         self.worker = self._start_worker()
 
-        self.status_pub = self.create_publisher(ServerStatus, self.prefix + "status", STATUS_QOS)
+        self.status_pub = self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_service(GetStatus, self.prefix + "get_status", self.on_get_status)
-        self.create_service(OpenSession, self.prefix + "open_session", self.on_open_session)
-        self.create_service(CloseSession, self.prefix + "close_session", self.on_close_session)
-        self.create_service(ResetEpisode, self.prefix + "reset_episode", self.on_reset_episode)
+        self.create_service(GetStatus, self.prefix + names.GET_STATUS, self.on_get_status)
+        self.create_service(OpenSession, self.prefix + names.OPEN_SESSION, self.on_open_session)
+        self.create_service(CloseSession, self.prefix + names.CLOSE_SESSION, self.on_close_session)
+        self.create_service(ResetEpisode, self.prefix + names.RESET_EPISODE, self.on_reset_episode)
         self.heartbeat_timer = self.create_timer(self.params["heartbeat_period_s"], self.on_heartbeat)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self.on_diagnostics)
         self.create_timer(GC_PERIOD_S, self.collect_garbage)
@@ -256,17 +256,18 @@ class PolicyServerNode(Node):
         self.scheduler.deposit(client_id, msg)
 
     def _create_data_plane(self, session: Session) -> tuple[str, str]:
-        base = f"{self.prefix}clients/{session.client_id}/"
         with self._data_plane_lock:
             old = self._data_plane.pop(session.client_id, None)
             if old is None:
                 subscription = self.create_subscription(
                     Observation,
-                    base + "observation",
+                    self.prefix + names.observation_topic(session.client_id),
                     lambda msg, client_id=session.client_id: self._on_observation(client_id, msg),
                     OBSERVATION_QOS,
                 )
-                publisher = self.create_publisher(ActionChunk, base + "action_chunk", ACTION_CHUNK_QOS)
+                publisher = self.create_publisher(
+                    ActionChunk, self.prefix + names.action_chunk_topic(session.client_id), ACTION_CHUNK_QOS
+                )
             else:
                 # Same client re-opening: its topics stay, only the session changes.
                 _, subscription, publisher = old

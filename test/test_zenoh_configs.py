@@ -1,0 +1,107 @@
+"""The shipped rmw_zenoh configs parse with zenoh's own parser and guard the real topics.
+
+Key expressions are built the way rmw_zenoh names entities:
+<domain id>/<name without leading slash>/<package>::<msg|srv>::dds_::<Type>_/<type hash>.
+"""
+
+import re
+
+import pytest
+from conftest import REPO
+
+from lerobot_ros import names
+
+zenoh = pytest.importorskip("zenoh")
+
+CONFIGS = sorted((REPO / "config" / "zenoh").glob("*.json5"))
+HASH = "RIHS01_" + "ab" * 32
+PRIORITY_ORDER = ["real_time", "interactive_high", "interactive_low", "data_high", "data", "data_low", "background"]
+
+
+def key(name: str, kind: str, type_name: str, domain: int = 0) -> "zenoh.KeyExpr":
+    return zenoh.KeyExpr(f"{domain}/lerobot/{name}/lerobot_ros::{kind}::dds_::{type_name}_/{HASH}")
+
+
+def observation(client_id):
+    return key(names.observation_topic(client_id), "msg", "Observation")
+
+
+def action_chunk(client_id):
+    return key(names.action_chunk_topic(client_id), "msg", "ActionChunk")
+
+
+SERVICE_TYPES = {names.GET_STATUS: "GetStatus", names.OPEN_SESSION: "OpenSession",
+                 names.CLOSE_SESSION: "CloseSession", names.RESET_EPISODE: "ResetEpisode"}
+REAL_KEYS = [observation("arm_1"), action_chunk("arm_1"), key(names.STATUS, "msg", "ServerStatus"),
+             *(key(service, "srv", type_name) for service, type_name in SERVICE_TYPES.items())]
+
+
+def load(name: str) -> "zenoh.Config":
+    return zenoh.Config.from_file(str(REPO / "config" / "zenoh" / name))
+
+
+def json_of(config, path):
+    import json
+
+    return json.loads(config.get_json(path))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda path: path.name)
+def test_every_config_parses_and_never_scouts_by_multicast(path):
+    config = zenoh.Config.from_file(str(path))
+    assert json_of(config, "scouting/multicast/enabled") is False
+
+
+def test_router_configs_use_mutual_tls():
+    for name in ("router_server.json5", "router_robot.json5"):
+        tls = json_of(load(name), "transport/link/tls")
+        assert tls["enable_mtls"] is True and tls["root_ca_certificate"], name
+
+
+def _allows(rules, key_expr, message):
+    return any(
+        message in rule["messages"] and rule["permission"] == "allow"
+        and any(zenoh.KeyExpr(pattern).intersects(key_expr) for pattern in rule["key_exprs"])
+        for rule in rules
+    )
+
+
+def test_acl_lets_a_robot_use_only_its_own_data_plane():
+    acl = json_of(load("router_server.json5"), "access_control")
+    assert acl["enabled"] and acl["default_permission"] == "deny"
+    policy = next(policy for policy in acl["policies"] if policy["subjects"] == ["robot_arm_1"])
+    rules = [rule for rule in acl["rules"] if rule["id"] in policy["rules"]]
+    assert _allows(rules, observation("arm_1"), "put")
+    assert _allows(rules, action_chunk("arm_1"), "declare_subscriber")
+    assert not _allows(rules, observation("arm_2"), "put"), "arm_1 may publish arm_2's observations"
+    assert not _allows(rules, action_chunk("arm_2"), "declare_subscriber"), "arm_1 may read arm_2's chunks"
+    for service, type_name in SERVICE_TYPES.items():
+        assert _allows(rules, key(service, "srv", type_name), "query"), service
+    assert _allows(rules, key(names.STATUS, "msg", "ServerStatus"), "declare_subscriber")
+
+
+def test_every_acl_and_qos_key_expression_names_a_real_entity():
+    patterns = [p for rule in json_of(load("router_server.json5"), "access_control/rules") for p in rule["key_exprs"]]
+    patterns += [p for entry in json_of(load("session.json5"), "qos/publication") for p in entry["key_exprs"]]
+    for pattern in patterns:
+        if pattern in ("**", "@ros2_lv/**"):
+            continue
+        assert any(zenoh.KeyExpr(pattern).intersects(real) for real in REAL_KEYS), f"{pattern} matches no lerobot_ros entity"
+
+
+def test_qos_puts_action_chunks_ahead_of_observations():
+    publication = json_of(load("session.json5"), "qos/publication")
+
+    def priority_of(key_expr):
+        entry = next(e for e in publication if any(zenoh.KeyExpr(p).intersects(key_expr) for p in e["key_exprs"]))
+        return PRIORITY_ORDER.index(entry["config"]["priority"])
+
+    assert priority_of(action_chunk("arm_7")) < priority_of(observation("arm_7"))
+    assert priority_of(key(names.STATUS, "msg", "ServerStatus")) < priority_of(observation("arm_7"))
+
+
+def test_readme_explains_how_rmw_zenoh_finds_these_files():
+    readme = (REPO / "README.md").read_text()
+    for needle in ("ZENOH_ROUTER_CONFIG_URI", "ZENOH_SESSION_CONFIG_URI", "router_server.json5", "session.json5"):
+        assert needle in readme
+    assert re.search(r"mTLS|mutual TLS", readme)
