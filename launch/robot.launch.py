@@ -1,37 +1,56 @@
-"""Start chunk_executor_node on the robot computer.
+"""Start chunk_executor_node on the robot computer (optionally with the simulated arm).
 
-    ros2 launch lerobot_ros robot.launch.py params_file:=/path/to/my_robot.yaml
+    ros2 launch lerobot_ros robot.launch.py params_file:=/path/to/my_robot.yaml \
+        joint_states_topic:=/my_arm/joint_states command_topic:=/arm_controller/commands
+    ros2 launch lerobot_ros robot.launch.py sim:=true
 
-The parameter file names the robot's ordered joints (see config/robot.yaml).
-Uses rmw_zenoh by default, like server.launch.py.
+The parameter file names the robot's ordered joints, cameras and output
+(see config/robot.yaml). camera_remaps is a comma-separated list of
+from:=to pairs for the camera topics. Uses rmw_zenoh by default, like
+server.launch.py. The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.substitutions import FindPackageShare
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+
+from lerobot_ros.launch_actions import actions_of
+from lerobot_ros.launch_plan import ZENOH_RMW, parse_remaps, robot_plan, share_path
+
+ARGUMENTS = {
+    "robot_namespace": ("", "Namespace of this robot"),
+    "server_namespace": ("/lerobot", "Where the policy server answers"),
+    "client_id": ("", "Stable id of this robot (empty: derived from the host name and namespace)"),
+    "output_mode": ("forward_command", "forward_command, joint_trajectory or joint_state"),
+    "params_file": (share_path("config", "robot.yaml"), "Parameter file"),
+    "camera_remaps": ("", "Camera topic remaps, e.g. camera/front/image_raw:=/usb_cam/image_raw"),
+    "joint_states_topic": ("", "Remap the joint state input to this topic"),
+    "command_topic": ("", "Remap the command output to this topic"),
+    "sim": ("false", "Also start sim_robot_node and wire the executor to it"),
+    "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
+}
+
+
+def _plan(context):
+    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    return actions_of(
+        robot_plan(
+            robot_namespace=value["robot_namespace"],
+            server_namespace=value["server_namespace"],
+            client_id=value["client_id"],
+            output_mode=value["output_mode"],
+            params_file=value["params_file"],
+            camera_remaps=parse_remaps(value["camera_remaps"]),
+            joint_states_topic=value["joint_states_topic"],
+            command_topic=value["command_topic"],
+            sim=value["sim"].lower() == "true",
+            rmw_implementation=value["rmw_implementation"],
+        )
+    )
 
 
 def generate_launch_description() -> LaunchDescription:
-    default_params = PathJoinSubstitution([FindPackageShare("lerobot_ros"), "config", "robot.yaml"])
     return LaunchDescription(
-        [
-            DeclareLaunchArgument("robot_namespace", default_value="", description="Namespace of this robot"),
-            DeclareLaunchArgument("server_namespace", default_value="/lerobot", description="Policy server namespace"),
-            DeclareLaunchArgument("params_file", default_value=default_params, description="Parameter file"),
-            DeclareLaunchArgument("rmw_implementation", default_value="rmw_zenoh_cpp", description="ROS 2 middleware"),
-            SetEnvironmentVariable("RMW_IMPLEMENTATION", LaunchConfiguration("rmw_implementation")),
-            Node(
-                package="lerobot_ros",
-                executable="chunk_executor_node",
-                name="chunk_executor",
-                namespace=LaunchConfiguration("robot_namespace"),
-                output="screen",
-                parameters=[
-                    LaunchConfiguration("params_file"),
-                    {"server_namespace": LaunchConfiguration("server_namespace")},
-                ],
-            ),
-        ]
+        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
+        + [OpaqueFunction(function=_plan)]
     )

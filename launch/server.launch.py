@@ -1,38 +1,49 @@
 """Start policy_server_node on the GPU machine.
 
     ros2 launch lerobot_ros server.launch.py checkpoint:=/path/to/checkpoint
+    ros2 launch lerobot_ros server.launch.py checkpoint:=lerobot/act_aloha start_router:=true device:=cuda
 
-Uses rmw_zenoh by default (start `ros2 run rmw_zenoh_cpp rmw_zenohd` first, or
-pass rmw_implementation:=rmw_fastrtps_cpp for DDS).
+Uses rmw_zenoh by default (rmw_implementation:=rmw_fastrtps_cpp for DDS);
+start_router:=true also starts rmw_zenohd, with router_config if given
+(e.g. the shipped config/zenoh/router_server.json5). The wiring lives in
+lerobot_ros.launch_plan.server_plan.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.substitutions import FindPackageShare
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+
+from lerobot_ros.launch_actions import actions_of
+from lerobot_ros.launch_plan import ZENOH_RMW, server_plan, share_path
+
+ARGUMENTS = {
+    "checkpoint": ("", "LeRobot checkpoint directory or Hugging Face Hub id (required)"),
+    "namespace": ("", "Namespace for the server node (its entities live under <namespace>/lerobot)"),
+    "device": ("auto", "auto, cpu, cuda or cuda:N"),
+    "params_file": (share_path("config", "server.yaml"), "Parameter file"),
+    "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
+    "start_router": ("false", "Also start the rmw_zenoh router (rmw_zenohd)"),
+    "router_config": ("", "Zenoh router config file for rmw_zenohd; empty for rmw_zenoh's default"),
+}
+
+
+def _plan(context):
+    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    return actions_of(
+        server_plan(
+            value["checkpoint"],
+            namespace=value["namespace"],
+            device=value["device"],
+            params_file=value["params_file"],
+            rmw_implementation=value["rmw_implementation"],
+            start_zenoh_router=value["start_router"].lower() == "true",
+            zenoh_router_config=value["router_config"],
+        )
+    )
 
 
 def generate_launch_description() -> LaunchDescription:
-    default_params = PathJoinSubstitution([FindPackageShare("lerobot_ros"), "config", "server.yaml"])
     return LaunchDescription(
-        [
-            DeclareLaunchArgument("checkpoint", description="LeRobot checkpoint directory or Hub id"),
-            DeclareLaunchArgument("device", default_value="auto", description="auto, cpu, cuda or cuda:N"),
-            DeclareLaunchArgument("namespace", default_value="", description="Namespace for the server node"),
-            DeclareLaunchArgument("params_file", default_value=default_params, description="Parameter file"),
-            DeclareLaunchArgument("rmw_implementation", default_value="rmw_zenoh_cpp", description="ROS 2 middleware"),
-            SetEnvironmentVariable("RMW_IMPLEMENTATION", LaunchConfiguration("rmw_implementation")),
-            Node(
-                package="lerobot_ros",
-                executable="policy_server_node",
-                name="lerobot",
-                namespace=LaunchConfiguration("namespace"),
-                output="screen",
-                parameters=[
-                    LaunchConfiguration("params_file"),
-                    {"checkpoint": LaunchConfiguration("checkpoint"), "device": LaunchConfiguration("device")},
-                ],
-            ),
-        ]
+        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
+        + [OpaqueFunction(function=_plan)]
     )

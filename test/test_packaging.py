@@ -1,6 +1,7 @@
 """The package's metadata, build files and configs agree with its code."""
 
 import importlib
+import importlib.util
 import json
 import importlib.metadata
 import re
@@ -70,7 +71,8 @@ def config_parameters(name: str) -> dict:
 
 @pytest.mark.parametrize(
     ("config", "module"),
-    [("server.yaml", "lerobot_ros.server.node"), ("robot.yaml", "lerobot_ros.executor.node")],
+    [("server.yaml", "lerobot_ros.server.node"), ("robot.yaml", "lerobot_ros.executor.node"),
+     ("sim_robot.yaml", "lerobot_ros.sim.robot_node")],
 )
 def test_config_file_lists_every_parameter_with_its_default(config, module):
     table = importlib.import_module(module).PARAMETERS
@@ -83,7 +85,7 @@ def test_console_scripts_resolve_to_the_node_mains():
         for entry in importlib.metadata.entry_points(group="console_scripts")
         if entry.value.startswith("lerobot_ros.")
     }
-    assert set(scripts) == {"policy_server_node", "chunk_executor_node"}
+    assert set(scripts) == {"policy_server_node", "chunk_executor_node", "sim_robot_node"}
     for name, entry in scripts.items():
         assert callable(entry.load())
         # colcon installs bin/<name>, which must call the same function.
@@ -92,16 +94,26 @@ def test_console_scripts_resolve_to_the_node_mains():
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "launch").glob("*.launch.py")), ids=lambda path: path.name)
-def test_launch_files_compile_and_name_installed_executables(path):
-    # `launch` has no wheel on PyPI, so these cannot run here; at least they
-    # must parse and start executables this package installs.
+def test_launch_files_compile_and_build_their_nodes_from_the_launch_plan(path):
+    # `launch` has no wheel on PyPI, so these cannot run here: they must parse,
+    # and all wiring must come from lerobot_ros.launch_plan (tested in test_launch_plan).
     source = path.read_text()
     compile(source, str(path), "exec")
-    for executable in re.findall(r'executable="(\w+)"', source):
-        assert (REPO / "bin" / executable).is_file()
+    assert "from lerobot_ros.launch_actions import actions_of" in source
+    assert re.search(r"actions_of\(\s*(server_plan|robot_plan|plan)\b", source)
+    assert "Node(" not in source, "nodes are declared in launch_plan, not in launch files"
 
 
-@pytest.mark.parametrize("module", ["lerobot_ros.server.node", "lerobot_ros.executor.node"])
+def test_every_planned_executable_is_installed():
+    from lerobot_ros import launch_plan
+
+    plan = launch_plan.demo_plan("ckpt") + launch_plan.server_plan("ckpt", namespace="other")
+    for node in plan.nodes:
+        assert (REPO / "bin" / node.executable).is_file(), node.executable
+        assert importlib.util.find_spec(node.module) is not None, node.module
+
+
+@pytest.mark.parametrize("module", ["lerobot_ros.server.node", "lerobot_ros.executor.node", "lerobot_ros.sim.robot_node"])
 def test_readme_parameter_tables_match_the_declarations(module):
     readme = (REPO / "README.md").read_text()
     table = importlib.import_module(module).PARAMETERS

@@ -1,0 +1,48 @@
+"""The whole loop on one machine: policy server + simulated arm + executor.
+
+    ros2 launch lerobot_ros demo.launch.py
+    ros2 launch lerobot_ros demo.launch.py checkpoint:=/path/to/act output_mode:=joint_trajectory
+
+Without a checkpoint it builds (once) the default random-weight ACT policy
+matched to the simulated arm. Uses rmw_zenoh and starts its router by
+default. The wiring lives in lerobot_ros.launch_plan.demo_plan.
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+
+from lerobot_ros.launch_actions import actions_of
+from lerobot_ros.launch_plan import ZENOH_RMW, demo_plan
+
+ARGUMENTS = {
+    "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
+    "output_mode": ("forward_command", "forward_command, joint_trajectory or joint_state"),
+    "device": ("auto", "auto, cpu, cuda or cuda:N"),
+    "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
+    "start_router": ("true", "Start the rmw_zenoh router (only with rmw_zenoh_cpp)"),
+}
+
+
+def _plan(context):
+    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
+    checkpoint = value["checkpoint"]
+    if not checkpoint:
+        from lerobot_ros.sim.default_policy import default_checkpoint
+
+        checkpoint = str(default_checkpoint())
+    plan = demo_plan(
+        checkpoint,
+        output_mode=value["output_mode"],
+        device=value["device"],
+        rmw_implementation=value["rmw_implementation"],
+        start_zenoh_router=value["start_router"].lower() == "true" and value["rmw_implementation"] == ZENOH_RMW,
+    )
+    return actions_of(plan)
+
+
+def generate_launch_description() -> LaunchDescription:
+    return LaunchDescription(
+        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
+        + [OpaqueFunction(function=_plan)]
+    )

@@ -1,0 +1,228 @@
+"""Which nodes a deployment runs, with which parameters, remappings and environment.
+
+The launch files (``launch/*.launch.py``) and the demo command both build
+their node lists here, so the wiring is plain Python that is unit-tested on
+machines without ``ros2 launch``. A plan says *what* to run; the launch files
+turn it into ``launch_ros`` actions, the demo into ``python -m`` processes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+
+PACKAGE = "lerobot_ros"
+ZENOH_RMW = "rmw_zenoh_cpp"
+OUTPUT_MODES = ("forward_command", "joint_trajectory", "joint_state")
+#: Where sim_robot_node listens for each executor output mode (relative to the robot namespace).
+SIM_COMMAND_TOPICS = {
+    "forward_command": "forward_position_controller/commands",
+    "joint_trajectory": "joint_trajectory_controller/joint_trajectory",
+    "joint_state": "joint_commands",
+}
+SIM_CAMERA_TOPIC = "camera/front/image_raw"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: what `launch_ros.actions.Node` needs, and how to run it without launch."""
+
+    executable: str
+    module: str
+    name: str
+    namespace: str = ""
+    parameter_files: tuple[str, ...] = ()
+    parameters: dict = field(default_factory=dict)  # applied after the files: these win
+    remappings: tuple[tuple[str, str], ...] = ()
+
+    def ros_arguments(self) -> list[str]:
+        """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
+        args = ["--ros-args", "-r", f"__node:={self.name}"]
+        if self.namespace:
+            args += ["-r", f"__ns:={_absolute(self.namespace)}"]
+        for path in self.parameter_files:
+            args += ["--params-file", path]
+        for name, value in self.parameters.items():
+            args += ["-p", f"{name}:={json.dumps(value)}"]
+        for source, target in self.remappings:
+            args += ["-r", f"{source}:={target}"]
+        return args
+
+
+@dataclass(frozen=True)
+class Plan:
+    nodes: tuple[NodeSpec, ...]
+    environment: dict = field(default_factory=dict)
+    start_zenoh_router: bool = False
+    zenoh_router_config: str = ""  # empty: rmw_zenoh's built-in default
+
+    def __add__(self, other: Plan) -> Plan:
+        clash = {k for k in self.environment.keys() & other.environment.keys() if self.environment[k] != other.environment[k]}
+        if clash:
+            raise ValueError(f"plans disagree on environment variables {sorted(clash)}")
+        return Plan(
+            self.nodes + other.nodes,
+            {**self.environment, **other.environment},
+            self.start_zenoh_router or other.start_zenoh_router,
+            self.zenoh_router_config or other.zenoh_router_config,
+        )
+
+
+def _absolute(namespace: str) -> str:
+    return "/" + namespace.strip("/") if namespace.strip("/") else ""
+
+
+def _environment(rmw_implementation: str) -> dict:
+    # An empty middleware keeps whatever the caller's environment selects.
+    return {"RMW_IMPLEMENTATION": rmw_implementation} if rmw_implementation else {}
+
+
+def server_plan(
+    checkpoint: str,
+    namespace: str = "",
+    device: str = "auto",
+    params_file: str = "",
+    rmw_implementation: str = ZENOH_RMW,
+    start_zenoh_router: bool = False,
+    zenoh_router_config: str = "",
+    extra_parameters: dict | None = None,
+) -> Plan:
+    """policy_server_node serving ``checkpoint`` (and optionally the rmw_zenoh router)."""
+    if not checkpoint:
+        raise ValueError("checkpoint is empty: give a checkpoint directory or Hub id")
+    if start_zenoh_router and rmw_implementation != ZENOH_RMW:
+        raise ValueError(f"start_zenoh_router needs rmw_implementation {ZENOH_RMW!r}, not {rmw_implementation!r}")
+    parameters = {"checkpoint": checkpoint, "device": device, **(extra_parameters or {})}
+    server = NodeSpec(
+        executable="policy_server_node",
+        module="lerobot_ros.server.node",
+        name="lerobot",
+        namespace=_absolute(namespace),
+        parameter_files=(params_file,) if params_file else (),
+        parameters=parameters,
+    )
+    return Plan((server,), _environment(rmw_implementation), start_zenoh_router, zenoh_router_config)
+
+
+def server_namespace_of(plan: Plan) -> str:
+    """Where the plan's server answers, e.g. /lerobot or /gpu0/lerobot."""
+    server = next(node for node in plan.nodes if node.executable == "policy_server_node")
+    return f"{server.namespace}/{server.name}"
+
+
+def robot_plan(
+    robot_namespace: str = "",
+    server_namespace: str = "/lerobot",
+    client_id: str = "",
+    output_mode: str = "forward_command",
+    params_file: str = "",
+    camera_remaps: dict[str, str] | None = None,
+    joint_states_topic: str = "",
+    command_topic: str = "",
+    sim: bool = False,
+    rmw_implementation: str = ZENOH_RMW,
+    extra_parameters: dict | None = None,
+) -> Plan:
+    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it.
+
+    ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
+    parameter) to the driver's actual topics; ``joint_states_topic`` and
+    ``command_topic`` remap the state input and the command output.
+    """
+    if output_mode not in OUTPUT_MODES:
+        raise ValueError(f"output_mode {output_mode!r} is not one of {list(OUTPUT_MODES)}")
+    namespace = _absolute(robot_namespace)
+    parameters: dict = {"server_namespace": server_namespace, "output_mode": output_mode}
+    if client_id:
+        parameters["client_id"] = client_id
+    nodes = []
+    if sim:
+        # The simulated arm matches the default policy: SO-101 joints, one front camera.
+        parameters.update(
+            joint_names=list(SO101_JOINT_NAMES),
+            camera_names=[FRONT_CAMERA],
+            camera_topics=[SIM_CAMERA_TOPIC],
+            camera_transports=["raw"],
+            state_topic="joint_states",
+            output_topic=SIM_COMMAND_TOPICS[output_mode],
+        )
+        nodes.append(
+            NodeSpec(
+                executable="sim_robot_node",
+                module="lerobot_ros.sim.robot_node",
+                name="sim_robot",
+                namespace=namespace,
+                parameters={"camera_topics": [SIM_CAMERA_TOPIC], "camera_transport": "raw"},
+            )
+        )
+    parameters.update(extra_parameters or {})
+    remappings = [(source, target) for source, target in (camera_remaps or {}).items()]
+    if joint_states_topic:
+        remappings.append((parameters.get("state_topic", "joint_states"), joint_states_topic))
+    if command_topic:
+        if "output_topic" not in parameters:
+            raise ValueError("command_topic remaps the executor's output_topic: set output_topic in the params file or extra_parameters")
+        remappings.append((parameters["output_topic"], command_topic))
+    executor = NodeSpec(
+        executable="chunk_executor_node",
+        module="lerobot_ros.executor.node",
+        name="chunk_executor",
+        namespace=namespace,
+        parameter_files=(params_file,) if params_file else (),
+        parameters=parameters,
+        remappings=tuple(remappings),
+    )
+    return Plan((*nodes, executor), _environment(rmw_implementation))
+
+
+def demo_plan(
+    checkpoint: str,
+    output_mode: str = "forward_command",
+    device: str = "auto",
+    rmw_implementation: str = "",
+    start_zenoh_router: bool = False,
+    server_parameters: dict | None = None,
+    executor_parameters: dict | None = None,
+) -> Plan:
+    """Server + simulated robot + executor, talking to each other."""
+    server = server_plan(
+        checkpoint,
+        device=device,
+        rmw_implementation=rmw_implementation,
+        start_zenoh_router=start_zenoh_router,
+        extra_parameters=server_parameters,
+    )
+    robot = robot_plan(
+        robot_namespace="sim_arm",
+        server_namespace=server_namespace_of(server),
+        client_id="sim_arm",
+        output_mode=output_mode,
+        sim=True,
+        rmw_implementation=rmw_implementation,
+        extra_parameters=executor_parameters,
+    )
+    return server + robot
+
+
+def parse_remaps(text: str) -> dict[str, str]:
+    """``"a:=b, c:=d"`` -> {"a": "b", "c": "d"} (the launch argument form of remaps)."""
+    remaps = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        source, separator, target = item.partition(":=")
+        if not separator or not source or not target:
+            raise ValueError(f"remap {item!r} is not of the form from:=to")
+        remaps[source] = target
+    return remaps
+
+
+def share_path(*parts: str) -> str:
+    """A file of this package's share directory (colcon install), or of the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return str(Path(get_package_share_directory(PACKAGE), *parts))
+    except (ImportError, LookupError):
+        return str(Path(__file__).resolve().parents[1].joinpath(*parts))

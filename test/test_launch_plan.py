@@ -1,0 +1,117 @@
+"""The launch wiring (used by launch/*.launch.py and the demo), without ros2 launch."""
+
+import pytest
+
+from lerobot_ros.launch_plan import (
+    SIM_CAMERA_TOPIC,
+    SIM_COMMAND_TOPICS,
+    ZENOH_RMW,
+    demo_plan,
+    parse_remaps,
+    robot_plan,
+    server_namespace_of,
+    server_plan,
+)
+from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+
+
+def test_server_plan_defaults_to_rmw_zenoh_and_passes_checkpoint_and_device():
+    plan = server_plan("/models/act", device="cuda:1", params_file="/etc/server.yaml")
+    (server,) = plan.nodes
+    assert (server.executable, server.module, server.name, server.namespace) == (
+        "policy_server_node", "lerobot_ros.server.node", "lerobot", "")
+    assert server.parameter_files == ("/etc/server.yaml",)
+    assert server.parameters == {"checkpoint": "/models/act", "device": "cuda:1"}
+    assert plan.environment == {"RMW_IMPLEMENTATION": ZENOH_RMW}
+    assert not plan.start_zenoh_router
+    assert server_namespace_of(plan) == "/lerobot"
+
+
+def test_server_plan_namespace_router_and_other_middleware():
+    plan = server_plan("ckpt", namespace="gpu0/", start_zenoh_router=True, zenoh_router_config="/cfg/router.json5")
+    assert plan.nodes[0].namespace == "/gpu0" and server_namespace_of(plan) == "/gpu0/lerobot"
+    assert plan.start_zenoh_router and plan.zenoh_router_config == "/cfg/router.json5"
+    assert server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp").environment == {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}
+    assert server_plan("ckpt", rmw_implementation="").environment == {}
+    with pytest.raises(ValueError, match="start_zenoh_router needs rmw_implementation 'rmw_zenoh_cpp'"):
+        server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp", start_zenoh_router=True)
+    with pytest.raises(ValueError, match="checkpoint is empty"):
+        server_plan("")
+
+
+def test_robot_plan_for_real_hardware_remaps_inputs_and_output():
+    plan = robot_plan(
+        robot_namespace="left_arm",
+        server_namespace="/gpu0/lerobot",
+        client_id="left_arm",
+        output_mode="joint_trajectory",
+        params_file="/etc/left_arm.yaml",
+        camera_remaps={"camera/front/image_raw": "/usb_cam/image_raw"},
+        joint_states_topic="/left_arm/dynamixel/joint_states",
+        command_topic="/left_arm/arm_controller/joint_trajectory",
+        extra_parameters={"output_topic": "joint_trajectory_controller/joint_trajectory"},
+    )
+    (executor,) = plan.nodes
+    assert (executor.executable, executor.name, executor.namespace) == ("chunk_executor_node", "chunk_executor", "/left_arm")
+    assert executor.parameter_files == ("/etc/left_arm.yaml",)
+    assert executor.parameters["server_namespace"] == "/gpu0/lerobot"
+    assert executor.parameters["client_id"] == "left_arm"
+    assert executor.parameters["output_mode"] == "joint_trajectory"
+    assert executor.remappings == (
+        ("camera/front/image_raw", "/usb_cam/image_raw"),
+        ("joint_states", "/left_arm/dynamixel/joint_states"),
+        ("joint_trajectory_controller/joint_trajectory", "/left_arm/arm_controller/joint_trajectory"),
+    )
+    assert plan.environment == {"RMW_IMPLEMENTATION": ZENOH_RMW}
+
+
+@pytest.mark.parametrize("mode", sorted(SIM_COMMAND_TOPICS))
+def test_robot_plan_with_the_simulated_arm_wires_executor_and_sim_together(mode):
+    plan = robot_plan(robot_namespace="sim_arm", output_mode=mode, sim=True)
+    sim, executor = plan.nodes
+    assert sim.executable == "sim_robot_node" and sim.namespace == executor.namespace == "/sim_arm"
+    assert sim.parameters["camera_topics"] == [SIM_CAMERA_TOPIC] == executor.parameters["camera_topics"]
+    assert executor.parameters["camera_names"] == [FRONT_CAMERA]
+    assert executor.parameters["joint_names"] == list(SO101_JOINT_NAMES)
+    assert executor.parameters["output_topic"] == SIM_COMMAND_TOPICS[mode]
+    assert executor.parameters["output_mode"] == mode
+
+
+def test_robot_plan_refuses_unknown_modes_and_unmappable_command_remaps():
+    with pytest.raises(ValueError, match="output_mode 'torque' is not one of"):
+        robot_plan(output_mode="torque")
+    with pytest.raises(ValueError, match="command_topic remaps the executor's output_topic"):
+        robot_plan(command_topic="/arm/commands")
+
+
+def test_demo_plan_runs_server_sim_and_executor_against_each_other():
+    plan = demo_plan("/cache/act", output_mode="joint_state")
+    assert [node.executable for node in plan.nodes] == ["policy_server_node", "sim_robot_node", "chunk_executor_node"]
+    executor = plan.nodes[2]
+    assert executor.parameters["server_namespace"] == server_namespace_of(plan)
+    assert executor.parameters["client_id"] == "sim_arm"
+    assert plan.environment == {}  # the demo keeps the caller's middleware
+
+
+def test_ros_arguments_carry_name_namespace_files_parameters_and_remaps():
+    plan = robot_plan(robot_namespace="arm", params_file="/p.yaml", joint_states_topic="/js",
+                      extra_parameters={"fps": 50.0}, rmw_implementation="")
+    args = plan.nodes[0].ros_arguments()
+    assert args[:5] == ["--ros-args", "-r", "__node:=chunk_executor", "-r", "__ns:=/arm"]
+    assert args[args.index("--params-file") + 1] == "/p.yaml"
+    assert "fps:=50.0" in args and 'server_namespace:="/lerobot"' in args
+    assert args[-2:] == ["-r", "joint_states:=/js"]
+
+
+def test_plans_combine_and_refuse_conflicting_environments():
+    combined = server_plan("ckpt") + robot_plan()
+    assert len(combined.nodes) == 2
+    with pytest.raises(ValueError, match="RMW_IMPLEMENTATION"):
+        server_plan("ckpt") + robot_plan(rmw_implementation="rmw_fastrtps_cpp")
+
+
+def test_remap_arguments_parse():
+    assert parse_remaps("a:=b, c/d:=/e") == {"a": "b", "c/d": "/e"}
+    assert parse_remaps("") == {}
+    with pytest.raises(ValueError, match="not of the form from:=to"):
+        parse_remaps("a=b")
