@@ -1,11 +1,13 @@
-"""The README's demo command: run the policy server and a robot-side executor.
+"""The README's demo command: the whole loop on one machine, no robot, no GPU needed.
 
-Today this is the end-to-end smoke of the two nodes: it builds (once) the
-default policy, starts policy_server_node on it, runs chunk_executor_node's
-start-up handshake as a robot with the matching joints (accepted) and as a
-robot with two joints swapped (refused, with the reason), stops the server
-with SIGINT, and prints a summary whose last line is JSON. Exit code 0 only
-if all of that happened as expected.
+Starts policy_server_node (default policy: random-weight ACT, built once and
+cached), sim_robot_node (a simulated 6-joint arm with a camera) and
+chunk_executor_node as three separate processes wired by
+``lerobot_ros.launch_plan.demo_plan`` (the same wiring as
+``launch/demo.launch.py``), lets them run for a bounded time while printing a
+live status line, then stops them and prints a summary whose last line is
+JSON. It saves a plot of commanded vs measured joint positions and queue
+depth. Exit code 0 only if the loop streamed.
 """
 
 from __future__ import annotations
@@ -13,64 +15,246 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from lerobot_ros.processes import run_handshake, spawn_node, stop
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint
+from lerobot_ros.launch_plan import OUTPUT_MODES, Plan, demo_plan
 
-SERVER_MODULE = "lerobot_ros.server.node"
+STREAMING_STATES = ("STREAMING", "DEGRADED")
 
 
-def _run_handshake(joint_names: tuple[str, ...], server_namespace: str, timeout_s: float) -> dict:
-    exit_code, result, _ = run_handshake(
-        {"server_namespace": server_namespace, "joint_names": list(joint_names), "handshake_timeout_s": timeout_s},
-        timeout_s=timeout_s + 30,
+@dataclass
+class Recording:
+    """What the demo's monitor node saw, on its own monotonic clock."""
+
+    started: float = field(default_factory=time.monotonic)
+    status: list = field(default_factory=list)  # (t, ExecutorStatus)
+    measured: list = field(default_factory=list)  # (t, positions)
+    commanded: list = field(default_factory=list)  # (t, positions)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+
+def _commanded_positions(mode: str, msg, joint_names) -> list[float] | None:
+    if mode == "forward_command":
+        return list(msg.data)
+    if mode == "joint_state":
+        lookup = dict(zip(msg.name, msg.position))
+        return [lookup.get(name, float("nan")) for name in joint_names]
+    if msg.points:  # joint_trajectory: the point the arm is told to reach first
+        lookup = dict(zip(msg.joint_names, msg.points[0].positions))
+        return [lookup.get(name, float("nan")) for name in joint_names]
+    return None
+
+
+def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
+    env = {**os.environ, **plan.environment}
+    processes = []
+    for node in plan.nodes:
+        log = (log_dir / f"{node.name}.log").open("w")
+        command = [sys.executable, "-m", node.module, *node.ros_arguments()]
+        processes.append((node.name, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)))
+    return processes
+
+
+def stop_processes(processes) -> dict[str, int]:
+    from lerobot_ros.processes import stop
+
+    # The executor first, so it closes its session while the server still answers.
+    return {name: stop(process) for name, process in reversed(processes)}
+
+
+def status_line(status) -> str:
+    return (
+        f"{status.state_name:<12} queue {status.queue_depth:3d} ({status.queued_time_s:4.2f} s)  "
+        f"latency p50 {status.latency_ms_p50:6.1f} ms p95 {status.latency_ms_p95:6.1f} ms  "
+        f"commands {status.commands_published:6d}  chunks {status.chunks_merged:4d}  "
+        f"fallback ticks {status.fallback_ticks:4d}"
     )
-    return {**result, "exit_code": exit_code}
+
+
+def save_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    figure, axes = plt.subplots(len(joint_names) + 1, 1, figsize=(10, 1.6 * (len(joint_names) + 1)), sharex=True)
+    for index, name in enumerate(joint_names):
+        axis = axes[index]
+        if recording.measured:
+            t, q = zip(*recording.measured)
+            axis.plot(t, np.array(q)[:, index], label="measured", linewidth=1.2)
+        if recording.commanded:
+            t, q = zip(*recording.commanded)
+            axis.plot(t, np.array(q)[:, index], "--", label="commanded", linewidth=1.0)
+        axis.set_ylabel(f"{name}\n[rad]", fontsize=8)
+        axis.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize=8)
+    if recording.status:
+        t, statuses = zip(*recording.status)
+        axes[-1].step(t, [s.queue_depth for s in statuses], where="post", color="tab:green")
+    axes[-1].set_ylabel("queue\n[actions]", fontsize=8)
+    axes[-1].set_xlabel("time since start [s]")
+    axes[-1].grid(alpha=0.3)
+    if streaming_since is not None:  # start-up (loading the model) is not interesting to look at
+        axes[-1].set_xlim(left=max(0.0, streaming_since - 2.0))
+    figure.suptitle("lerobot_ros demo: commanded vs measured joints (random-weight policy)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def summarize(recording: Recording, streaming_since: float | None, duration_s: float, exit_codes: dict) -> dict:
+    last = recording.status[-1][1] if recording.status else None
+    first_streaming = next((s for t, s in recording.status if streaming_since is not None and t >= streaming_since), None)
+    steady = [s for t, s in recording.status if streaming_since is not None and t >= streaming_since + 2.0]
+    steady_starvation = (steady[-1].starvation_ticks - steady[0].starvation_ticks) if len(steady) >= 2 else None
+    summary = {
+        "final_state": last.state_name if last else "NO_STATUS",
+        "reason": last.reason if last else "",
+        "commands_published": last.commands_published if last else 0,
+        "chunks_merged": last.chunks_merged if last else 0,
+        "chunks_dropped": last.chunks_dropped if last else 0,
+        "starvation_ticks": last.starvation_ticks if last else 0,
+        "starvation_ticks_after_warmup": steady_starvation,
+        "fallback_ticks": last.fallback_ticks if last else 0,
+        "request_timeouts": last.request_timeouts if last else 0,
+        "latency_ms_p50": round(last.latency_ms_p50, 2) if last else None,
+        "latency_ms_p95": round(last.latency_ms_p95, 2) if last else None,
+        "streamed_s": round(recording.now() - streaming_since, 1) if streaming_since is not None else 0.0,
+        "commands_while_streaming": (last.commands_published - first_streaming.commands_published)
+        if last and first_streaming else 0,
+        "duration_s": duration_s,
+        "exit_codes": exit_codes,
+    }
+    return summary
+
+
+def streamed(summary: dict, fps: float) -> bool:
+    return (
+        summary["final_state"] in STREAMING_STATES
+        and summary["chunks_merged"] >= 2
+        and summary["commands_while_streaming"] >= 0.5 * fps * summary["streamed_s"] > 0
+    )
+
+
+def run(args) -> int:
+    import rclpy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+
+    from lerobot_ros.launch_plan import SIM_COMMAND_TOPICS
+    from lerobot_ros.msg import ExecutorStatus
+    from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint
+
+    output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_demo_"))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    print("demo: preparing the default policy (random weights; built once, then cached)", flush=True)
+    checkpoint = args.checkpoint or str(default_checkpoint())
+    plan = demo_plan(
+        checkpoint,
+        output_mode=args.output_mode,
+        device=args.device,
+        server_parameters={"audit_log": str(output_dir / "audit.jsonl")},
+        executor_parameters={"fps": args.fps},
+    )
+    robot_namespace = plan.nodes[-1].namespace
+    print(f"demo: policy {checkpoint}; logs, audit and plot in {output_dir}", flush=True)
+    print("demo: starting policy_server_node, sim_robot_node and chunk_executor_node as separate processes", flush=True)
+
+    rclpy.init()
+    node = rclpy.create_node("lerobot_ros_demo_monitor")
+    recording = Recording()
+    message_type = {"forward_command": Float64MultiArray, "joint_trajectory": JointTrajectory, "joint_state": JointState}
+    node.create_subscription(ExecutorStatus, f"{robot_namespace}/chunk_executor/status",
+                             lambda msg: recording.status.append((recording.now(), msg)), 10)
+    node.create_subscription(JointState, f"{robot_namespace}/joint_states",
+                             lambda msg: recording.measured.append((recording.now(), list(msg.position))), 50)
+
+    def on_command(msg) -> None:
+        positions = _commanded_positions(args.output_mode, msg, SO101_JOINT_NAMES)
+        if positions is not None:
+            recording.commanded.append((recording.now(), positions))
+
+    node.create_subscription(message_type[args.output_mode],
+                             f"{robot_namespace}/{SIM_COMMAND_TOPICS[args.output_mode]}", on_command, 50)
+    processes = start_processes(plan, output_dir)
+    interactive = sys.stdout.isatty()
+    streaming_since = None
+    deadline = time.monotonic() + args.startup_timeout
+    end_at = None
+    last_print = 0.0
+    try:
+        while True:
+            rclpy.spin_once(node, timeout_sec=0.05)
+            now = time.monotonic()
+            if any(process.poll() is not None for _, process in processes):
+                dead = [name for name, process in processes if process.poll() is not None]
+                print(f"\ndemo: {dead} exited early; see the logs in {output_dir}", flush=True)
+                break
+            state = recording.status[-1][1].state_name if recording.status else "starting"
+            if streaming_since is None and state in STREAMING_STATES:
+                streaming_since = recording.now()
+                end_at = now + args.duration
+                print(f"demo: streaming after {streaming_since:.1f} s; running {args.duration:g} s", flush=True)
+            if state == "DEAD":
+                print(f"\ndemo: executor is DEAD: {recording.status[-1][1].reason}", flush=True)
+                break
+            if end_at is None and now > deadline:
+                print(f"\ndemo: the loop did not start streaming within {args.startup_timeout:g} s", flush=True)
+                break
+            if end_at is not None and now >= end_at:
+                break
+            if recording.status and now - last_print >= (0.25 if interactive else 2.0):
+                last_print = now
+                line = status_line(recording.status[-1][1])
+                print(("\r" + line) if interactive else line, end="" if interactive else "\n", flush=True)
+    except KeyboardInterrupt:
+        print("\ndemo: interrupted", flush=True)
+    finally:
+        exit_codes = stop_processes(processes)
+        node.destroy_node()
+        rclpy.try_shutdown()
+    if interactive:
+        print()
+    summary = summarize(recording, streaming_since, args.duration, exit_codes)
+    plot = output_dir / "demo.png"
+    save_plot(recording, SO101_JOINT_NAMES, plot, streaming_since)
+    summary["plot"] = str(plot)
+    summary["ok"] = streamed(summary, args.fps)
+    print(f"demo: final state {summary['final_state']}; {summary['commands_published']} commands published, "
+          f"{summary['chunks_merged']} chunks merged, {summary['starvation_ticks']} starved ticks "
+          f"({summary['starvation_ticks_after_warmup']} after warm-up), latency p50 {summary['latency_ms_p50']} ms "
+          f"p95 {summary['latency_ms_p95']} ms", flush=True)
+    print(f"demo: plot of commanded vs measured joints and queue depth: {plot}", flush=True)
+    if not summary["ok"]:
+        print(f"demo: FAILED: the loop did not stream; logs in {output_dir}", file=sys.stderr, flush=True)
+    print(json.dumps(summary), flush=True)
+    return 0 if summary["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the server to be ready")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
+    parser.add_argument("--output-mode", choices=OUTPUT_MODES, default="forward_command")
+    parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
+    parser.add_argument("--checkpoint", default="", help="policy to serve; default: the generated random ACT")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--startup-timeout", type=float, default=180.0, help="seconds allowed until streaming")
+    parser.add_argument("--output-dir", default="", help="where logs, audit and the plot go (default: a temp dir)")
     args = parser.parse_args(argv)
     # A demo must never talk to robots on the network it happens to run on.
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-    started = time.monotonic()
-    print("demo: preparing the default policy (random weights; built once, then cached)", flush=True)
-    checkpoint = default_checkpoint()
-    print(f"demo: policy at {checkpoint}", flush=True)
-    server_log = tempfile.NamedTemporaryFile("w+", prefix="lerobot_ros_server_", suffix=".log", delete=False)
-    server = spawn_node(SERVER_MODULE, {"checkpoint": str(checkpoint)}, log=server_log)
-    try:
-        print("demo: starting policy_server_node (loading + warm-up)", flush=True)
-        matching = _run_handshake(SO101_JOINT_NAMES, "/lerobot", args.timeout)
-        print(f"demo: robot with matching joints -> {matching['handshake']}: {matching['reason']}", flush=True)
-        swapped = (SO101_JOINT_NAMES[1], SO101_JOINT_NAMES[0], *SO101_JOINT_NAMES[2:])
-        refused = _run_handshake(swapped, "/lerobot", 10.0)
-        print(f"demo: robot with swapped joints  -> {refused['handshake']}: {refused['reason']}", flush=True)
-    finally:
-        server_exit = stop(server)
-        server_log.close()
-    ok = matching.get("handshake") == "accepted" and refused.get("handshake") == "refused" and server_exit == 0
-    if not ok:
-        with open(server_log.name) as log:
-            print(f"demo: FAILED; server log ({server_log.name}) ends:\n{log.read()[-3000:]}", file=sys.stderr, flush=True)
-    else:
-        os.unlink(server_log.name)
-    summary = {
-        "demo": "handshake smoke",
-        "ok": ok,
-        "matching_robot": matching,
-        "swapped_joints_robot": refused,
-        "server_exit_code": server_exit,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    print(json.dumps(summary), flush=True)
-    return 0 if ok else 1
+    return run(args)
 
 
 if __name__ == "__main__":
