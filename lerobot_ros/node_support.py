@@ -18,7 +18,9 @@ import rclpy
 from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 
 @dataclass(frozen=True)
@@ -27,14 +29,31 @@ class ParameterSpec:
     default: Any
     description: str
     read_only: bool = True
+    #: Declare with this type instead of inferring it from ``default``. Needed
+    #: for empty lists: ROS 2 infers [] as a byte array, so a float list
+    #: defaulting to [] is declared ``Parameter.Type.DOUBLE_ARRAY`` and reads
+    #: as ``default`` when not set.
+    value_type: Parameter.Type | None = None
 
 
 def declare_parameters(node: Node, table: tuple[ParameterSpec, ...]) -> dict[str, Any]:
-    """Declare every parameter of ``table`` on ``node``; return name -> value."""
+    """Declare every parameter of ``table`` on ``node``; return name -> value.
+
+    A value of the wrong type (e.g. an integer list for a float list) is a
+    NodeStartupError naming the parameter and the expected type.
+    """
     values = {}
     for entry in table:
         descriptor = ParameterDescriptor(description=entry.description, read_only=entry.read_only)
-        values[entry.name] = node.declare_parameter(entry.name, entry.default, descriptor).value
+        try:
+            if entry.value_type is None:
+                values[entry.name] = node.declare_parameter(entry.name, entry.default, descriptor).value
+            else:
+                value = node.declare_parameter(entry.name, entry.value_type, descriptor).value
+                values[entry.name] = entry.default if value is None else value
+        except InvalidParameterTypeException as error:
+            expected = entry.value_type.name if entry.value_type is not None else type(entry.default).__name__
+            raise NodeStartupError(f"parameter '{entry.name}' has the wrong type ({error}); expected {expected}") from error
     return values
 
 
@@ -51,10 +70,15 @@ class NodeStartupError(RuntimeError):
     """The node cannot start; the message says why, for the operator."""
 
 
+class NodeDone(Exception):
+    """The node finished its whole job during start-up (e.g. a check-only run): exit 0."""
+
+
 def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
     """Init rclpy, build the node, spin until SIGINT/SIGTERM; return an exit code.
 
-    A NodeStartupError is reported as one clear line and exit code 1. A
+    A NodeStartupError is reported as one clear line and exit code 1; a
+    NodeDone raised from start-up ends the run with exit code 0. A
     signal during start-up (seconds of model loading) aborts it at once; a
     signal while serving ends the spin loop and then calls the node's
     ``drain(spin_once)``, if it has one, while the context is still alive, so
@@ -84,6 +108,8 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     except NodeStartupError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 1
+    except NodeDone:
+        return 0
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

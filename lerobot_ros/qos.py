@@ -22,3 +22,15 @@ ACTION_CHUNK_QOS = QoSProfile(
 )
 #: Heartbeats and telemetry are small and periodic: keep only the newest, but deliver it.
 STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+#: Robot sensors (joint states, cameras): best effort so it matches both
+#: reliable and best-effort drivers (a reliable subscription would not match
+#: a best-effort camera); depth 1 because only the newest sample is used.
+SENSOR_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE
+)
+#: Commands to the robot's controllers: reliable (ros2_control controllers
+#: subscribe with reliable defaults), keep-last 1: an older command is never
+#: worth delivering after a newer one.
+COMMAND_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
+)

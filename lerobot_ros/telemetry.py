@@ -87,3 +87,34 @@ SERVER_METRICS = (
     ("lerobot_ros_inference_ms_p95", "95th percentile inference duration over a recent window (ms)", "gauge", "inference_ms_p95"),
     ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
 )
+
+
+@dataclass(frozen=True)
+class ExecutorTelemetry:
+    """Everything in an ExecutorStatus besides the header (same field names)."""
+
+    client_id: str
+    session_id: str
+    server_namespace: str
+    state: int
+    state_name: str
+    reason: str
+    paused: bool
+    episode: int
+    epoch: int
+    rtc_active: bool
+    queue_depth: int
+    queued_time_s: float
+    latency_ms_p50: float
+    latency_ms_p95: float
+    latency_ms_max: float
+    commands_published: int
+    requests_sent: int
+    chunks_merged: int
+    chunks_dropped: int
+    request_timeouts: int
+    starvation_ticks: int
+    fallback_ticks: int
+    observations_too_old: int
+    safety_interventions: int
+    fallback: str

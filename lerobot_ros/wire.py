@@ -16,8 +16,8 @@ from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
-from lerobot_ros.msg import ServerStatus
-from lerobot_ros.telemetry import ServerHealth
+from lerobot_ros.msg import ExecutorStatus, ServerStatus
+from lerobot_ros.telemetry import ExecutorTelemetry, ServerHealth
 
 
 # Fields that have the same name and meaning in ServerCapabilities (the
@@ -96,3 +96,32 @@ def _diagnostic_text(value) -> str:
 
 def health_values(health: ServerHealth) -> dict:
     return dataclasses.asdict(health)
+
+
+def executor_status_to_msg(telemetry: ExecutorTelemetry, stamp) -> ExecutorStatus:
+    """Build an ExecutorStatus; ``stamp`` is the executor's own clock, for plotting only."""
+    msg = ExecutorStatus()
+    msg.header.stamp = stamp
+    for field in dataclasses.fields(telemetry):  # every field has its name in the message
+        setattr(msg, field.name, getattr(telemetry, field.name))
+    return msg
+
+
+# Diagnostic level of each executor state (ExecutorStatus.STATE_* order).
+_EXECUTOR_LEVELS = {
+    "CONNECTING": DiagnosticStatus.WARN,
+    "STREAMING": DiagnosticStatus.OK,
+    "DEGRADED": DiagnosticStatus.WARN,
+    "STALLED": DiagnosticStatus.WARN,
+    "RECONNECTING": DiagnosticStatus.WARN,
+    "DEAD": DiagnosticStatus.ERROR,
+}
+
+
+def executor_diagnostic(name: str, telemetry: ExecutorTelemetry) -> DiagnosticStatus:
+    """One rqt_robot_monitor entry for an executor: OK while streaming, ERROR once dead."""
+    level = _EXECUTOR_LEVELS.get(telemetry.state_name, DiagnosticStatus.STALE)
+    message = telemetry.state_name + (" (paused)" if telemetry.paused else "")
+    if telemetry.reason and telemetry.state_name != "STREAMING":
+        message += f": {telemetry.reason}"
+    return diagnostic_status(name, telemetry.client_id, level, message, dataclasses.asdict(telemetry))

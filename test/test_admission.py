@@ -4,14 +4,12 @@ import dataclasses
 
 import pytest
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.contract import CameraSpec, ServerCapabilities, client_id_problem, sanitize_client_id
 from lerobot_ros.server.admission import (
     OpenRequest,
     Refusal,
     ServerLoad,
     admit,
-    client_id_problem,
-    sanitize_client_id,
 )
 from lerobot_ros.srv import OpenSession
 

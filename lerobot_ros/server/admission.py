@@ -12,14 +12,10 @@ equal.
 from __future__ import annotations
 
 import enum
-import re
 from dataclasses import dataclass, field
 
-from lerobot_ros.contract import ServerCapabilities, action_names_mismatch, missing_cameras
+from lerobot_ros.contract import ServerCapabilities, action_names_mismatch, client_id_problem, missing_cameras
 
-#: A client id becomes one ROS name segment of the data plane topics.
-CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-CLIENT_ID_MAX_LENGTH = 64
 #: Relative fps difference tolerated without a warning.
 FPS_TOLERANCE = 0.01
 
@@ -74,28 +70,6 @@ class Admission:
     @classmethod
     def refuse(cls, refusal: Refusal, message: str) -> Admission:
         return cls(False, refusal, message)
-
-
-def client_id_problem(client_id: str) -> str | None:
-    """Why ``client_id`` cannot name a data plane topic segment, or None."""
-    if not client_id:
-        return "client_id is empty; expected a name like 'so101_left'"
-    if len(client_id) > CLIENT_ID_MAX_LENGTH:
-        return f"client_id is {len(client_id)} characters long; at most {CLIENT_ID_MAX_LENGTH} are allowed"
-    if not CLIENT_ID_PATTERN.match(client_id):
-        return (
-            f"client_id {client_id!r} is not a valid ROS name segment: expected letters, digits and "
-            "underscores, starting with a letter"
-        )
-    return None
-
-
-def sanitize_client_id(name: str) -> str:
-    """Turn an arbitrary robot name (host name, namespace) into a valid client id."""
-    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name.strip("/")).strip("_") or "robot"
-    if not cleaned[0].isalpha():
-        cleaned = "r_" + cleaned
-    return cleaned[:CLIENT_ID_MAX_LENGTH]
 
 
 def _fps_check(capabilities: ServerCapabilities, fps: float, strict: bool) -> tuple[str | None, str | None]:

@@ -1,0 +1,193 @@
+"""What the executor sends: the latest joint state and camera frames, gated by age.
+
+Invariants:
+
+* latest only: subscription callbacks overwrite one slot per source, so an
+  observation is always built from the newest data and nothing queues up;
+* joint-state messages are mapped by joint NAME, never by index (drivers
+  publish joints in whatever order they like; columns map to motors by
+  the policy's order);
+* an observation whose joint state or any camera frame is older than
+  ``max_observation_age_s`` (or missing) is not sent: the policy would plan
+  from a world that no longer exists. Ages are receive times on the
+  executor's monotonic clock; header stamps come from other clocks.
+
+Plain Python plus the sensor_msgs image classes (for the camera payload).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+from sensor_msgs.msg import CompressedImage, Image
+
+from lerobot_ros import images
+from lerobot_ros.data_plane import observation_to_msg
+
+T = TypeVar("T")
+
+
+class Latest(Generic[T]):
+    """One latest-only slot: the newest value and when it was received."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._received_s: float | None = None
+
+    def put(self, value: T, received_s: float) -> None:
+        with self._lock:
+            self._value, self._received_s = value, received_s
+
+    def get(self) -> tuple[T | None, float | None]:
+        with self._lock:
+            return self._value, self._received_s
+
+
+@dataclass(frozen=True)
+class JointSample:
+    """Joint positions (and velocities) in the robot's joint order."""
+
+    positions: np.ndarray
+    velocities: np.ndarray | None
+
+
+class JointStateError(ValueError):
+    """A JointState message that cannot give this robot's joints."""
+
+
+def map_joint_state(joint_names: tuple[str, ...], names, positions, velocities=()) -> JointSample:
+    """Reorder a JointState's fields into ``joint_names`` order, by name.
+
+    Extra joints in the message are ignored; a missing joint, or position
+    and name lists of different lengths, is a JointStateError. Velocities are
+    None when the message carries none (an empty list is allowed by the
+    message definition).
+    """
+    names = list(names)
+    if len(positions) != len(names):
+        raise JointStateError(f"JointState has {len(names)} names but {len(positions)} positions")
+    index = {name: i for i, name in enumerate(names)}
+    missing = [name for name in joint_names if name not in index]
+    if missing:
+        raise JointStateError(f"JointState lacks joints {missing}; it names {names}")
+    order = [index[name] for name in joint_names]
+    mapped_positions = np.asarray(positions, dtype=np.float64)[order]
+    mapped_velocities = None
+    if len(velocities) == len(names) and len(names):
+        mapped_velocities = np.asarray(velocities, dtype=np.float64)[order]
+    return JointSample(mapped_positions, mapped_velocities)
+
+
+def state_vector(sample: JointSample, include_velocity: bool) -> np.ndarray:
+    """The state the policy receives: positions, then velocities when asked for."""
+    if not include_velocity:
+        return sample.positions.astype(np.float32)
+    if sample.velocities is None:
+        raise JointStateError("state_include_velocity is on but the JointState carries no velocities")
+    return np.concatenate([sample.positions, sample.velocities]).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class AssembledObservation:
+    """Everything an Observation carries besides the request ids and RTC fields."""
+
+    state: np.ndarray
+    cameras: dict  # camera name -> the newest Image or CompressedImage message
+    oldest_age_s: float
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """Why no observation can be sent now; ``too_old`` counts in telemetry."""
+
+    reason: str
+    too_old: bool = False
+
+
+class ObservationAssembler:
+    """Latest-only holders for one robot's joint state and cameras."""
+
+    def __init__(self, joint_names: tuple[str, ...], camera_names: tuple[str, ...], include_velocity: bool,
+                 max_age_s: float) -> None:
+        self.joint_names = tuple(joint_names)
+        self.include_velocity = include_velocity
+        self.max_age_s = max_age_s
+        self.joints: Latest[JointSample] = Latest()
+        self.cameras: dict[str, Latest] = {name: Latest() for name in camera_names}
+        self.joint_state_errors = 0
+        self.last_joint_state_error = ""
+
+    # Subscription callbacks -------------------------------------------------
+
+    def on_joint_state(self, names, positions, velocities, now_s: float) -> None:
+        try:
+            self.joints.put(map_joint_state(self.joint_names, names, positions, velocities), now_s)
+        except JointStateError as error:
+            self.joint_state_errors += 1
+            self.last_joint_state_error = str(error)
+
+    def on_camera(self, name: str, msg, now_s: float) -> None:
+        self.cameras[name].put(msg, now_s)
+
+    # Readers ----------------------------------------------------------------
+
+    def measured_positions(self) -> np.ndarray | None:
+        """The newest measured joint positions (any age), for hold and the safety reference."""
+        sample, _ = self.joints.get()
+        return None if sample is None else sample.positions
+
+    def assemble(self, now_s: float) -> AssembledObservation | NotSent:
+        sample, joints_at = self.joints.get()
+        if sample is None:
+            why = f" (last error: {self.last_joint_state_error})" if self.last_joint_state_error else ""
+            return NotSent("no joint state received yet" + why)
+        ages = {"joint state": now_s - joints_at}
+        frames = {}
+        for name, holder in self.cameras.items():
+            frame, received = holder.get()
+            if frame is None:
+                return NotSent(f"camera {name!r} has not published a frame yet")
+            frames[name] = frame
+            ages[f"camera {name!r}"] = now_s - received
+        stale = {source: age for source, age in ages.items() if age > self.max_age_s}
+        if stale:
+            detail = ", ".join(f"{source} {age:.3f} s" for source, age in stale.items())
+            return NotSent(f"sensor data older than max_observation_age_s {self.max_age_s}: {detail}", too_old=True)
+        try:
+            state = state_vector(sample, self.include_velocity)
+        except JointStateError as error:
+            return NotSent(str(error))
+        return AssembledObservation(state, frames, max(ages.values()))
+
+
+def camera_payload(msg: Image | CompressedImage, jpeg_quality: int) -> tuple[str, Image | CompressedImage]:
+    """("compressed" | "raw", message) to put in an Observation for one camera frame.
+
+    A complete JPEG is forwarded untouched (no re-encoding). Anything else is
+    decoded to RGB and sent as JPEG at ``jpeg_quality``, or as raw rgb8 when
+    ``jpeg_quality`` is 0. Raises images.ImageError for an unusable frame.
+    """
+    if isinstance(msg, CompressedImage) and images.is_jpeg(msg):
+        return "compressed", msg
+    if jpeg_quality == 0 and isinstance(msg, Image) and msg.encoding == "rgb8" and msg.step == msg.width * 3:
+        return "raw", msg
+    rgb = images.image_message_to_rgb(msg)
+    if jpeg_quality == 0:
+        return "raw", images.rgb_to_raw(rgb)
+    return "compressed", images.rgb_to_compressed(rgb, jpeg_quality)
+
+
+def to_message(request, task: str, observation: AssembledObservation, jpeg_quality: int,
+               inference_delay_steps: int = 0, prefix_model: np.ndarray | None = None,
+               prefix_robot: np.ndarray | None = None):
+    """The Observation message for one request (cameras as JPEG or raw, see ``camera_payload``)."""
+    compressed, raw = {}, {}
+    for name, frame in observation.cameras.items():
+        kind, payload = camera_payload(frame, jpeg_quality)
+        (compressed if kind == "compressed" else raw)[name] = payload
+    return observation_to_msg(request, task, observation.state, compressed, raw, inference_delay_steps,
+                              prefix_model, prefix_robot)
