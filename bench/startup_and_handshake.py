@@ -83,7 +83,8 @@ def main() -> None:
                     round_trips.append(time.perf_counter() - sent)
             handshakes.append(
                 timed([sys.executable, "-m", "lerobot_ros.executor.node", "--ros-args",
-                       "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}"])
+                       "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}",
+                       "-p", "handshake_only:=true"])
             )
             stop(server)
             log.seek(0)

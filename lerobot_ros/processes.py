@@ -51,11 +51,14 @@ def spawn_node(
 def run_handshake(parameters: Mapping[str, Any], timeout_s: float = 120.0) -> tuple[int | None, dict, str]:
     """Run chunk_executor_node's start-up handshake; return (exit code, its JSON line, stderr).
 
-    The executor prints its outcome as one JSON line on stdout. A run that
-    prints none, or does not finish within ``timeout_s``, is reported as such
-    in the returned dict rather than raised.
+    The executor prints its outcome as one JSON line on stdout. Unless the
+    parameters say otherwise it runs with ``handshake_only`` (check the robot
+    against the server, then exit); a full executor given a refused or
+    failing first handshake exits the same way, but an accepted one keeps
+    streaming. A run that prints none, or does not finish within
+    ``timeout_s``, is reported as such in the returned dict rather than raised.
     """
-    executor = spawn_node("lerobot_ros.executor.node", parameters)
+    executor = spawn_node("lerobot_ros.executor.node", {"handshake_only": True, **parameters})
     try:
         stdout, stderr = executor.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -84,7 +84,7 @@ def test_installed_executor_handshakes_with_the_server(colcon_install, policy_se
     # Started directly, as `ros2 run` does: its shebang finds the venv's python.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     result = subprocess.run(
-        [str(executable), "--ros-args", "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}"],
+        [str(executable), "--ros-args", "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}", "-p", "handshake_only:=true"],
         env=env, capture_output=True, text=True, timeout=120, cwd=colcon_install,
     )
     assert result.returncode == 0, result.stdout + result.stderr

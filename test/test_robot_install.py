@@ -51,7 +51,7 @@ def test_robot_environment_package_is_a_regular_install_not_the_checkout(robot_v
 def test_robot_console_script_handshakes_with_the_server(robot_venv, policy_server):
     result = subprocess.run(
         [str(robot_venv / "bin" / "chunk_executor_node"), "--ros-args",
-         "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}"],
+         "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}", "-p", "handshake_only:=true"],
         env=clean_env(), capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,87 +1,250 @@
 """chunk_executor_node: the robot-side end of lerobot_ros (no torch, no LeRobot).
 
-This version performs the start-up handshake: it finds the policy server,
-reads what it serves (<server_namespace>/get_status) and checks this robot's
-ordered joint names, cameras and state dimension against the policy. It
-prints the outcome as one JSON line on stdout and exits 0 when accepted, 1
-with the reason when refused or when no server answered. Streaming action
-chunks to hardware builds on this handshake.
+Turns action chunks from a policy_server_node into smooth, safe joint
+commands at ``fps``. Start-up validates every parameter, then handshakes
+(get_status + open_session); a refused or failed first handshake prints
+``{"handshake": "refused", "reason": ...}`` on stdout and exits 1 before any
+command is published. An accepted one prints ``{"handshake": "accepted",
+...}`` and streams until SIGINT/SIGTERM, which closes the session.
+``handshake_only:=true`` only checks the robot against the server and exits.
 
-ROS entities:
-  <server_namespace>/get_status  lerobot_ros/srv/GetStatus  (client)
+ROS entities (``~`` is the node's name, default chunk_executor):
+  <state_topic>                          sensor_msgs/JointState (sub; mapped by joint name)
+  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub)
+  <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at fps)
+  ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
+  /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
+  ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
+  <server_namespace>/status              lerobot_ros/ServerStatus (sub; heartbeat watchdog)
+  <server_namespace>/get_status, open_session, close_session, reset_episode   (service clients)
+  <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
+
+Threads: one SingleThreadedExecutor spins every callback above (control
+timer, sensors, chunks, heartbeat, services); the network worker thread
+(``worker.NetworkWorker``) sends one observation at a time and waits for its
+chunk. The control timer never does network I/O and never blocks.
+
+joint_trajectory mode publishes one single-point trajectory per control tick
+(``time_from_start`` = 1/fps), not the queued chunk as one timed trajectory:
+every point passes the same fail-safe tick and safety envelope as the other
+modes, so a controller never keeps playing actions that went stale, or that
+the operator paused, after the executor decided so (see commands.py).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
+import time
 
-import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_srvs.srv import Trigger
 
 from lerobot_ros import wire
+from lerobot_ros.executor import commands
+from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings
-from lerobot_ros.srv import GetStatus
+from lerobot_ros.executor.server_link import RosServerLink
+from lerobot_ros.executor.settings import (
+    FLOAT_LIST_PARAMETERS,
+    PARAMETER_TABLE,
+    parameter_problems,
+    settings_from_params,
+    timing_warnings,
+)
+from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.worker import NetworkWorker, handshake
+from lerobot_ros.msg import ExecutorStatus, ServerStatus
+from lerobot_ros.node_support import NodeDone, NodeStartupError, ParameterSpec, declare_parameters, run_node
+from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 NODE_NAME = "chunk_executor"
 
-PARAMETERS = (
-    ParameterSpec("server_namespace", "/lerobot", "Namespace of the policy server's services, e.g. /lerobot"),
-    ParameterSpec("joint_names", [""], "Ordered joint (= action) names of this robot; must equal the policy's"),
-    ParameterSpec("camera_names", [""], "Camera feature names this robot provides; empty: not checked"),
-    ParameterSpec("state_dim", 0, "Length of the state vector this robot sends; 0: not checked"),
-    ParameterSpec("handshake_timeout_s", 30.0, "How long to wait for the server to answer at start-up (seconds)"),
+PARAMETERS = tuple(
+    ParameterSpec(name, default, description,
+                  value_type=Parameter.Type.DOUBLE_ARRAY if name in FLOAT_LIST_PARAMETERS else None)
+    for name, default, description in PARAMETER_TABLE
 )
+
+CLOSE_TIMEOUT_S = 2.0
+RESET_TIMEOUT_S = 2.0
+WORKER_JOIN_TIMEOUT_S = 3.0
+
+
+def report(result: dict) -> None:
+    """The start-up outcome as one JSON line on stdout (read by tests and the demo)."""
+    print(json.dumps(result), flush=True)
 
 
 class ChunkExecutorNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
-        self.params = declare_parameters(self, PARAMETERS)
-        joint_names = declared_strings(self.params["joint_names"])
-        if not joint_names:
-            raise NodeStartupError("parameter 'joint_names' is empty: list the robot's ordered joint names")
-        self.robot = RobotDeclaration(
-            joint_names=joint_names,
-            camera_names=declared_strings(self.params["camera_names"]),
-            state_dim=self.params["state_dim"],
-        )
-        service = self.params["server_namespace"].rstrip("/") + "/get_status"
-        self.get_status = self.create_client(GetStatus, service)
+        try:
+            params = declare_parameters(self, PARAMETERS)
+        except NodeStartupError as error:
+            self._refuse(str(error))
+        problems = parameter_problems(params)
+        if problems:
+            self._refuse("invalid parameters: " + "; ".join(problems))
+        self.settings = settings = settings_from_params(params, self.get_namespace(), socket.gethostname())
+        self.robot = RobotDeclaration(settings.joint_names, settings.camera_names, settings.state_dim)
+        if settings.handshake_only:
+            self._check_only()
 
-    def handshake(self) -> HandshakeResult:
-        timeout = self.params["handshake_timeout_s"]
-        service = self.get_status.srv_name
-        if not self.get_status.wait_for_service(timeout_sec=timeout):
-            return HandshakeResult(False, f"no policy server answered on {service} within {timeout:.0f} s")
-        future = self.get_status.call_async(GetStatus.Request())
-        rclpy.spin_until_future_complete(self, future, timeout_sec=timeout)
-        if not future.done() or future.result() is None:
-            return HandshakeResult(False, f"{service} did not reply within {timeout:.0f} s")
-        status = future.result().status
-        capabilities = wire.capabilities_from_msg(status.capabilities)
-        return evaluate(self.robot, capabilities, status.ready, status.instance_id)
+        self.core = ExecutorCore(settings, time.monotonic())
+        self.link = RosServerLink(self, settings, self.core)
+        result = handshake(self.core, self.link, self.robot, time.monotonic)  # before any command entity exists
+        if not result.accepted:
+            self._refuse(result.reason, result)
+        report(result.as_dict() | {"session_id": self.core.session_id, "client_id": settings.client_id,
+                                   "rtc_enabled": self.core.rtc_active})
+        for warning in timing_warnings(settings, self.core.chunk_size):
+            self.get_logger().warning(warning)
+
+        # Robot side: sensors in, commands out.
+        sensors = self.core.sensors
+        self.create_subscription(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
+        for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
+            message_type = CompressedImage if transport == "compressed" else Image
+            self.create_subscription(
+                message_type, topic, lambda msg, name=name: sensors.on_camera(name, msg, time.monotonic()), SENSOR_QOS
+            )
+        self.command_pub = self.create_publisher(
+            commands.MESSAGE_TYPES[settings.output_mode], settings.output_topic, COMMAND_QOS
+        )
+        self.create_timer(1.0 / settings.fps, self.on_control_tick)
+
+        # Server side: heartbeat watchdog (the data plane was created by the handshake).
+        self.create_subscription(ServerStatus, settings.service("status"), self.on_heartbeat, STATUS_QOS)
+
+        # Operator and telemetry.
+        self.create_service(Trigger, "~/pause", self.on_pause)
+        self.create_service(Trigger, "~/resume", self.on_resume)
+        # Its own group: it awaits the server's answer, and must not hold up the timers meanwhile.
+        self.create_service(Trigger, "~/reset_episode", self.on_reset_episode,
+                            callback_group=MutuallyExclusiveCallbackGroup())
+        self.status_pub = self.create_publisher(ExecutorStatus, "~/status", STATUS_QOS)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(settings.status_period_s, self.on_status)
+        self._transitions_logged = 0
+
+        self.link.spinning = True
+        self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
+        self.worker.start()
+        self.get_logger().info(
+            f"streaming {settings.output_mode} on {self.command_pub.topic_name} at {settings.fps:g} Hz "
+            f"as client {settings.client_id} (session {self.core.session_id}, rtc {self.core.rtc_active})"
+        )
+
+    # ---- start-up -------------------------------------------------------
+
+    def _refuse(self, reason: str, result: HandshakeResult | None = None) -> None:
+        report((result or HandshakeResult(False, reason)).as_dict())
+        raise NodeStartupError(f"handshake refused: {reason}")
+
+    def _check_only(self) -> None:
+        """handshake_only: get_status and the contract check, then exit (0 accepted, 1 refused)."""
+        view = RosServerLink(self, self.settings).get_status(self.settings.handshake_timeout_s)
+        if isinstance(view, str):
+            self._refuse(view)
+        result = evaluate(self.robot, view.capabilities, view.ready, view.instance_id)
+        if not result.accepted:
+            self._refuse(result.reason, result)
+        report(result.as_dict())
+        raise NodeDone
+
+    # ---- callbacks ------------------------------------------------------
+
+    def on_joint_state(self, msg: JointState) -> None:
+        self.core.sensors.on_joint_state(msg.name, msg.position, msg.velocity, time.monotonic())
+
+    def on_control_tick(self) -> None:
+        action = self.core.control_tick(time.monotonic())
+        if action is not None:
+            stamp = self.get_clock().now().to_msg()
+            self.command_pub.publish(
+                commands.build(self.settings.output_mode, self.settings.joint_names, action, 1.0 / self.settings.fps, stamp)
+            )
+
+    def on_heartbeat(self, msg: ServerStatus) -> None:
+        self.core.on_heartbeat(msg.instance_id, time.monotonic())
+
+    def on_pause(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.core.pause(time.monotonic())
+        response.success, response.message = True, "paused: holding position; the offline budget is not spent"
+        return response
+
+    def on_resume(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.core.resume(time.monotonic())
+        response.success, response.message = True, "resumed"
+        return response
+
+    async def on_reset_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Clear the queue and bump the episode at once, then tell the server (bounded wait)."""
+        session_id, episode = self.core.reset_episode()
+        future = self.link.reset_episode_client.call_async(self.link.reset_episode_request(session_id, episode))
+        timer = self.create_timer(RESET_TIMEOUT_S, future.cancel)
+        try:
+            await future
+        finally:
+            self.destroy_timer(timer)
+        answer = future.result() if future.done() and not future.cancelled() else None
+        if answer is None:
+            response.success = False
+            response.message = f"episode {episode} started locally; the server did not answer within {RESET_TIMEOUT_S:g} s"
+        else:
+            response.success = answer.success
+            response.message = f"episode {episode}: server says " + (answer.message or "ok")
+        return response
+
+    def on_status(self) -> None:
+        telemetry = self.core.telemetry(time.monotonic())
+        stamp = self.get_clock().now().to_msg()
+        self.status_pub.publish(wire.executor_status_to_msg(telemetry, stamp))
+        diagnostics = DiagnosticArray(status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
+        diagnostics.header.stamp = stamp
+        self.diagnostics_pub.publish(diagnostics)
+        self._log_transitions()
+
+    def _log_transitions(self) -> None:
+        failsafe = self.core.failsafe
+        new = failsafe.transition_count - self._transitions_logged
+        if new <= 0:
+            return
+        self._transitions_logged = failsafe.transition_count
+        for transition in failsafe.transitions[-new:]:
+            text = f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
+            # rclpy refuses one call site logging at two severities: two calls.
+            if transition.to_state is ExecutorState.DEAD:
+                self.get_logger().error(text)
+            else:
+                self.get_logger().warning(text)
+
+    # ---- shutdown -------------------------------------------------------
+
+    def drain(self, spin_once) -> None:
+        """Stop the network worker, then close the session (bounded)."""
+        self.worker.stop()
+        deadline = time.monotonic() + WORKER_JOIN_TIMEOUT_S
+        while self.worker.is_alive() and time.monotonic() < deadline:
+            spin_once()  # a re-handshake in progress waits on futures the executor completes
+        if self.core.state is ExecutorState.DEAD or not self.core.session_id:
+            return
+        future = self.link.close_session_client.call_async(self.link.close_session_request())
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        while not future.done() and time.monotonic() < deadline:
+            spin_once()
+        outcome = future.result().message if future.done() and future.result() else "no answer"
+        self.get_logger().info(f"session {self.core.session_id} closed ({outcome or 'ok'})")
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = None
-    try:
-        node = ChunkExecutorNode()
-        result = node.handshake()
-    except NodeStartupError as error:
-        result = HandshakeResult(False, str(error))
-    except KeyboardInterrupt:
-        result = HandshakeResult(False, "interrupted")
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    print(json.dumps(result.as_dict()), flush=True)
-    if not result.accepted:
-        print(f"error: handshake refused: {result.reason}", file=sys.stderr, flush=True)
-    sys.exit(0 if result.accepted else 1)
+    sys.exit(run_node(ChunkExecutorNode, args))
 
 
 if __name__ == "__main__":

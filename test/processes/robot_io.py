@@ -1,0 +1,102 @@
+"""The hardware boundary stand-in: a robot's driver as the executor sees it.
+
+Publishes sensor_msgs/JointState with the SO-101 joint names IN A SHUFFLED
+ORDER (the executor must map by name) and one 96x128 camera on Image (rgb8)
+or CompressedImage (JPEG) at ~30 Hz. Subscribes to command topics of the
+three output modes and appends every command it receives to a JSON-lines
+file: {"t": monotonic seconds, "topic", "names", "values"}. The joints stand
+still at fixed positions (given in SO-101 order), so "hold" is recognisable.
+
+usage: robot_io.py --prefix /t1 --out commands.jsonl [--transport raw|compressed]
+                   [--command forward_command:/t1/cmd] ... [--run-s 120]
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from lerobot_ros import images
+from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
+from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+
+#: Measured positions in SO-101 order (distinct, so a mis-mapping shows).
+POSITIONS = (0.11, -0.52, 0.83, 0.34, -0.05, 0.26)
+#: The order the driver publishes them in.
+SHUFFLED = (3, 0, 5, 1, 4, 2)
+
+
+def command_values(kind: str, msg) -> tuple[list[str], list[float]]:
+    if kind == "forward_command":
+        return [], list(msg.data)
+    if kind == "joint_trajectory":
+        return list(msg.joint_names), [list(point.positions) for point in msg.points]
+    return list(msg.name), list(msg.position)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--transport", default="compressed", choices=["raw", "compressed"])
+    parser.add_argument("--command", action="append", default=[], help="mode:topic")
+    parser.add_argument("--run-s", type=float, default=300.0)
+    args = parser.parse_args()
+
+    rclpy.init()
+    node = rclpy.create_node("robot_io_" + args.prefix.strip("/").replace("/", "_"))
+    joint_pub = node.create_publisher(JointState, f"{args.prefix}/joint_states", SENSOR_QOS)
+    camera_type = Image if args.transport == "raw" else CompressedImage
+    camera_pub = node.create_publisher(camera_type, f"{args.prefix}/camera", SENSOR_QOS)
+    out = open(args.out, "a", buffering=1)
+    types = {"forward_command": Float64MultiArray, "joint_trajectory": JointTrajectory, "joint_state": JointState}
+    for spec in args.command:
+        kind, topic = spec.split(":", 1)
+
+        def record(msg, kind=kind, topic=topic):
+            names, values = command_values(kind, msg)
+            extra = {}
+            if kind == "joint_trajectory":
+                extra["time_from_start"] = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+            out.write(json.dumps({"t": time.monotonic(), "topic": topic, "kind": kind, "names": names,
+                                  "values": values, **extra}) + "\n")
+
+        node.create_subscription(types[kind], topic, record, COMMAND_QOS)
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 255, (96, 128, 3), dtype=np.uint8)
+    frame = images.rgb_to_raw(rgb) if args.transport == "raw" else images.rgb_to_compressed(rgb, 90)
+    state = JointState()
+    state.name = [SO101_JOINT_NAMES[i] for i in SHUFFLED]
+    state.position = [POSITIONS[i] for i in SHUFFLED]
+    state.velocity = [0.01 * (i + 1) for i in SHUFFLED]
+
+    def publish() -> None:
+        stamp = node.get_clock().now().to_msg()
+        state.header.stamp = frame.header.stamp = stamp
+        joint_pub.publish(state)
+        camera_pub.publish(frame)
+
+    node.create_timer(1 / 30, publish)
+    deadline = time.monotonic() + args.run_s
+    try:
+        while rclpy.ok() and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        out.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
