@@ -270,7 +270,7 @@ def test_server_killed_restarted_then_replaced_by_another_model(
     executor = launched.executor("exec_failover", robot.executor_parameters(
         server_namespace=f"/{server_name}", buffer_time_s=1.0, degraded_after_s=1.0, max_action_age_s=max_age,
         request_timeout_s=1.5, heartbeat_timeout_s=5.0, max_offline_s=60.0, reconnect_backoff_initial_s=0.5,
-        reconnect_backoff_max_s=1.0, handshake_timeout_s=2.0, fallback="hold"))
+        reconnect_backoff_max_s=1.0, handshake_timeout_s=4.0, fallback="hold"))
     try:
         executor.wait(lambda s: s.state_name == "STREAMING" and s.chunks_merged >= 2, 30, "streaming")
 

@@ -30,6 +30,10 @@ from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 MATCH_POLL_S = 0.01
 
 
+#: How often an unanswered idempotent service request is sent again (seconds).
+RESEND_S = 0.5
+
+
 class RosServerLink:
     def __init__(self, node: Node, settings: ExecutorSettings, core: ExecutorCore | None = None) -> None:
         self.node, self.settings, self.core = node, settings, core
@@ -50,26 +54,35 @@ class RosServerLink:
 
     # ----------------------------------------------------------- services
 
-    def call(self, client, request, timeout_s: float):
-        """The response, or the reason there is none (text)."""
+    def call(self, client, request, timeout_s: float, idempotent: bool = False):
+        """The response, or the reason there is none (text).
+
+        An idempotent request is re-sent every RESEND_S until answered or the
+        deadline passes: a request sent just as the service was discovered can
+        be lost before the reply path is matched. OpenSession is never re-sent
+        (a second one would replace the session the first one opened).
+        """
         deadline = time.monotonic() + timeout_s
         if not client.wait_for_service(timeout_sec=timeout_s):
             return f"no policy server answered on {client.srv_name} within {timeout_s:g} s"
-        future = client.call_async(request)
-        if self.spinning:
-            done = threading.Event()
-            future.add_done_callback(lambda _: done.set())
-            done.wait(max(0.0, deadline - time.monotonic()))
-        else:
-            rclpy.spin_until_future_complete(self.node, future, timeout_sec=max(0.0, deadline - time.monotonic()))
-        if not future.done() or future.result() is None:
+        while True:
+            attempt_end = min(deadline, time.monotonic() + RESEND_S) if idempotent else deadline
+            future = client.call_async(request)
+            if self.spinning:
+                done = threading.Event()
+                future.add_done_callback(lambda _: done.set())
+                done.wait(max(0.0, attempt_end - time.monotonic()))
+            else:
+                rclpy.spin_until_future_complete(self.node, future, timeout_sec=max(0.0, attempt_end - time.monotonic()))
+            if future.done() and future.result() is not None:
+                return future.result()
             future.cancel()
             client.remove_pending_request(future)
-            return f"{client.srv_name} did not reply within {timeout_s:g} s"
-        return future.result()
+            if time.monotonic() >= deadline:
+                return f"{client.srv_name} did not reply within {timeout_s:g} s"
 
     def get_status(self, timeout_s: float) -> ServerView | str:
-        response = self.call(self.get_status_client, GetStatus.Request(), timeout_s)
+        response = self.call(self.get_status_client, GetStatus.Request(), timeout_s, idempotent=True)
         if isinstance(response, str):
             return response
         status = response.status
