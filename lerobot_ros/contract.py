@@ -60,6 +60,20 @@ class ServerCapabilities:
 
 
 @dataclass(frozen=True)
+class OpenRequest:
+    """What a robot declares when it opens a session (OpenSession.Request)."""
+
+    client_id: str
+    schema_version: int
+    action_names: tuple[str, ...]
+    state_dim: int
+    camera_names: tuple[str, ...]
+    fps: float
+    task: str = ""
+    rtc_requested: bool = False
+
+
+@dataclass(frozen=True)
 class ContractCheck:
     """Outcome of checking a robot against a policy's contract."""
 

@@ -13,6 +13,7 @@ numpy arrays element by element.
 from __future__ import annotations
 
 import array
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,6 +98,11 @@ def request_id_of(msg: Observation | ActionChunk) -> RequestId:
     return RequestId(msg.session_id, msg.client_id, msg.seq, msg.episode, msg.epoch, msg.sent_monotonic_ns)
 
 
+def _request_fields(request: RequestId) -> dict:
+    """The header both data plane messages carry (a chunk echoes its observation's)."""
+    return {"schema_version": Observation.CURRENT_SCHEMA_VERSION, **dataclasses.asdict(request)}
+
+
 def _float_array(values, name: str) -> np.ndarray:
     # float32[] fields arrive as array.array('f'); a view, no copy.
     return np.frombuffer(values, dtype=np.float32) if len(values) else np.zeros(0, dtype=np.float32)
@@ -161,13 +167,7 @@ def observation_to_msg(
     prefix_robot: np.ndarray | None = None,
 ) -> Observation:
     msg = Observation(
-        schema_version=Observation.CURRENT_SCHEMA_VERSION,
-        session_id=request.session_id,
-        client_id=request.client_id,
-        seq=request.seq,
-        episode=request.episode,
-        epoch=request.epoch,
-        sent_monotonic_ns=request.sent_monotonic_ns,
+        **_request_fields(request),
         task=task,
         inference_delay_steps=inference_delay_steps,
     )
@@ -192,13 +192,7 @@ def _float32_field(values: np.ndarray) -> array.array:
 def chunk_to_msg(reply: ChunkReply) -> ActionChunk:
     request = reply.request
     msg = ActionChunk(
-        schema_version=Observation.CURRENT_SCHEMA_VERSION,
-        session_id=request.session_id,
-        client_id=request.client_id,
-        seq=request.seq,
-        episode=request.episode,
-        epoch=request.epoch,
-        sent_monotonic_ns=request.sent_monotonic_ns,
+        **_request_fields(request),
         status=reply.status,
         error=reply.error,
         model_fingerprint=reply.model_fingerprint,

@@ -57,6 +57,17 @@ def declare_parameters(node: Node, table: tuple[ParameterSpec, ...]) -> dict[str
     return values
 
 
+def declare_validated(
+    node: Node, table: tuple[ParameterSpec, ...], problems_of: Callable[[dict[str, Any]], list[str]]
+) -> dict[str, Any]:
+    """Declare ``table`` and check the values; every problem at once in one NodeStartupError."""
+    params = declare_parameters(node, table)
+    problems = problems_of(params)
+    if problems:
+        raise NodeStartupError("invalid parameters: " + "; ".join(problems))
+    return params
+
+
 def declared_strings(values: list[str]) -> tuple[str, ...]:
     """A string-list parameter without its placeholders.
 

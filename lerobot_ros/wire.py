@@ -14,9 +14,10 @@ import dataclasses
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities
 from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
+from lerobot_ros.srv import OpenSession
 from lerobot_ros.telemetry import ExecutorTelemetry, ServerHealth
 
 
@@ -125,3 +126,16 @@ def executor_diagnostic(name: str, telemetry: ExecutorTelemetry) -> DiagnosticSt
     if telemetry.reason and telemetry.state_name != "STREAMING":
         message += f": {telemetry.reason}"
     return diagnostic_status(name, telemetry.client_id, level, message, dataclasses.asdict(telemetry))
+
+
+def open_request_to_msg(request: OpenRequest) -> OpenSession.Request:
+    fields = dataclasses.asdict(request)
+    fields["action_names"], fields["camera_names"] = list(request.action_names), list(request.camera_names)
+    return OpenSession.Request(**fields)
+
+
+def open_request_from_msg(msg: OpenSession.Request) -> OpenRequest:
+    return OpenRequest(
+        **{field.name: getattr(msg, field.name) for field in dataclasses.fields(OpenRequest)}
+        | {"action_names": tuple(msg.action_names), "camera_names": tuple(msg.camera_names)}
+    )

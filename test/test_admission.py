@@ -4,9 +4,8 @@ import dataclasses
 
 import pytest
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities, client_id_problem, sanitize_client_id
+from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
 from lerobot_ros.server.admission import (
-    OpenRequest,
     Refusal,
     ServerLoad,
     admit,

@@ -70,3 +70,10 @@ def test_server_status_carries_health_and_capabilities():
     assert (msg.uptime.sec, msg.uptime.nanosec) == (12, 500_000_000)
     assert msg.header.stamp.sec == 5
     assert wire.capabilities_from_msg(msg.capabilities) == full_capabilities()
+
+
+def test_open_request_round_trip():
+    from lerobot_ros.contract import OpenRequest
+
+    request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
+    assert wire.open_request_from_msg(wire.open_request_to_msg(request)) == request

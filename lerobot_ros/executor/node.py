@@ -60,7 +60,7 @@ from lerobot_ros.executor.settings import (
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker, handshake
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import NodeDone, NodeStartupError, ParameterSpec, declare_parameters, run_node
+from lerobot_ros.node_support import NodeDone, NodeStartupError, ParameterSpec, declare_validated, run_node
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 NODE_NAME = "chunk_executor"
@@ -85,12 +85,9 @@ class ChunkExecutorNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         try:
-            params = declare_parameters(self, PARAMETERS)
+            params = declare_validated(self, PARAMETERS, parameter_problems)
         except NodeStartupError as error:
             self._refuse(str(error))
-        problems = parameter_problems(params)
-        if problems:
-            self._refuse("invalid parameters: " + "; ".join(problems))
         self.settings = settings = settings_from_params(params, self.get_namespace(), socket.gethostname())
         self.robot = RobotDeclaration(settings.joint_names, settings.camera_names, settings.state_dim)
         if settings.handshake_only:

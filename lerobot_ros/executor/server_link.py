@@ -17,6 +17,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from lerobot_ros import wire
+from lerobot_ros.contract import OpenRequest
 from lerobot_ros.data_plane import DataPlaneError, chunk_from_msg
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest, SessionGrant
 from lerobot_ros.executor.observation import to_message
@@ -90,15 +91,17 @@ class RosServerLink:
 
     def open_session(self, timeout_s: float) -> SessionGrant | str:
         settings = self.settings
-        request = OpenSession.Request(
-            client_id=settings.client_id,
-            schema_version=Observation.CURRENT_SCHEMA_VERSION,
-            action_names=list(settings.joint_names),
-            state_dim=settings.state_dim,
-            camera_names=list(settings.camera_names),
-            fps=settings.fps,
-            task=settings.task,
-            rtc_requested=settings.rtc_requested,
+        request = wire.open_request_to_msg(
+            OpenRequest(
+                client_id=settings.client_id,
+                schema_version=Observation.CURRENT_SCHEMA_VERSION,
+                action_names=settings.joint_names,
+                state_dim=settings.state_dim,
+                camera_names=settings.camera_names,
+                fps=settings.fps,
+                task=settings.task,
+                rtc_requested=settings.rtc_requested,
+            )
         )
         response = self.call(self.open_session_client, request, timeout_s)
         if isinstance(response, str):

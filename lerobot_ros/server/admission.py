@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from lerobot_ros.contract import ServerCapabilities, action_names_mismatch, client_id_problem, missing_cameras
+from lerobot_ros.contract import OpenRequest, ServerCapabilities, action_names_mismatch, client_id_problem, missing_cameras
 
 #: Relative fps difference tolerated without a warning.
 FPS_TOLERANCE = 0.01
@@ -32,20 +32,6 @@ class Refusal(enum.IntEnum):
     CAMERAS = 8
     FPS = 9
     TASK = 10
-
-
-@dataclass(frozen=True)
-class OpenRequest:
-    """What a robot declares when it opens a session (OpenSession.Request)."""
-
-    client_id: str
-    schema_version: int
-    action_names: tuple[str, ...]
-    state_dim: int
-    camera_names: tuple[str, ...]
-    fps: float
-    task: str = ""
-    rtc_requested: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from rclpy.node import Node
 
 from lerobot_ros import names, wire
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings, run_node
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
-from lerobot_ros.server.admission import OpenRequest, Refusal, ServerLoad, admit
+from lerobot_ros.server.admission import Refusal, ServerLoad, admit
 from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.sessions import Session, SessionRegistry
@@ -111,10 +111,7 @@ def parameter_problems(params: dict) -> list[str]:
 class PolicyServerNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
-        self.params = declare_parameters(self, PARAMETERS)
-        problems = parameter_problems(self.params)
-        if problems:
-            raise NodeStartupError("invalid parameters: " + "; ".join(problems))
+        self.params = declare_validated(self, PARAMETERS, parameter_problems)
         self.instance_id = uuid.uuid4().hex[:12]
         self.started = time.monotonic()
         self.heartbeat_seq = 0
@@ -308,16 +305,7 @@ class PolicyServerNode(Node):
     # ---- services -------------------------------------------------------
 
     def on_open_session(self, request: OpenSession.Request, response: OpenSession.Response) -> OpenSession.Response:
-        open_request = OpenRequest(
-            client_id=request.client_id,
-            schema_version=request.schema_version,
-            action_names=tuple(request.action_names),
-            state_dim=request.state_dim,
-            camera_names=tuple(request.camera_names),
-            fps=request.fps,
-            task=request.task,
-            rtc_requested=request.rtc_requested,
-        )
+        open_request = wire.open_request_from_msg(request)
         load = ServerLoad(
             ready=self.ready,
             draining=self.draining,

@@ -23,7 +23,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_ros import images
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_parameters, declared_strings, run_node
+from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
 from lerobot_ros.sim.command_input import TimedTrajectory, in_joint_order, reorder_by_name
 from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
@@ -62,10 +62,7 @@ def parameter_problems(params: dict) -> list[str]:
 class SimRobotNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
-        self.params = declare_parameters(self, PARAMETERS)
-        problems = parameter_problems(self.params)
-        if problems:
-            raise NodeStartupError("invalid parameters: " + "; ".join(problems))
+        self.params = declare_validated(self, PARAMETERS, parameter_problems)
         self.joint_names = declared_strings(self.params["joint_names"])
         try:
             config = ArmConfig.for_joints(
