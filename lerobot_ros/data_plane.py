@@ -120,7 +120,9 @@ def _aligned(names, frames, kind: str) -> None:
         raise DataPlaneError(f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be index-aligned")
 
 
-def observation_from_msg(msg: Observation, action_dim: int, max_image_bytes: int | None = None) -> ObservationFrame:
+def observation_from_msg(
+    msg: Observation, action_dim: int, max_image_bytes: int | None = None, max_image_pixels: int | None = None
+) -> ObservationFrame:
     """Decode an observation; images become RGB arrays."""
     _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
     _aligned(msg.raw_camera_names, msg.raw_images, "raw")
@@ -133,7 +135,7 @@ def observation_from_msg(msg: Observation, action_dim: int, max_image_bytes: int
             raise DataPlaneError(f"camera {name!r} appears twice; each camera must be sent once")
         try:
             if isinstance(image, CompressedImage):
-                frames[name] = images.compressed_to_rgb(image, max_bytes=max_image_bytes)
+                frames[name] = images.compressed_to_rgb(image, max_bytes=max_image_bytes, max_pixels=max_image_pixels)
             else:
                 if max_image_bytes is not None and len(image.data) > max_image_bytes:
                     raise images.ImageError(f"{len(image.data)} bytes; at most {max_image_bytes} are accepted")

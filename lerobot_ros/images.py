@@ -160,6 +160,31 @@ def _png_is_complete(data: memoryview) -> bool:
     return len(data) >= 12 and bytes(data[-8:-4]) == _PNG_IEND
 
 
+# JPEG start-of-frame markers (baseline, progressive, lossless...; not DHT/JPG/DAC).
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def declared_size(data: memoryview) -> tuple[int, int] | None:
+    """(height, width) from a JPEG SOF or PNG IHDR header, read without decoding; None if not found.
+
+    Lets a decoder refuse a small file that declares an enormous image (a
+    blank 8 MB PNG decodes to gigabytes) before allocating anything.
+    """
+    raw = bytes(data[:64 << 10])
+    if raw.startswith(_PNG_SIGNATURE) and len(raw) >= 24 and raw[12:16] == b"IHDR":
+        return int.from_bytes(raw[20:24], "big"), int.from_bytes(raw[16:20], "big")
+    if raw.startswith(_JPEG_SOI):
+        position = 2
+        while position + 9 <= len(raw):
+            if raw[position] != 0xFF:
+                return None
+            marker = raw[position + 1]
+            if marker in _JPEG_SOF:
+                return int.from_bytes(raw[position + 5:position + 7], "big"), int.from_bytes(raw[position + 7:position + 9], "big")
+            position += 2 + int.from_bytes(raw[position + 2:position + 4], "big")
+    return None
+
+
 def is_jpeg(msg: CompressedImage) -> bool:
     """True when ``msg`` holds a JPEG colour/mono frame that can be forwarded as is.
 
@@ -174,10 +199,11 @@ def is_jpeg(msg: CompressedImage) -> bool:
     return declared == "jpeg" and sniffed == "jpeg" and _jpeg_is_complete(data)
 
 
-def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None) -> np.ndarray:
+def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None, max_pixels: int | None = None) -> np.ndarray:
     """Decode a JPEG or PNG ``CompressedImage`` into an HxWx3 uint8 RGB array.
 
-    ``max_bytes`` bounds the compressed size accepted (None: no bound).
+    ``max_bytes`` bounds the compressed size accepted, ``max_pixels`` the
+    decoded size the header declares (None: no bound).
     An empty ``format`` is allowed; the codec is then read from the data.
     """
     data = _message_bytes(msg.data)
@@ -205,6 +231,15 @@ def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None) -> np.
             f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
             f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
         )
+    if max_pixels is not None:
+        size = declared_size(data)
+        if size is None:
+            raise ImageError(f"expected a {declared.upper()} header declaring the image size, found none in {_describe(data, fmt)}")
+        if size[0] * size[1] > max_pixels:
+            raise ImageError(
+                f"expected an image of at most {max_pixels} pixels, got a {declared.upper()} declaring "
+                f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels"
+            )
     # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
     # silently scaled to 8 bits, and alpha/gray are converted explicitly.
     decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)

@@ -296,3 +296,26 @@ def test_resize_same_size_returns_input_and_refuses_bad_size():
     assert resize_rgb(RED_RGB, 48, 64) is RED_RGB
     with pytest.raises(ValueError, match="positive target size"):
         resize_rgb(RED_RGB, 0, 10)
+
+
+def test_declared_size_is_read_from_jpeg_and_png_headers_without_decoding():
+    import cv2
+
+    from lerobot_ros.images import declared_size
+
+    rgb = np.zeros((37, 53, 3), np.uint8)
+    assert declared_size(memoryview(bytes(rgb_to_compressed(rgb, 80).data))) == (37, 53)
+    ok, png = cv2.imencode(".png", rgb)
+    assert declared_size(memoryview(png.tobytes())) == (37, 53)
+    assert declared_size(memoryview(b"not an image")) is None
+
+
+def test_a_small_file_declaring_a_huge_image_is_refused_before_decoding():
+    import cv2
+
+    ok, png = cv2.imencode(".png", np.zeros((3000, 3000, 3), np.uint8))  # tiny file, 9 MP
+    msg = CompressedImage(format="png", data=png.tobytes())
+    assert len(msg.data) < 100_000
+    with pytest.raises(ImageError, match="at most 1000000 pixels, got a PNG declaring 3000x3000"):
+        compressed_to_rgb(msg, max_pixels=1_000_000)
+    assert compressed_to_rgb(msg, max_pixels=10_000_000).shape == (3000, 3000, 3)

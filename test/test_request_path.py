@@ -58,8 +58,8 @@ class Harness:
             setattr(msg, name, value)
         return msg
 
-    def send(self, msg, key=None):
-        return self.handler.handle(Ready(key or msg.client_id, msg, time.monotonic(), 0))
+    def send(self, msg, key="arm"):
+        return self.handler.handle(Ready(key, msg, time.monotonic(), 0))
 
 
 @pytest.fixture
@@ -105,16 +105,27 @@ def _truncated_jpeg():
         (lambda h: _with_jpeg_bytes(h.observation(), b"not a jpeg at all"), "camera 'observation.images.front'"),
         (lambda h: _with_jpeg_bytes(h.observation(), _truncated_jpeg()), "camera 'observation.images.front'"),
         (lambda h: h.observation(prefix_steps=3), "prefix_model holds 0 values; expected 3 x 6"),
+        (lambda h: h.observation(client_id="other_arm"), "client id 'other_arm' arrived on the topic of client 'arm'"),
+        (lambda h: _with_png(h.observation(), (5000, 4000)), "at most 16777216 pixels, got a PNG declaring 5000x4000"),
     ],
 )
 def test_malformed_observations_are_rejected_and_the_session_keeps_working(harness, mutate, expected_error):
     outcome = harness.send(mutate(harness))
     assert outcome.outcome == "rejected"
-    _, msg = harness.published[-1]
+    client, msg = harness.published[-1]
+    assert client == "arm", "the answer goes to the topic the observation came on"
     assert msg.status == ActionChunk.STATUS_REJECTED and expected_error in msg.error, msg.error
     assert len(msg.actions_robot) == 0
     assert harness.audit[-1]["outcome"] == "rejected" and expected_error in harness.audit[-1]["error"]
     assert harness.send(harness.observation(seq=1)).outcome == "ok"
+
+
+def _with_png(msg, shape):
+    import cv2
+
+    ok, png = cv2.imencode(".png", np.zeros((*shape, 3), np.uint8))  # a small file declaring a huge image
+    msg.compressed_images[0].format, msg.compressed_images[0].data = "png", png.tobytes()
+    return msg
 
 
 def _with_jpeg_bytes(msg, data):

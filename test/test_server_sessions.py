@@ -134,8 +134,9 @@ def test_reset_episode_refuses_the_old_episode(robots):
     stale = robot.request(robot.observation(1, episode=0))
     assert stale.status == ActionChunk.STATUS_REJECTED and "episode 0 is over" in stale.error
     assert robot.request(robot.observation(2, episode=1)).status == ActionChunk.STATUS_OK
-    again = robot.reset_episode(1)
-    assert not again.success and "not after the current episode 1" in again.message
+    assert robot.reset_episode(1).success, "a repeated reset to the current episode is idempotent"
+    older = robot.reset_episode(0)
+    assert not older.success and "episode 0 is not after the current episode 1" in older.message
 
 
 def _topic_has_subscriber(node, topic):

@@ -76,6 +76,7 @@ _SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
 
 DIAGNOSTICS_PERIOD_S = 1.0
 GC_PERIOD_S = 1.0
+PUBLISHER_GONE_GRACE_S = 3.0
 DRAIN_TIMEOUT_S = 30.0
 
 
@@ -298,9 +299,13 @@ class PolicyServerNode(Node):
                 entry = self._data_plane.get(session.client_id)
                 publishers = entry[1].get_publisher_count() if entry is not None else 0
             if publishers:
-                session.publisher_seen = True
+                session.publisher_seen, session.publisher_missing_since = True, None
             elif session.publisher_seen:
-                self._end_session(session, "its observation publisher left the ROS graph")
+                # A router restart or a blip drops graph information for a
+                # moment (rmw_zenoh liveliness); only a lasting absence counts.
+                session.publisher_missing_since = session.publisher_missing_since or now
+                if now - session.publisher_missing_since >= PUBLISHER_GONE_GRACE_S:
+                    self._end_session(session, f"its observation publisher left the ROS graph {PUBLISHER_GONE_GRACE_S:g} s ago")
 
     # ---- services -------------------------------------------------------
 
@@ -328,8 +333,9 @@ class PolicyServerNode(Node):
             opened_at=time.monotonic(),
         )
         session.processors = self.runner.new_session_processors()
-        if self.runner.exclusive:
-            self.runner.reset_session(session.processors)
+        # The policy itself (exclusive mode) is reset by the worker thread,
+        # the only one that touches it, before this session's first request.
+        session.processors_stale = True
         replaced = self.sessions.open(session)
         observation_topic, action_chunk_topic = self._create_data_plane(session)
         if replaced is not None:
@@ -363,9 +369,16 @@ class PolicyServerNode(Node):
         session = self.sessions.get(request.client_id)
         if session is None or session.session_id != request.session_id:
             response.success = False
-            response.message = f"no open session {request.session_id!r} for client {request.client_id!r}"
+            response.message = (
+                f"no open session {request.session_id!r} for client {request.client_id!r}"
+                + (f" (its open session is {session.session_id!r})" if session else "")
+            )
             return response
         response.episode = session.episode
+        if request.episode == session.episode:
+            # Idempotent: a repeated call, or an observation of the new episode overtook it.
+            response.success = True
+            return response
         if request.episode <= session.episode:
             response.success = False
             response.message = f"episode {request.episode} is not after the current episode {session.episode}"
@@ -441,10 +454,20 @@ class PolicyServerNode(Node):
     # ---- shutdown -------------------------------------------------------
 
     def destroy_node(self) -> None:
+        # Also reached without a drain (context shut down from outside):
+        # every close below is idempotent.
         if getattr(self, "worker", None) is not None:
             self.worker.stop()
             self.worker.join(timeout=DRAIN_TIMEOUT_S)
+        self._close_observability()
         super().destroy_node()
+
+    def _close_observability(self) -> None:
+        for resource in (getattr(self, "audit", None), getattr(self, "capture", None)):
+            if resource is not None:
+                resource.close()
+        if getattr(self, "http", None) is not None:
+            self.http.stop()
 
     def drain(self, spin_once) -> None:
         """Stop the heartbeat, refuse new sessions, finish the in-flight request."""
@@ -457,11 +480,7 @@ class PolicyServerNode(Node):
             spin_once()
         if self.worker.is_alive():
             self.get_logger().error(f"the in-flight request did not finish within {DRAIN_TIMEOUT_S:.0f} s")
-        self.audit.close()
-        if self.capture is not None:
-            self.capture.close()
-        if self.http is not None:
-            self.http.stop()
+        self._close_observability()
         self.get_logger().info(f"drained after {self.stats.requests_served} requests served")
 
 

@@ -39,6 +39,8 @@ class ObservationRejected(ValueError):
 @dataclass(frozen=True)
 class RequestLimits:
     max_image_bytes: int = 8 << 20
+    # What a compressed frame may declare before it is decoded (16 MP).
+    max_image_pixels: int = 4096 * 4096
     max_state_dim: int = 4096
     max_prefix_steps: int = 1024
 
@@ -54,6 +56,12 @@ def check_observation(
         raise ObservationRejected(
             f"session id {frame.request.session_id!r} is not this client's open session {session.session_id!r}; "
             "open a session first"
+        )
+    if frame.request.client_id != session.client_id:
+        # The topic it arrived on names the client; a message claiming another
+        # would have its chunk published on that other robot's topic.
+        raise ObservationRejected(
+            f"client id {frame.request.client_id!r} arrived on the topic of client {session.client_id!r}"
         )
     if frame.request.episode < session.episode:
         raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {session.episode}")
@@ -142,7 +150,9 @@ class RequestHandler:
             try:
                 if len(msg.state) > self.limits.max_state_dim:
                     raise ObservationRejected(f"state has {len(msg.state)} values; at most {self.limits.max_state_dim}")
-                frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits.max_image_bytes)
+                frame = observation_from_msg(
+                    msg, len(self.capabilities.action_names), self.limits.max_image_bytes, self.limits.max_image_pixels
+                )
                 check_observation(frame, self.capabilities, session, self.limits)
                 if frame.request.episode > session.episode:
                     session.episode, session.processors_stale = frame.request.episode, True
@@ -170,12 +180,25 @@ class RequestHandler:
                 reply.actions_model = reply.actions_robot = None
         publish_started = time.perf_counter()
         if outcome != "dropped":
-            self.publish(request.client_id, chunk_to_msg(reply))
+            try:
+                # To the topic the observation arrived on, whatever the message claims.
+                self.publish(ready.key, chunk_to_msg(reply))
+            except Exception as error:  # noqa: BLE001 - still audited and counted below
+                log.exception("chunk for client %s seq %d could not be published", ready.key, request.seq)
+                outcome, reply.error = "failed", f"publishing the chunk failed: {type(error).__name__}: {error}"
         publish_s = time.perf_counter() - publish_started
-        self.audit(audit_record(reply, outcome, publish_s))
+        self._record(audit_record(reply, outcome, publish_s), self.audit, "audit")
         if self.capture is not None:
-            self.capture(capture_record(msg, frame, reply, outcome))
+            self._record(capture_record(msg, frame, reply, outcome), self.capture, "capture")
         return Outcome(reply, outcome)
+
+    @staticmethod
+    def _record(record: dict, sink: Callable[[dict], None], what: str) -> None:
+        # A full disk or an oversize capture record must not cost the robot its chunk or the worker its life.
+        try:
+            sink(record)
+        except Exception:  # noqa: BLE001
+            log.exception("%s record for client %s seq %s could not be written", what, record.get("client"), record.get("seq"))
 
 
 def _ms(seconds: float) -> float:

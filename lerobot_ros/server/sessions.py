@@ -31,6 +31,7 @@ class Session:
     # Set once the client's observation publisher has been seen on the graph,
     # so its disappearance can be told apart from "not connected yet".
     publisher_seen: bool = False
+    publisher_missing_since: float | None = None
     requests: int = 0
     # An episode boundary was announced (ResetEpisode); the worker thread,
     # the only one that touches processors, resets them before the next request.
