@@ -443,6 +443,19 @@ def test_pause_holds_and_sends_nothing():
     assert not core.request_due(clock()) and core.state is not ExecutorState.DEAD
     core.resume(clock())
     assert core.telemetry(clock()).paused is False
+    # A long pause re-opens the session (the server may have closed it as idle).
+    assert core.state is ExecutorState.RECONNECTING and "pause" in core.failsafe.reason
+
+
+def test_a_short_pause_keeps_the_session():
+    clock, core, link, worker = connected()
+    feed(core, clock)
+    worker.step()
+    state = core.state
+    core.pause(clock())
+    clock.t += 1.0
+    core.resume(clock())
+    assert core.state is state
 
 
 def test_telemetry_fills_every_status_field():
@@ -475,3 +488,19 @@ def test_worker_thread_stops_promptly():
     worker.join(2.0)
     assert not worker.is_alive() and time.monotonic() - started < 1.0
     assert math.isfinite(core.telemetry(clock()).queued_time_s)
+
+
+def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_sensor():
+    clock, core, link, worker = connected(
+        camera_names=[CAMERA, "observation.images.extra"], camera_topics=["/cam", "/extra"]
+    )
+    feed(core, clock)
+    core.sensors.on_camera("observation.images.extra", Image(), clock())
+    core.sensors.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
+    clock.t += 0.3
+    assert worker.step()
+    prepared = link.sent[-1]
+    assert list(prepared.observation.cameras) == [CAMERA], "the server refuses cameras its policy does not read"
+    assert prepared.observation.oldest_age_s == pytest.approx(0.3)
+    # The first action's source is the 0.3 s old camera frame, not the send time.
+    assert core.queue.next_action_age_s(clock()) == pytest.approx(0.3)

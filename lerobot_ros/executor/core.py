@@ -22,6 +22,7 @@ monotonic clock: ``now_s`` in seconds, ``*_ns`` in nanoseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ from lerobot_ros.executor.safety import SafetyEnvelope
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, fallback_action
 from lerobot_ros.telemetry import ExecutorTelemetry
+
+
+#: A pause longer than this re-opens the session on resume (seconds): the server
+#: closes sessions that sent nothing for its session_idle_timeout_s (10 s by default).
+REOPEN_AFTER_PAUSE_S = 5.0
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -100,6 +106,8 @@ class ExecutorCore:
         self._sessions_opened = 0
         self.last_commanded: np.ndarray | None = None
         self.last_problem = ""  # the latest reason a request could not be sent
+        self._paused_since: float | None = None
+        self.policy_cameras: frozenset[str] | None = None  # known once a session is open
         # Counters since start-up.
         self.commands_published = 0
         self.requests_sent = 0
@@ -163,6 +171,12 @@ class ExecutorCore:
                     self.observations_too_old += 1
                 self.last_problem = observation.reason
                 return observation
+            if self.policy_cameras is not None:
+                # Only what the policy reads: a robot may have more cameras than the
+                # policy, and the server refuses cameras it does not know.
+                observation = dataclasses.replace(
+                    observation, cameras={n: f for n, f in observation.cameras.items() if n in self.policy_cameras}
+                )
             rtc = self.rtc_active
             snapshot = self.queue.snapshot(max_steps=self.rtc_horizon if rtc else 0)
             delay = self.latency.delay_steps(self.settings.fps) if rtc else 0
@@ -194,7 +208,9 @@ class ExecutorCore:
                 chunk.actions_robot,
                 real_delay=math.ceil(latency_s * self.settings.fps - 1e-9),
                 action_index_before_inference=prepared.snapshot.action_index,
-                source_time_s=request.sent_monotonic_ns / 1e9,
+                # Age counts from when the oldest sensor sample was read, not
+                # from the send: the policy planned from that moment's world.
+                source_time_s=request.sent_monotonic_ns / 1e9 - prepared.observation.oldest_age_s,
             )
             self.chunks_merged += 1
             self.failsafe.on_chunk_merged(now_s)
@@ -245,6 +261,7 @@ class ExecutorCore:
             self.instance_id = instance_id
             self.session_id = grant.session_id
             self.chunk_size = capabilities.chunk_size
+            self.policy_cameras = frozenset(capabilities.camera_names)
             self.rtc_horizon = capabilities.rtc_execution_horizon
             if grant.rtc_enabled != self.rtc_active or self._sessions_opened == 1:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
@@ -269,11 +286,22 @@ class ExecutorCore:
 
     def pause(self, now_s: float) -> None:
         with self._lock:
+            if self._paused_since is None:
+                self._paused_since = now_s
             self.failsafe.pause(now_s)
 
     def resume(self, now_s: float) -> None:
         with self._lock:
+            paused_since, self._paused_since = self._paused_since, None
             self.failsafe.resume(now_s)
+            paused_s = now_s - paused_since if paused_since is not None else 0.0
+            if paused_s > REOPEN_AFTER_PAUSE_S:
+                # Nothing was sent while paused, so the server may have closed
+                # the session as idle; re-open it now rather than after two
+                # unanswered requests.
+                self.failsafe.on_server_restarted(
+                    now_s, f"resumed after a {paused_s:.0f} s pause: re-opening the session"
+                )
 
     def reset_episode(self) -> tuple[str, int]:
         """Clear the queue and bump the episode; returns (session id, new episode) for the server."""

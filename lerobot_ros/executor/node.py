@@ -41,6 +41,7 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
@@ -184,13 +185,20 @@ class ChunkExecutorNode(Node):
     async def on_reset_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Clear the queue and bump the episode at once, then tell the server (bounded wait)."""
         session_id, episode = self.core.reset_episode()
-        future = self.link.reset_episode_client.call_async(self.link.reset_episode_request(session_id, episode))
-        timer = self.create_timer(RESET_TIMEOUT_S, future.cancel)
+        client = self.link.reset_episode_client
+        future = client.call_async(self.link.reset_episode_request(session_id, episode))
+        # Await a future of our own that the answer or the timeout resolves,
+        # whichever comes first: awaiting a cancelled call future never ends
+        # on older rclpy releases (Jazzy).
+        outcome = Future()
+        future.add_done_callback(lambda done: outcome.done() or outcome.set_result(done.result()))
+        timer = self.create_timer(RESET_TIMEOUT_S, lambda: outcome.done() or outcome.set_result(None))
         try:
-            await future
+            answer = await outcome
         finally:
             self.destroy_timer(timer)
-        answer = future.result() if future.done() and not future.cancelled() else None
+        if not future.done():
+            client.remove_pending_request(future)
         if answer is None:
             response.success = False
             response.message = f"episode {episode} started locally; the server did not answer within {RESET_TIMEOUT_S:g} s"
@@ -224,13 +232,21 @@ class ChunkExecutorNode(Node):
 
     # ---- shutdown -------------------------------------------------------
 
+    def destroy_node(self) -> None:
+        # Also reached without a drain: never destroy entities under a running worker.
+        worker = getattr(self, "worker", None)
+        if worker is not None:
+            worker.stop()
+            worker.join(timeout=WORKER_JOIN_TIMEOUT_S)
+        super().destroy_node()
+
     def drain(self, spin_once) -> None:
         """Stop the network worker, then close the session (bounded)."""
         self.worker.stop()
         deadline = time.monotonic() + WORKER_JOIN_TIMEOUT_S
         while self.worker.is_alive() and time.monotonic() < deadline:
             spin_once()  # a re-handshake in progress waits on futures the executor completes
-        if self.core.state is ExecutorState.DEAD or not self.core.session_id:
+        if not self.core.session_id:
             return
         future = self.link.close_session_client.call_async(self.link.close_session_request())
         deadline = time.monotonic() + CLOSE_TIMEOUT_S

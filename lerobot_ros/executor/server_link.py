@@ -29,7 +29,8 @@ from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 
 MATCH_POLL_S = 0.01
-
+STOP_POLL_S = 0.1
+CLOSE_UNUSED_TIMEOUT_S = 2.0
 
 #: How often an unanswered idempotent service request is sent again (seconds).
 RESEND_S = 0.5
@@ -52,6 +53,8 @@ class RosServerLink:
         self.observation_pub = None
         self.chunk_sub = None
         self.spinning = False  # set once the node's executor spins it
+        # Set on shutdown: every wait below ends early, so a drain never waits out a handshake.
+        self.stopping = threading.Event()
 
     # ----------------------------------------------------------- services
 
@@ -72,13 +75,16 @@ class RosServerLink:
             if self.spinning:
                 done = threading.Event()
                 future.add_done_callback(lambda _: done.set())
-                done.wait(max(0.0, attempt_end - time.monotonic()))
+                while not done.is_set() and not self.stopping.is_set() and time.monotonic() < attempt_end:
+                    done.wait(min(STOP_POLL_S, max(0.0, attempt_end - time.monotonic())))
             else:
                 rclpy.spin_until_future_complete(self.node, future, timeout_sec=max(0.0, attempt_end - time.monotonic()))
             if future.done() and future.result() is not None:
                 return future.result()
             future.cancel()
             client.remove_pending_request(future)
+            if self.stopping.is_set():
+                return f"{client.srv_name}: shutting down"
             if time.monotonic() >= deadline:
                 return f"{client.srv_name} did not reply within {timeout_s:g} s"
 
@@ -144,15 +150,23 @@ class RosServerLink:
                 ActionChunk, grant.action_chunk_topic, self.on_chunk, ACTION_CHUNK_QOS
             )
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.stopping.is_set():
             if self.observation_pub.get_subscription_count() > 0 and self.chunk_sub.get_publisher_count() > 0:
                 return None
             time.sleep(MATCH_POLL_S)
-        return (
+        problem = (
             f"data plane not matched within {timeout_s:g} s ({grant.observation_topic}: "
             f"{self.observation_pub.get_subscription_count()} subscribers, {grant.action_chunk_topic}: "
             f"{self.chunk_sub.get_publisher_count()} publishers)"
         )
+        # The server opened a session this executor cannot use: close it rather
+        # than let it hold a slot until the server's idle timeout.
+        self.call(
+            self.close_session_client,
+            CloseSession.Request(client_id=self.settings.client_id, session_id=grant.session_id),
+            min(timeout_s, CLOSE_UNUSED_TIMEOUT_S),
+        )
+        return problem
 
     def on_chunk(self, msg: ActionChunk) -> None:
         received_ns = time.monotonic_ns()

@@ -99,6 +99,9 @@ class NetworkWorker(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
+        stopping = getattr(self.link, "stopping", None)
+        if stopping is not None:
+            stopping.set()
         self.core.in_flight.cancel()
 
     @property
@@ -127,6 +130,9 @@ class NetworkWorker(threading.Thread):
         if not isinstance(prepared, PreparedRequest):
             return False
         self.core.in_flight.start(prepared.request)
+        if self._stop_event.is_set():  # a stop between prepare and start would otherwise be lost
+            self.core.in_flight.cancel()
+            return False
         problem = self.link.send_observation(prepared)
         if problem:
             self.core.in_flight.cancel()
