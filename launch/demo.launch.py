@@ -2,9 +2,11 @@
 
     ros2 launch lerobot_ros demo.launch.py
     ros2 launch lerobot_ros demo.launch.py checkpoint:=/path/to/act output_mode:=joint_trajectory
+    ros2 launch lerobot_ros demo.launch.py policy:=smolvla
 
-Without a checkpoint it builds (once) the default random-weight ACT policy
-matched to the simulated arm. Uses rmw_zenoh and starts its router by
+Without a checkpoint it builds (once) a default random-weight policy matched
+to the simulated arm: ACT, or with policy:=smolvla a tiny SmolVLA that does
+real-time chunking. Uses rmw_zenoh and starts its router by
 default. The wiring lives in lerobot_ros.launch_plan.demo_plan.
 """
 
@@ -17,6 +19,7 @@ from lerobot_ros.launch_plan import ZENOH_RMW, demo_plan
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
+    "policy": ("act", "Default policy when checkpoint is empty: act or smolvla (RTC-capable)"),
     "output_mode": ("forward_command", "forward_command, joint_trajectory or joint_state"),
     "device": ("auto", "auto, cpu, cuda or cuda:N"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
@@ -30,7 +33,7 @@ def _plan(context):
     if not checkpoint:
         from lerobot_ros.sim.default_policy import default_checkpoint
 
-        checkpoint = str(default_checkpoint())
+        checkpoint = str(default_checkpoint(value["policy"]))
     plan = demo_plan(
         checkpoint,
         output_mode=value["output_mode"],

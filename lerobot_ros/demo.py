@@ -1,8 +1,9 @@
 """The README's demo command: the whole loop on one machine, no robot, no GPU needed.
 
-Starts policy_server_node (default policy: random-weight ACT, built once and
-cached), sim_robot_node (a simulated 6-joint arm with a camera) and
-chunk_executor_node as three separate processes wired by
+Starts policy_server_node (default policy: random-weight ACT, or with
+``--policy smolvla`` a tiny random-weight SmolVLA that does real-time
+chunking; built once and cached), sim_robot_node (a simulated 6-joint arm
+with a camera) and chunk_executor_node as three separate processes wired by
 ``lerobot_ros.launch_plan.demo_plan`` (the same wiring as
 ``launch/demo.launch.py``), lets them run for a bounded time while printing a
 live status line, then stops them and prints a summary whose last line is
@@ -153,12 +154,14 @@ def run(args) -> int:
 
     from lerobot_ros.launch_plan import SIM_COMMAND_TOPICS
     from lerobot_ros.msg import ExecutorStatus
-    from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint
+    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, SO101_JOINT_NAMES, default_checkpoint
 
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    print("demo: preparing the default policy (random weights; built once, then cached)", flush=True)
-    checkpoint = args.checkpoint or str(default_checkpoint())
+    if not args.checkpoint:
+        print(f"demo: preparing the default {args.policy} policy {DEFAULT_POLICY_NAMES[args.policy]} "
+              "(random weights; built once, then cached)", flush=True)
+    checkpoint = args.checkpoint or str(default_checkpoint(args.policy))
     plan = demo_plan(
         checkpoint,
         output_mode=args.output_mode,
@@ -246,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
     parser.add_argument("--output-mode", choices=OUTPUT_MODES, default="forward_command")
     parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
-    parser.add_argument("--checkpoint", default="", help="policy to serve; default: the generated random ACT")
+    parser.add_argument("--policy", choices=("act", "smolvla"), default="act",
+                        help="default policy to generate and serve when no --checkpoint is given: a random ACT "
+                             "(default) or a tiny random SmolVLA with real-time chunking (RTC)")
+    parser.add_argument("--checkpoint", default="", help="policy to serve; overrides --policy")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="seconds allowed until streaming")
     parser.add_argument("--output-dir", default="", help="where logs, audit and the plot go (default: a temp dir)")

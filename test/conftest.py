@@ -39,6 +39,14 @@ def act_checkpoint(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smolvla_checkpoint(tmp_path_factory) -> Path:
+    """A tiny RTC-capable SmolVLA checkpoint for the same arm, random weights, built offline."""
+    from lerobot_ros.sim.default_policy import build_smolvla_checkpoint
+
+    return build_smolvla_checkpoint(tmp_path_factory.mktemp("smolvla_so101"))
+
+
+@pytest.fixture(scope="session")
 def ros_node():
     """An rclpy node in the test process, for clients and subscribers."""
     import rclpy

@@ -4,6 +4,11 @@ The description (ServerCapabilities) is what robots are validated against, so
 it is derived from the checkpoint itself: features and chunk size from the
 policy config, action names from the checkpoint's ``lerobot_ros.json`` (LeRobot
 configs do not record them) unless the operator passes them explicitly.
+
+A checkpoint may carry its VLM's config, processor and tokenizer in a ``vlm``
+folder (the generated SmolVLA default policy does): config.json and the
+tokenizer step record an absolute path, so on load both are pointed at the
+folder inside the checkpoint, wherever it now lives.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.server.policy_families import DTYPES, classify, resolve_serving
+from lerobot_ros.sim.default_policy import VLM_DIR
 
 log = logging.getLogger(__name__)
 
 #: Sidecar file in a checkpoint directory naming the robot-facing contract.
 CONTRACT_FILE = "lerobot_ros.json"
 _RTC_KWARGS = ("inference_delay", "prev_chunk_left_over")
+#: LeRobot's registry name of the preprocessor step that loads a tokenizer by name.
+_TOKENIZER_STEP = "tokenizer_processor"
 _DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
@@ -111,8 +119,44 @@ def _local_checkpoint_dir(checkpoint: str, revision: str) -> Path:
 
 
 def supports_rtc(policy: Any) -> bool:
-    parameters = inspect.signature(policy.predict_action_chunk).parameters
-    return all(name in parameters for name in _RTC_KWARGS)
+    """Whether the policy does real-time chunking, as LeRobot's own RTC engine decides it.
+
+    LeRobot policies declare it with ``supports_rtc()``; their
+    ``predict_action_chunk`` takes the RTC arguments as ``**kwargs``, so a
+    signature without explicit names must still accept them.
+    """
+    signature = inspect.signature(policy.predict_action_chunk)
+    declared = getattr(policy, "supports_rtc", None)
+    if not callable(declared):  # not a LeRobot policy: the names must be explicit
+        return all(name in signature.parameters for name in _RTC_KWARGS)
+    if not declared():
+        return False
+    try:
+        signature.bind(object(), **{name: None for name in _RTC_KWARGS})
+    except TypeError:
+        return False
+    return True
+
+
+def _vlm_overrides(checkpoint_dir: Path, config: PreTrainedConfig) -> dict:
+    """Point a checkpoint that carries its VLM folder at that folder (see the module doc).
+
+    Sets ``config.vlm_model_name``; returns the preprocessor overrides for the
+    tokenizer step (empty when the checkpoint has no such folder or step).
+    """
+    vlm = checkpoint_dir / VLM_DIR
+    if not (vlm / "config.json").is_file() or not hasattr(config, "vlm_model_name"):
+        return {}
+    config.vlm_model_name = str(vlm.resolve())
+    try:
+        saved = json.loads((checkpoint_dir / "policy_preprocessor.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    uses_tokenizer = any(
+        step.get("registry_name") == _TOKENIZER_STEP and "tokenizer_name" in step.get("config", {})
+        for step in saved.get("steps", [])
+    )
+    return {_TOKENIZER_STEP: {"tokenizer_name": config.vlm_model_name}} if uses_tokenizer else {}
 
 
 def chunk_length(config: PreTrainedConfig) -> int:
@@ -161,11 +205,12 @@ def load_policy(
         raise CheckpointError(f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} actions")
 
     try:
+        overrides = {"device_processor": {"device": device}, **_vlm_overrides(checkpoint_dir, config)}
         policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
         preprocessor, postprocessor = make_pre_post_processors(
             config,
             pretrained_path=str(checkpoint_dir),
-            preprocessor_overrides={"device_processor": {"device": device}},
+            preprocessor_overrides=overrides,
         )
     except (OSError, ValueError, KeyError) as error:
         raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error

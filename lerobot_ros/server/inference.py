@@ -126,24 +126,26 @@ class PolicyRunner:
                     normalizer_step=normalizer,
                     policy_device=device,
                 )
-        # Pad or cut to the execution horizon, as LeRobot's local RTC engine does.
-        horizon = self.rtc_execution_horizon
-        if len(prefix) >= horizon:
-            prefix = prefix[:horizon]
-        else:
-            padded = torch.zeros((horizon, prefix.shape[1]), dtype=prefix.dtype)
-            padded[: len(prefix)] = prefix
-            prefix = padded
+        # Cut to the execution horizon. Unlike LeRobot's local RTC engine we do
+        # not zero-pad a shorter prefix (it pads for torch.compile's fixed
+        # shapes): zeros are the dataset mean in model space, and the guidance
+        # would pull the steps past the real prefix towards it. Given the
+        # real length, LeRobot's RTC processor shortens the horizon to match.
+        prefix = prefix[: self.rtc_execution_horizon]
         dtype = next(self.loaded.policy.parameters()).dtype
         return {"inference_delay": frame.inference_delay_steps, "prev_chunk_left_over": prefix.to(device, dtype)}
 
-    @torch.inference_mode()
+    # no_grad, not inference_mode: RTC guidance differentiates through the
+    # denoiser inside the call (torch.enable_grad), which inference tensors forbid.
+    @torch.no_grad()
     def run(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> InferenceResult:
         started = time.perf_counter()
         batch = processors.preprocessor(self._policy_input(frame, task))
         if self.exclusive and hasattr(self.loaded.policy, "_queues") and self.capabilities.policy_type == "diffusion":
             batch = self._feed_observation_history(batch)
         kwargs = self._rtc_kwargs(frame, processors) if rtc and self.rtc_active else {}
+        # RTC guidance happens only when there is a prefix to hold the chunk to.
+        rtc_applied = kwargs.get("prev_chunk_left_over") is not None
         preprocessed = time.perf_counter()
         actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
         if actions.device.type == "cuda":
@@ -158,6 +160,6 @@ class PolicyRunner:
             preprocess_s=preprocessed - started,
             inference_s=inferred - preprocessed,
             postprocess_s=finished - inferred,
-            rtc_applied=bool(kwargs),
-            inference_delay_steps=int(kwargs.get("inference_delay", 0)) if kwargs else 0,
+            rtc_applied=rtc_applied,
+            inference_delay_steps=int(kwargs["inference_delay"]) if rtc_applied else 0,
         )
