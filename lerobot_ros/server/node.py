@@ -353,26 +353,27 @@ class PolicyServerNode(Node):
         )
         return response
 
+    def _named_session(self, client_id: str, session_id: str) -> tuple[Session | None, str]:
+        """The client's open session if it is ``session_id``; else None and why."""
+        session = self.sessions.get(client_id)
+        if session is not None and session.session_id == session_id:
+            return session, ""
+        return None, f"no open session {session_id!r} for client {client_id!r}" + (
+            f" (its open session is {session.session_id!r})" if session else ""
+        )
+
     def on_close_session(self, request: CloseSession.Request, response: CloseSession.Response) -> CloseSession.Response:
-        session = self.sessions.get(request.client_id)
-        if session is None or session.session_id != request.session_id:
+        session, response.message = self._named_session(request.client_id, request.session_id)
+        if session is None:
             response.success = False
-            response.message = (
-                f"no open session {request.session_id!r} for client {request.client_id!r}"
-                + (f" (its open session is {session.session_id!r})" if session else "")
-            )
             return response
         response.success = self._end_session(session, "closed by the client")
         return response
 
     def on_reset_episode(self, request: ResetEpisode.Request, response: ResetEpisode.Response) -> ResetEpisode.Response:
-        session = self.sessions.get(request.client_id)
-        if session is None or session.session_id != request.session_id:
+        session, response.message = self._named_session(request.client_id, request.session_id)
+        if session is None:
             response.success = False
-            response.message = (
-                f"no open session {request.session_id!r} for client {request.client_id!r}"
-                + (f" (its open session is {session.session_id!r})" if session else "")
-            )
             return response
         response.episode = session.episode
         if request.episode == session.episode:
