@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, spin_until, start_server
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
 from lerobot_ros.msg import ExecutorStatus
 from lerobot_ros.processes import spawn_node, stop
@@ -170,6 +171,17 @@ def test_streams_commands_at_fps_without_starving(policy_server, launched):
     assert len(steady) >= 0.9 * 30 * elapsed
     assert all(len(c["values"]) == 6 for c in received)
     assert not all(is_hold(c["values"]) for c in steady), "policy actions, not the fallback, in steady state"
+    entries = []
+    diagnostics = executor.node.create_subscription(
+        DiagnosticArray, "/diagnostics",
+        lambda msg: entries.extend(e for e in msg.status if e.name == "exec_stream: chunk executor"), 10)
+    try:
+        assert spin_until(executor.node, lambda: entries, 5), "no /diagnostics entry from the executor"
+    finally:
+        executor.node.destroy_subscription(diagnostics)
+    assert entries[-1].level == DiagnosticStatus.OK and entries[-1].message == "STREAMING"
+    assert entries[-1].hardware_id == "stream_arm"
+    assert {value.key for value in entries[-1].values} >= {"commands_published", "queue_depth", "latency_ms_p95"}
     session = last.session_id
     assert executor.stop() == 0, executor.log_text()
     assert spin_until(executor.node, lambda: f"session {session} of stream_arm closed: closed by the client"
