@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
@@ -33,9 +34,15 @@ from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
 from lerobot_ros.server.admission import Refusal, ServerLoad, admit
-from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
+from lerobot_ros.server.audit import AuditLog
+from lerobot_ros.server.capture import CaptureWriter
+from lerobot_ros.server.http_endpoint import HealthEndpoint, HealthSnapshot, Metric
+from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED, UnsupportedPolicyError
+from lerobot_ros.server.request_path import RequestHandler, RequestLimits
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.server.warmup import warm_up
+from lerobot_ros.server.worker import InferenceWorker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 from lerobot_ros.telemetry import SERVER_METRICS, ServerHealth, ServerStats
 
@@ -160,7 +167,6 @@ class PolicyServerNode(Node):
         # rclpy.init, so Ctrl-C during start-up ends the node cleanly.
         from lerobot_ros.server.checkpoint import CheckpointError, load_policy
         from lerobot_ros.server.inference import PolicyRunner
-        from lerobot_ros.server.policy_families import UnsupportedPolicyError
 
         checkpoint = self.params["checkpoint"]
         action_names = list(declared_strings(self.params["action_names"]))
@@ -188,8 +194,6 @@ class PolicyServerNode(Node):
         return PolicyRunner(loaded, self.params["rtc_enabled"], self.params["rtc_execution_horizon"])
 
     def _warm_up(self) -> None:
-        from lerobot_ros.server.warmup import warm_up
-
         count = self.params["warmup_inferences"]
         self.get_logger().info(f"warming up ({count} requests through the full request path)")
         try:
@@ -200,31 +204,20 @@ class PolicyServerNode(Node):
             self.get_logger().info("warm-up done: " + ", ".join(f"{seconds * 1000:.0f} ms" for seconds in durations))
 
     def _open_observability(self) -> None:
-        from lerobot_ros.server.audit import AuditLog
-
         self.audit = AuditLog.open(self.params["audit_log"], self.instance_id)
         if self.audit.path is not None:
             self.get_logger().info(f"audit log: {self.audit.path}")
         self.capture = None
         if self.params["capture_dir"]:
-            from pathlib import Path
-
-            from lerobot_ros.server.capture import CaptureWriter
-
             self.capture = CaptureWriter(Path(self.params["capture_dir"]).expanduser(), self.params["capture_max_mb"] << 20)
             self.get_logger().info(f"capturing request/response pairs into {self.params['capture_dir']}")
         self.http = None
         if self.params["http_port"]:
-            from lerobot_ros.server.http_endpoint import HealthEndpoint
-
             self.http = HealthEndpoint(self.params["http_host"], self.params["http_port"], self.health_snapshot)
             self.http.start()
             self.get_logger().info(f"health and metrics on http://{self.params['http_host']}:{self.http.port}/")
 
     def _start_worker(self):
-        from lerobot_ros.server.request_path import RequestHandler, RequestLimits
-        from lerobot_ros.server.worker import InferenceWorker
-
         handler = RequestHandler(
             self.runner,
             self.sessions,
@@ -438,8 +431,6 @@ class PolicyServerNode(Node):
         self.diagnostics_pub.publish(array)
 
     def health_snapshot(self):
-        from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
-
         health = self.health()
         return HealthSnapshot(
             ready=health.ready,
