@@ -5,6 +5,8 @@ checkpoint at /lerobot with capacity 3. Each test closes what it opens.
 """
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -205,3 +207,22 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
     records = [record for record in read_capture(policy_server.capture) if record["request"]["client_id"] == "observed_arm"]
     assert records and records[0]["response"]["actions_robot"].shape == (50, 6)
     assert records[0]["request"]["compressed_images"]["observation.images.front"]["data"][:2] == b"\xff\xd8"
+
+
+def test_a_capture_replays_offline_to_the_same_actions(robots, policy_server, act_checkpoint, tmp_path):
+    import shutil
+
+    robot = robots("replayed_arm")
+    assert robot.open().accepted
+    for seq in range(3):
+        robot.request(robot.observation(seq, state=np.full(6, 0.1 * seq)))
+    robot.request(robot.observation(3, state=np.zeros(2)))  # rejected: skipped by the replay
+    shutil.copytree(policy_server.capture, tmp_path / "capture")
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot_ros.server.replay", str(tmp_path / "capture"), "--checkpoint", str(act_checkpoint)],
+        capture_output=True, text=True, timeout=300,
+    )
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert summary["compared"] >= 3 and summary["skipped_not_ok"] >= 1
+    assert summary["max_abs_difference"] <= 1e-5 and summary["differing"] == 0

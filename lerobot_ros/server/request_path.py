@@ -233,6 +233,7 @@ def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outco
     """A self-contained request/response pair for offline replay (no pickle)."""
     record = {
         "request": {
+            "schema_version": msg.schema_version,
             "session_id": msg.session_id,
             "client_id": msg.client_id,
             "seq": msg.seq,
