@@ -91,7 +91,8 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     A NodeStartupError is reported as one clear line and exit code 1; a
     NodeDone raised from start-up ends the run with exit code 0. A
     signal during start-up (seconds of model loading) aborts it at once; a
-    signal while serving ends the spin loop and then calls the node's
+    signal while serving calls the node's ``on_stop_requested()`` at once (it
+    must only set flags), ends the spin loop and then calls its
     ``drain(spin_once)``, if it has one, while the context is still alive, so
     a node can finish in-flight work and publish its last messages.
     """
@@ -103,6 +104,11 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
         if not serving:
             raise KeyboardInterrupt
         stop_requested.set()
+        # Runs before the executor dispatches whatever woke it, so a node can
+        # refuse new work at once (e.g. a session request that raced the signal).
+        notify = getattr(node, "on_stop_requested", None)
+        if notify is not None:
+            notify()
 
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     node = None

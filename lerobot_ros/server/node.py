@@ -461,6 +461,10 @@ class PolicyServerNode(Node):
         if getattr(self, "http", None) is not None:
             self.http.stop()
 
+    def on_stop_requested(self) -> None:
+        """From the signal handler: refuse new sessions from this moment on."""
+        self.draining = True
+
     def drain(self, spin_once) -> None:
         """Stop the heartbeat, refuse new sessions, finish the in-flight request."""
         self.get_logger().info("draining: heartbeat stopped, new sessions refused, finishing the in-flight request")
