@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lerobot_ros.launch_plan import OUTPUT_MODES, Plan, demo_plan
+from lerobot_ros.processes import spawn_node, stop
 
 STREAMING_STATES = ("STREAMING", "DEGRADED")
 
@@ -54,18 +55,17 @@ def _commanded_positions(mode: str, msg, joint_names) -> list[float] | None:
 
 
 def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
-    env = {**os.environ, **plan.environment}
     processes = []
     for node in plan.nodes:
-        log = (log_dir / f"{node.name}.log").open("w")
-        command = [sys.executable, "-m", node.module, *node.ros_arguments()]
-        processes.append((node.name, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)))
+        with (log_dir / f"{node.name}.log").open("w") as log:
+            processes.append((node.name, spawn_node(
+                node.module, node.parameters, env=plan.environment, log=log, node_name=node.name,
+                namespace=node.namespace, parameter_files=node.parameter_files, remappings=node.remappings,
+            )))
     return processes
 
 
 def stop_processes(processes) -> dict[str, int]:
-    from lerobot_ros.processes import stop
-
     # The executor first, so it closes its session while the server still answers.
     return {name: stop(process) for name, process in reversed(processes)}
 

@@ -8,10 +8,10 @@ turn it into ``launch_ros`` actions, the demo into ``python -m`` processes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lerobot_ros.processes import ros_args
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PACKAGE = "lerobot_ros"
@@ -40,16 +40,7 @@ class NodeSpec:
 
     def ros_arguments(self) -> list[str]:
         """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
-        args = ["--ros-args", "-r", f"__node:={self.name}"]
-        if self.namespace:
-            args += ["-r", f"__ns:={_absolute(self.namespace)}"]
-        for path in self.parameter_files:
-            args += ["--params-file", path]
-        for name, value in self.parameters.items():
-            args += ["-p", f"{name}:={json.dumps(value)}"]
-        for source, target in self.remappings:
-            args += ["-r", f"{source}:={target}"]
-        return args
+        return ros_args(self.parameters, self.name, _absolute(self.namespace), self.parameter_files, self.remappings)
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,31 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 
-def ros_args(parameters: Mapping[str, Any], node_name: str | None = None) -> list[str]:
-    """``--ros-args [-r __node:=name] -p name:=value ...``, values written as YAML."""
+def ros_args(
+    parameters: Mapping[str, Any],
+    node_name: str | None = None,
+    namespace: str = "",
+    parameter_files: Sequence[str] = (),
+    remappings: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """``--ros-args`` for a node: name, namespace, parameter files, then parameters
+    (which win over the files; values written as YAML), then remappings."""
     args = ["--ros-args"]
     if node_name:
         args += ["-r", f"__node:={node_name}"]
+    if namespace:
+        args += ["-r", f"__ns:={namespace}"]
+    for path in parameter_files:
+        args += ["--params-file", path]
     for name, value in parameters.items():
         # JSON is valid YAML; it quotes strings and writes lists as [..].
         args += ["-p", f"{name}:={json.dumps(value)}"]
+    for source, target in remappings:
+        args += ["-r", f"{source}:={target}"]
     return args
 
 
@@ -32,15 +45,17 @@ def spawn_node(
     env: Mapping[str, str] | None = None,
     log: IO[str] | None = None,
     node_name: str | None = None,
+    **wiring: Any,
 ) -> subprocess.Popen:
     """Run ``python -m <module>`` with ROS parameters (and a node name, if given).
 
+    ``wiring`` takes ``ros_args``' namespace, parameter_files and remappings.
     Output goes to ``log`` (stdout and stderr together) when given; otherwise
     both are piped. Give a long-running node a log file: nobody drains a pipe
     while it runs, and a full pipe would block the node.
     """
     return subprocess.Popen(
-        [sys.executable, "-m", module, *ros_args(parameters, node_name)],
+        [sys.executable, "-m", module, *ros_args(parameters, node_name, **wiring)],
         stdout=log if log is not None else subprocess.PIPE,
         stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
         text=True,

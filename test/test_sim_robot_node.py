@@ -1,8 +1,5 @@
 """sim_robot_node as a real process: the three command forms move it, its camera sees it."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Duration
@@ -12,7 +9,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from lerobot_ros import images
-from lerobot_ros.processes import ros_args, stop
+from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.sim.default_policy import HOME_POSE, SO101_JOINT_NAMES
 
 NAMESPACE = "/sim_test"
@@ -22,10 +19,11 @@ NAMESPACE = "/sim_test"
 def sim_robot(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("sim") / "sim_robot.log"
     with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "lerobot_ros.sim.robot_node",
-             *ros_args({"camera_transport": "compressed", "camera_topics": ["camera/front/image"]}), "-r", f"__ns:={NAMESPACE}"],
-            stdout=log, stderr=subprocess.STDOUT, text=True,
+        process = spawn_node(
+            "lerobot_ros.sim.robot_node",
+            {"camera_transport": "compressed", "camera_topics": ["camera/front/image"]},
+            log=log,
+            namespace=NAMESPACE,
         )
     yield process
     assert stop(process) == 0, log_path.read_text()
