@@ -7,6 +7,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from lerobot_ros.executor.latency import WindowedLatencyTracker
+
 
 @dataclass(frozen=True)
 class ServerHealth:
@@ -41,6 +43,7 @@ class ServerStats:
         self._clock = clock or time.monotonic
         self._lock = threading.Lock()
         self._inference: deque[tuple[float, float]] = deque(maxlen=window)  # (finished_at, seconds)
+        self._durations = WindowedLatencyTracker(window)
         self.requests_served = 0
         self.requests_rejected = 0
         self.requests_failed = 0
@@ -52,18 +55,14 @@ class ServerStats:
             if outcome == "ok":
                 self.requests_served += 1
                 self._inference.append((self._clock(), inference_s))
+                self._durations.add(inference_s)
             elif outcome == "failed":
                 self.requests_failed += 1
             else:
                 self.requests_rejected += 1
 
     def inference_percentiles_ms(self) -> tuple[float, float]:
-        with self._lock:
-            values = sorted(seconds for _, seconds in self._inference)
-        if not values:
-            return 0.0, 0.0
-        pick = lambda q: values[min(len(values) - 1, int(round(q * (len(values) - 1))))] * 1000.0  # noqa: E731
-        return pick(0.5), pick(0.95)
+        return self._durations.p50 * 1000.0, self._durations.p95 * 1000.0
 
     def utilization(self, horizon_s: float = 10.0) -> float:
         now = self._clock()

@@ -77,3 +77,21 @@ def test_open_request_round_trip():
 
     request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
     assert wire.open_request_from_msg(wire.open_request_to_msg(request)) == request
+
+
+def test_server_stats_count_outcomes_and_window_inference_times():
+    from lerobot_ros.telemetry import ServerStats
+
+    now = [100.0]
+    stats = ServerStats(window=100, clock=lambda: now[0])
+    for ms in range(1, 101):
+        stats.record("ok", ms / 1000, superseded=1)
+    stats.record("rejected", 0.0, 0)
+    stats.record("failed", 0.0, 0)
+    p50, p95 = stats.inference_percentiles_ms()
+    assert p50 == pytest.approx(50.5) and p95 == pytest.approx(95.05)
+    assert (stats.requests_served, stats.requests_rejected, stats.requests_failed) == (100, 1, 1)
+    assert stats.observations_superseded == 100
+    assert stats.utilization(horizon_s=10.0) == pytest.approx(0.505)  # 5.05 s busy in the last 10 s
+    now[0] += 60.0
+    assert stats.utilization(horizon_s=10.0) == 0.0
