@@ -12,7 +12,6 @@ OPEN_SESSION = "open_session"
 CLOSE_SESSION = "close_session"
 RESET_EPISODE = "reset_episode"
 STATUS = "status"
-SERVICES = (GET_STATUS, OPEN_SESSION, CLOSE_SESSION, RESET_EPISODE)
 
 
 def observation_topic(client_id: str) -> str:

@@ -145,7 +145,6 @@ class RequestHandler:
             outcome = "dropped"
             reply.status, reply.error = ActionChunk.STATUS_REJECTED, f"client {ready.key!r} has no open session"
         else:
-            session.requests += 1
             decode_started = time.perf_counter()
             try:
                 if len(msg.state) > self.limits.max_state_dim:

@@ -32,7 +32,6 @@ class Session:
     # so its disappearance can be told apart from "not connected yet".
     publisher_seen: bool = False
     publisher_missing_since: float | None = None
-    requests: int = 0
     # An episode boundary was announced (ResetEpisode); the worker thread,
     # the only one that touches processors, resets them before the next request.
     processors_stale: bool = False
