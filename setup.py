@@ -43,6 +43,8 @@ setup(
         "server": ["lerobot[diffusion,smolvla]==0.6.1"],
         # The demo command saves a plot of commanded vs measured joints.
         "demo": ["matplotlib>=3.8"],
+        # bench/ compares against LeRobot's own gRPC async inference, in the same run.
+        "bench": ["lerobot[async]==0.6.1", "matplotlib>=3.8"],
         "ros-wheels": [
             *ros(
                 "rclpy[fastrtps]",
@@ -68,7 +70,14 @@ setup(
             "catkin_pkg",
         ],
         # eclipse-zenoh: the shipped rmw_zenoh configs are checked with zenoh's own parser.
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "colcon-common-extensions", "eclipse-zenoh>=1.4,<2"],
+        # hypothesis: property-based bad-input tests (test/test_bad_input_properties.py).
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "colcon-common-extensions",
+            "eclipse-zenoh>=1.4,<2",
+            "hypothesis>=6.100",
+        ],
     },
     entry_points={
         "console_scripts": [
