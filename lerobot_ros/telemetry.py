@@ -117,3 +117,9 @@ class ExecutorTelemetry:
     observations_too_old: int
     safety_interventions: int
     fallback: str
+    last_delay_steps: int
+    last_trimmed_rows: int
+    chunk_boundaries: int
+    boundary_jump_mean: float
+    boundary_jump_max: float
+    action_step_mean: float

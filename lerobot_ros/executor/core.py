@@ -36,6 +36,7 @@ from lerobot_ros.executor.chunks import InFlight, ValidatedModel
 from lerobot_ros.executor.latency import WindowedLatencyTracker
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
+from lerobot_ros.executor.smoothness import SmoothnessTracker
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, fallback_action
 from lerobot_ros.telemetry import ExecutorTelemetry
@@ -117,6 +118,9 @@ class ExecutorCore:
         self.fallback_ticks = 0
         self.observations_too_old = 0
         self.safety_interventions = 0
+        self.smoothness = SmoothnessTracker()
+        self.last_delay_steps = 0  # the latest merged chunk's latency, in control steps
+        self.last_trimmed_rows = 0  # rows of it replace mode skipped
 
     # ------------------------------------------------------------ control tick
 
@@ -127,11 +131,14 @@ class ExecutorCore:
             decision = self.failsafe.tick(now_s, depth, self.queue.next_action_age_s(now_s))
             if decision.clear_queue:
                 self.queue.clear()
+                self.smoothness.queue_cleared()
             if decision.action is TickAction.NOTHING:
                 return None
             if depth == 0 and not self.failsafe.paused:
                 self.starvation_ticks += 1
             action = self.queue.get() if decision.action is TickAction.EXECUTE else None
+            if action is not None:
+                self.smoothness.action_executed(action)
             measured = self.sensors.measured_positions()
             if action is None:
                 self.fallback_ticks += 1
@@ -203,14 +210,19 @@ class ExecutorCore:
                 self.in_flight.drop("stale_episode", "a reset or reconnect happened while the chunk was on its way")
                 return False
             self.latency.add(latency_s)
-            self.queue.merge(
+            queued_before = self.queue.get_processed_left_over()
+            self.last_delay_steps = math.ceil(latency_s * self.settings.fps - 1e-9)
+            self.last_trimmed_rows = self.queue.merge(
                 chunk.actions_model,
                 chunk.actions_robot,
-                real_delay=math.ceil(latency_s * self.settings.fps - 1e-9),
+                real_delay=self.last_delay_steps,
                 action_index_before_inference=prepared.snapshot.action_index,
                 # Age counts from when the oldest sensor sample was read, not
                 # from the send: the policy planned from that moment's world.
                 source_time_s=request.sent_monotonic_ns / 1e9 - prepared.observation.oldest_age_s,
+            )
+            self.smoothness.chunk_merged(
+                queued_before if queued_before is not None else np.empty((0, self.dim)), self.queue.rtc_enabled
             )
             self.chunks_merged += 1
             self.failsafe.on_chunk_merged(now_s)
@@ -266,6 +278,7 @@ class ExecutorCore:
             if grant.rtc_enabled != self.rtc_active or self._sessions_opened == 1:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
                 self.queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self.dim)
+                self.smoothness.queue_cleared()
             self.rtc_active = grant.rtc_enabled
             self.failsafe.on_handshake_ok(now_s)
 
@@ -307,6 +320,7 @@ class ExecutorCore:
         """Clear the queue and bump the episode; returns (session id, new episode) for the server."""
         with self._lock:
             self.queue.clear()
+            self.smoothness.episode_reset()
             self.episode += 1
             self.in_flight.cancel()
             return self.session_id, self.episode
@@ -350,4 +364,10 @@ class ExecutorCore:
             observations_too_old=self.observations_too_old,
             safety_interventions=self.safety_interventions,
             fallback=self.settings.fallback,
+            last_delay_steps=self.last_delay_steps,
+            last_trimmed_rows=self.last_trimmed_rows,
+            chunk_boundaries=self.smoothness.boundaries,
+            boundary_jump_mean=self.smoothness.jump_mean,
+            boundary_jump_max=self.smoothness.jump_max,
+            action_step_mean=self.smoothness.step_mean,
         )

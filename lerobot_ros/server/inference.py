@@ -11,6 +11,7 @@ Only the inference worker thread calls into this module.
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from lerobot_ros import images
-from lerobot_ros.data_plane import ObservationFrame
+from lerobot_ros.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import LoadedPolicy
 from lerobot_ros.server.policy_families import EXCLUSIVE
 
@@ -40,13 +41,32 @@ class InferenceResult:
     inference_delay_steps: int
 
 
+def request_noise_seed(base_seed: int, request: RequestId) -> int:
+    """The torch seed of one request's noise: a function of who asked for what, not of arrival order.
+
+    So a session's chunks are reproducible whatever other robots do meanwhile,
+    and an offline run (replay, a parity check) can draw the same noise.
+    """
+    key = f"{base_seed}:{request.client_id}:{request.episode}:{request.seq}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") & ((1 << 63) - 1)
+
+
 def _to_numpy(actions: torch.Tensor) -> np.ndarray:
     return actions.detach().to("cpu", torch.float32).numpy().reshape(actions.shape[-2], actions.shape[-1])
 
 
 class PolicyRunner:
-    def __init__(self, loaded: LoadedPolicy, rtc_enabled: bool = False, rtc_execution_horizon: int = 10) -> None:
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        rtc_enabled: bool = False,
+        rtc_execution_horizon: int = 10,
+        noise_seed: int | None = None,
+        inject_delay_s: float = 0.0,
+    ) -> None:
         self.loaded = loaded
+        self.noise_seed = noise_seed
+        self.inject_delay_s = inject_delay_s
         self.capabilities = loaded.capabilities
         self.exclusive = loaded.capabilities.serving_mode == EXCLUSIVE
         self.rtc_active = rtc_enabled and loaded.capabilities.rtc_supported
@@ -147,6 +167,10 @@ class PolicyRunner:
         # RTC guidance happens only when there is a prefix to hold the chunk to.
         rtc_applied = kwargs.get("prev_chunk_left_over") is not None
         preprocessed = time.perf_counter()
+        if self.noise_seed is not None:
+            torch.manual_seed(request_noise_seed(self.noise_seed, frame.request))
+        if self.inject_delay_s:
+            time.sleep(self.inject_delay_s)  # counted as inference: it stands for a slower model
         actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
         if actions.device.type == "cuda":
             torch.cuda.synchronize(actions.device)

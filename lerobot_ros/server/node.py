@@ -76,6 +76,17 @@ PARAMETERS = (
     ParameterSpec("capture_max_mb", 256, "Size bound of the capture directory (MiB); oldest segments are deleted"),
     ParameterSpec("http_port", 0, "Port of the HTTP /healthz and /metrics endpoint; 0: off"),
     ParameterSpec("http_host", "127.0.0.1", "Address the HTTP endpoint binds to"),
+    ParameterSpec(
+        "noise_seed",
+        -1,
+        "-1: fresh noise every request; >= 0: seed each request's noise from (seed, client, episode, seq), "
+        "making flow-matching and diffusion chunks reproducible",
+    ),
+    ParameterSpec(
+        "inject_delay_s",
+        0.0,
+        "Fault injection: extra seconds before each inference, to rehearse a slower model; keep 0 in production",
+    ),
 )
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -108,6 +119,10 @@ def parameter_problems(params: dict) -> list[str]:
     for name in ("max_sessions", "rtc_execution_horizon", "max_image_bytes"):
         if params[name] < 1:
             problems.append(f"'{name}' is {params[name]}, expected 1 or more")
+    if params["noise_seed"] < -1:
+        problems.append(f"'noise_seed' is {params['noise_seed']}, expected -1 (off) or a seed >= 0")
+    if params["inject_delay_s"] < 0:
+        problems.append(f"'inject_delay_s' is {params['inject_delay_s']}, expected 0 or more")
     for name in ("heartbeat_period_s", "session_idle_timeout_s"):
         if params[name] <= 0:
             problems.append(f"'{name}' is {params[name]}, expected more than 0")
@@ -191,7 +206,15 @@ class PolicyServerNode(Node):
             f"loaded {loaded.capabilities.policy_type} in {time.monotonic() - started:.1f} s; "
             f"serving mode {loaded.capabilities.serving_mode}: {loaded.serving_reason}"
         )
-        return PolicyRunner(loaded, self.params["rtc_enabled"], self.params["rtc_execution_horizon"])
+        if self.params["inject_delay_s"] > 0:
+            self.get_logger().warning(f"fault injection: every inference is delayed by {self.params['inject_delay_s']} s")
+        return PolicyRunner(
+            loaded,
+            self.params["rtc_enabled"],
+            self.params["rtc_execution_horizon"],
+            noise_seed=self.params["noise_seed"] if self.params["noise_seed"] >= 0 else None,
+            inject_delay_s=self.params["inject_delay_s"],
+        )
 
     def _warm_up(self) -> None:
         count = self.params["warmup_inferences"]
