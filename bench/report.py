@@ -1,4 +1,4 @@
-"""Write a benchmark's results into docs/benchmarks.md, between markers.
+"""Write a benchmark's results into docs/benchmarks.md (or docs/reliability.md), between markers.
 
 Each benchmark owns one section, ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``;
 re-running it replaces only that section, so the file keeps every result with
@@ -13,7 +13,9 @@ import subprocess
 from datetime import date
 from pathlib import Path
 
-BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+BENCHMARKS_MD = DOCS / "benchmarks.md"
+RELIABILITY_MD = DOCS / "reliability.md"
 
 
 def machine() -> str:
@@ -21,11 +23,11 @@ def machine() -> str:
     return f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, {date.today().isoformat()}"
 
 
-def write_section(name: str, command: str, body: str) -> None:
+def write_section(name: str, command: str, body: str, document: Path = BENCHMARKS_MD) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     section = f"{start}\nCommand: `{command}` ({machine()})\n\n{body.strip()}\n{end}"
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    text = document.read_text() if document.exists() else f"# {document.stem.capitalize()}\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
-    BENCHMARKS_MD.write_text(text)
+    document.write_text(text)
     print(section)
