@@ -1,0 +1,249 @@
+"""What the benchmark scripts share: isolation, outputs, processes, statistics, ROS watchers.
+
+Every benchmark script imports this module FIRST: it isolates the ROS graph
+(own ROS_DOMAIN_ID, localhost-only discovery) and keeps the Hugging Face Hub
+offline, exactly as test/conftest.py does for the test suite.
+
+Outputs: each script takes ``--smoke`` (tiny sizes, seconds), ``--document``
+(the Markdown file its section goes to; default docs/benchmarks.md, a
+temporary file under ``--smoke``) and ``--plot-dir`` (where its PNG goes;
+default docs/, the document's folder under ``--smoke``), so a smoke run never
+touches docs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+# Always override: the shell may point at a domain with real robots in it.
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+from report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds); writes to a temporary document")
+    parser.add_argument("--document", type=Path, default=None, help="Markdown file for the section (default docs/benchmarks.md)")
+    parser.add_argument("--plot-dir", type=Path, default=None, help="folder for the PNG (default docs/)")
+
+
+def outputs(args) -> tuple[Path, Path]:
+    """(document, plot folder); a smoke run without --document writes to a temporary folder."""
+    if args.document is None:
+        args.document = Path(tempfile.mkdtemp(prefix="bench_smoke_")) / "benchmarks.md" if args.smoke else BENCHMARKS_MD
+    if args.plot_dir is None:
+        args.plot_dir = DOCS if args.document.resolve() == BENCHMARKS_MD.resolve() else args.document.parent
+    args.plot_dir.mkdir(parents=True, exist_ok=True)
+    return args.document, args.plot_dir
+
+
+def image_link(document: Path, png: Path) -> str:
+    """The path of ``png`` as the document should reference it."""
+    try:
+        return str(png.resolve().relative_to(document.resolve().parent))
+    except ValueError:
+        return str(png.resolve())
+
+
+# --------------------------------------------------------------- statistics
+
+
+def percentile(values, q: float) -> float:
+    """Nearest-rank percentile, q in [0, 1]; NaN for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def median(values) -> float:
+    values = list(values)
+    return statistics.median(values) if values else float("nan")
+
+
+def ms(seconds: float, digits: int = 1) -> str:
+    return f"{seconds * 1000:.{digits}f}"
+
+
+# ---------------------------------------------------------------- processes
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_for_log(process: subprocess.Popen, log: Path, text: str, timeout_s: float) -> None:
+    """Wait (bounded) until ``text`` appears in ``log``; raise with the log's tail otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while text not in (log.read_text(errors="replace") if log.exists() else ""):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise RuntimeError(f"{log.name}: {text!r} did not appear within {timeout_s:.0f} s (exit {process.poll()}):\n{tail}")
+        time.sleep(0.1)
+
+
+def start_server(directory: Path, node_name: str, parameters: dict, timeout_s: float = 240.0) -> subprocess.Popen:
+    """policy_server_node as a process, waited for until it serves (bounded)."""
+    from lerobot_ros.processes import spawn_node
+
+    log_path = directory / f"{node_name}.log"
+    with log_path.open("w") as log:
+        server = spawn_node("lerobot_ros.server.node", {"audit_log": "off", "device": "cpu", **parameters},
+                            log=log, node_name=node_name)
+    try:
+        wait_for_log(server, log_path, "ready: serving", timeout_s)
+    except BaseException:
+        from lerobot_ros.processes import stop
+
+        stop(server)
+        raise
+    return server
+
+
+def start_executor(directory: Path, node_name: str, parameters: dict):
+    from lerobot_ros.processes import spawn_node
+
+    with (directory / f"{node_name}.log").open("w") as log:
+        return spawn_node("lerobot_ros.executor.node", parameters, log=log, node_name=node_name)
+
+
+def start_script(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:
+    """A helper process (test/processes/*.py), output to a log file."""
+    with (directory / f"{name}.log").open("w") as log:
+        return subprocess.Popen([sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_all(processes) -> None:
+    from lerobot_ros.processes import stop
+
+    for process in reversed([p for p in processes if p is not None]):
+        stop(process)
+
+
+# ------------------------------------------------------------- ROS watchers
+
+
+class Watcher:
+    """An rclpy node spun in a background thread that keeps the latest ExecutorStatus
+    of each executor and every ActionChunk it hears, with the receive instant.
+
+    The chunk echoes the executor's ``sent_monotonic_ns``; on one host
+    CLOCK_MONOTONIC is shared by all processes, so ``received_ns - sent`` is the
+    round trip as a third process sees it (within one DDS delivery of the executor's own).
+    """
+
+    def __init__(self, name: str = "bench_watcher") -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        if not rclpy.ok():
+            rclpy.init()
+        self.node = rclpy.create_node(f"{name}_{os.getpid()}")
+        self.lock = threading.Lock()
+        self.status: dict[str, object] = {}
+        self.chunks: dict[str, list[tuple[int, object]]] = defaultdict(list)
+        self._executor = SingleThreadedExecutor()
+        self._executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self._executor.spin_once(timeout_sec=0.05)
+
+    def watch_status(self, executor_name: str) -> None:
+        from lerobot_ros.msg import ExecutorStatus
+        from lerobot_ros.qos import STATUS_QOS
+
+        def keep(msg, name=executor_name):
+            with self.lock:
+                self.status[name] = msg
+
+        self.node.create_subscription(ExecutorStatus, f"/{executor_name}/status", keep, STATUS_QOS)
+
+    def watch_chunks(self, server_namespace: str, client_id: str) -> None:
+        from lerobot_ros.msg import ActionChunk
+        from lerobot_ros.qos import ACTION_CHUNK_QOS
+
+        def keep(msg, client=client_id):
+            received = time.monotonic_ns()
+            with self.lock:
+                self.chunks[client].append((received, msg))
+
+        topic = f"{server_namespace.rstrip('/')}/clients/{client_id}/action_chunk"
+        self.node.create_subscription(ActionChunk, topic, keep, ACTION_CHUNK_QOS)
+
+    def latest(self, executor_name: str):
+        with self.lock:
+            return self.status.get(executor_name)
+
+    def wait(self, predicate, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if predicate():
+                    return True
+            time.sleep(0.05)
+        with self.lock:
+            return bool(predicate())
+
+    def wait_streaming(self, names, min_chunks: int, timeout_s: float) -> bool:
+        def ready():
+            return all(
+                (s := self.status.get(n)) is not None and s.state_name == "STREAMING" and s.chunks_merged >= min_chunks
+                for n in names
+            )
+
+        return self.wait(ready, timeout_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._executor.remove_node(self.node)
+        self.node.destroy_node()
+
+
+def counters(status) -> dict:
+    """The cumulative counters of an ExecutorStatus, as a dict (for window deltas)."""
+    fields = ("commands_published", "requests_sent", "chunks_merged", "chunks_dropped", "request_timeouts",
+              "starvation_ticks", "fallback_ticks", "chunk_boundaries", "boundary_jump_mean", "boundary_jump_max",
+              "action_step_mean", "last_delay_steps", "last_trimmed_rows", "latency_ms_p50", "latency_ms_p95")
+    values = {name: getattr(status, name) for name in fields}
+    values["rtc_active"] = bool(status.rtc_active)
+    values["state_name"] = status.state_name
+    values["t"] = time.monotonic()
+    return values

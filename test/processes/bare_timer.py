@@ -1,0 +1,47 @@
+"""The jitter baseline: a bare rclpy wall timer publishing the executor's command message.
+
+One node, the default SingleThreadedExecutor, one timer at --fps that
+publishes a std_msgs/Float64MultiArray of six values (what
+chunk_executor_node publishes in forward_command mode) on --topic with the
+executor's command QoS. Nothing else runs in the process, so the period
+seen by a subscriber is rclpy's timer + one DDS hop, nothing more.
+
+usage: bare_timer.py --topic /t/bare_commands --fps 100 [--run-s 120]
+"""
+
+import argparse
+import sys
+import time
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from std_msgs.msg import Float64MultiArray
+
+from lerobot_ros.qos import COMMAND_QOS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--fps", type=float, required=True)
+    parser.add_argument("--run-s", type=float, default=300.0)
+    args = parser.parse_args()
+    rclpy.init()
+    node = rclpy.create_node("bare_timer")
+    publisher = node.create_publisher(Float64MultiArray, args.topic, COMMAND_QOS)
+    msg = Float64MultiArray(data=[0.11, -0.52, 0.83, 0.34, -0.05, 0.26])
+    node.create_timer(1.0 / args.fps, lambda: publisher.publish(msg))
+    deadline = time.monotonic() + args.run_s
+    try:
+        while rclpy.ok() and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
