@@ -247,3 +247,8 @@ def counters(status) -> dict:
     values["state_name"] = status.state_name
     values["t"] = time.monotonic()
     return values
+
+
+def load_average() -> float:
+    """The 1-minute load average: how busy the shared machine was (2 cores)."""
+    return os.getloadavg()[0]
