@@ -48,7 +48,7 @@ FPS = 30.0
 CHUNK = 50
 
 
-def sweep_point(watcher, directory: Path, count: int, seconds: float) -> dict:
+def sweep_point(watcher, directory: Path, count: int, seconds: float, settle_s: float) -> dict:
     prefix = f"/cap{count}"
     robot = common.start_script(directory, f"cap{count}_robot", [
         str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(directory / f"cap{count}.jsonl"), "--run-s", str(seconds + 200)])
@@ -67,10 +67,12 @@ def sweep_point(watcher, directory: Path, count: int, seconds: float) -> dict:
                 "state_topic": f"{prefix}/joint_states", "output_topic": f"{prefix}/commands_{index}",
                 "request_timeout_s": 20.0, "degraded_after_s": 20.0, "max_action_age_s": 25.0, "max_offline_s": 60.0,
             }))
-        if not watcher.wait_streaming(names, 1, 180):
+        if not watcher.wait_streaming(names, 1, 180, executors):
             states = {n: (s.state_name if (s := watcher.latest(n)) else None) for n in names}
-            raise RuntimeError(f"executors did not all stream: {states}")
-        time.sleep(2.0 + 0.5 * count)  # let the round robin settle
+            logs = "\n".join(f"--- {n} (exit {e.poll()}):\n" + (directory / f"{n}.log").read_text()[-1500:]
+                             for n, e in zip(names, executors) if states[n] != "STREAMING")
+            raise RuntimeError(f"executors did not all stream: {states}\n{logs}")
+        time.sleep(settle_s * count)  # let the round robin settle
         started = time.monotonic_ns()
         before = {n: common.counters(watcher.latest(n)) for n in names}
         time.sleep(seconds)
@@ -147,7 +149,7 @@ def main() -> None:
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     if args.smoke:
-        args.seconds, args.counts = 4.0, [1, 2]
+        args.seconds, args.counts = 3.0, [1, 2]
     load_before = common.load_average()
     watcher = common.Watcher("bench_capacity")
     rows = []
@@ -157,7 +159,7 @@ def main() -> None:
                                                    "inject_delay_s": args.inject_delay_s})
         try:
             for count in args.counts:
-                rows.append(sweep_point(watcher, tmp, count, args.seconds))
+                rows.append(sweep_point(watcher, tmp, count, args.seconds, 0.2 if args.smoke else 1.0))
                 print(f"done {count}: {rows[-1]['served']:.2f} chunks/s", flush=True)
         finally:
             common.stop_all([server])

@@ -221,14 +221,22 @@ class Watcher:
         with self.lock:
             return bool(predicate())
 
-    def wait_streaming(self, names, min_chunks: int, timeout_s: float) -> bool:
+    def wait_streaming(self, names, min_chunks: int, timeout_s: float, processes=()) -> bool:
+        """Until every named executor streams with ``min_chunks`` merged; False at the timeout
+        or as soon as one of ``processes`` has exited (a refused handshake exits at once)."""
         def ready():
             return all(
                 (s := self.status.get(n)) is not None and s.state_name == "STREAMING" and s.chunks_merged >= min_chunks
                 for n in names
             )
 
-        return self.wait(ready, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.wait(ready, 0.5):
+                return True
+            if any(p.poll() is not None for p in processes):
+                return False
+        return self.wait(ready, 0.0)
 
     def close(self) -> None:
         self._stop.set()

@@ -78,8 +78,9 @@ def run(watcher, directory: Path, name: str, fps: float, seconds: float, height:
         "buffer_time_s": 0.3, "degraded_after_s": 2.0, "max_action_age_s": 2.5,
     })
     try:
-        if not watcher.wait_streaming([executor_name], 2, 90):
-            raise RuntimeError(f"{executor_name} did not stream:\n" + (directory / f"{executor_name}.log").read_text()[-3000:])
+        if not watcher.wait_streaming([executor_name], 2, 120, [executor]):
+            raise RuntimeError(f"{executor_name} did not stream (exit {executor.poll()}):\n"
+                               + (directory / f"{executor_name}.log").read_text()[-3000:])
         time.sleep(1.0)
         cpu_before, started = common.cpu_seconds(executor.pid), time.monotonic()
         before = common.counters(watcher.latest(executor_name))
@@ -136,9 +137,10 @@ def main() -> None:
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     if args.smoke:
-        args.seconds = 3.0
+        args.seconds = 2.0
     jitter_rates = (30.0, 100.0) if not args.smoke else (100.0,)
     resource_transports = ("raw", "compressed") if not args.smoke else ("raw",)
+    load_before = common.load_average()
     watcher = common.Watcher("bench_jitter")
     jitter, resources = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,6 +157,7 @@ def main() -> None:
         finally:
             common.stop_all([server])
             watcher.close()
+    load_after = common.load_average()
 
     def row(label, r, s):
         return (f"| {label} | {s['n']} / {r['expected']} | {s['p50']:.2f} / {s['p99']:.2f} / {s['max']:.2f} "
@@ -184,7 +187,8 @@ def main() -> None:
 **Jitter.** {args.seconds:.0f} s steady-state window per rate (after the executor streams), forward_command mode,
 an ACT with two 96x128 cameras (JPEG, 30 Hz) served on the same 2-core machine (its inference competes for
 the CPU), buffer_time_s 0.3. Both command streams are received and timestamped by the same driver process,
-concurrently: the bare timer is the floor this machine gives any rclpy timer at that moment.
+concurrently: the bare timer is the floor this machine gives any rclpy timer at that moment. Load average
+(1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared with other engineers' runs).
 
 {chr(10).join(lines)}
 

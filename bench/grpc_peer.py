@@ -21,6 +21,7 @@ on loopback only, fed by this benchmark.
 
 from __future__ import annotations
 
+import os
 import pickle  # nosec - LeRobot's wire format; loopback only, our own data
 import re
 import subprocess
@@ -43,14 +44,19 @@ def free_port() -> int:
 
 class GrpcPeer:
     def __init__(self, directory: Path, fps: int = 30, timeout_s: float = 240.0) -> None:
-        import grpc
-        from lerobot.async_inference.configs import get_aggregate_function
-        from lerobot.async_inference.robot_client import RobotClient
+        directory.mkdir(parents=True, exist_ok=True)
+        previous = os.getcwd()
+        os.chdir(directory)  # importing LeRobot's client module creates logs/ in the working directory
+        try:
+            import grpc
+            from lerobot.async_inference.configs import get_aggregate_function
+            from lerobot.async_inference.robot_client import RobotClient
+        finally:
+            os.chdir(previous)
         from lerobot.transport import services_pb2, services_pb2_grpc
         from lerobot.transport.utils import grpc_channel_options
 
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.console = directory / "console.log"
         with self.console.open("w") as log:
@@ -59,7 +65,8 @@ class GrpcPeer:
                  f"--port={self.port}", f"--fps={fps}", "--inference_latency=0", "--obs_queue_timeout=60"],
                 cwd=directory, stdout=log, stderr=subprocess.STDOUT, text=True,
             )
-        common.wait_for_log(self.process, self.console, "PolicyServer started", timeout_s)
+        self.timeout_s = timeout_s
+        self.connected = False
         self.pb = services_pb2
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}", grpc_channel_options())
         self.stub = services_pb2_grpc.AsyncInferenceStub(self.channel)
@@ -67,6 +74,12 @@ class GrpcPeer:
         self.client = RobotClient.__new__(RobotClient)
         self.aggregate = get_aggregate_function("weighted_average")
         self.fps = fps
+
+    def wait_started(self) -> None:
+        """The server process starts in the background; wait (bounded) until it listens."""
+        if not self.connected:
+            common.wait_for_log(self.process, self.console, "PolicyServer started", self.timeout_s)
+            self.connected = True
 
     def load(self, checkpoint: Path, joint_names, cameras: dict[str, tuple[int, int]], chunk: int = 50) -> None:
         """Ready + SendPolicyInstructions for an ACT checkpoint; ``cameras`` maps raw keys to (height, width)."""
@@ -76,6 +89,7 @@ class GrpcPeer:
         hardware = {f"{name}.pos": float for name in joint_names} | {key: (h, w, 3) for key, (h, w) in cameras.items()}
         features = hw_to_dataset_features(hardware, "observation", use_video=False)
         self.joint_keys = [f"{name}.pos" for name in joint_names]
+        self.wait_started()
         self.stub.Ready(self.pb.Empty())
         config = RemotePolicyConfig("act", str(checkpoint), features, chunk, "cpu")
         self.stub.SendPolicyInstructions(self.pb.PolicySetup(data=pickle.dumps(config)))

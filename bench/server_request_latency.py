@@ -239,6 +239,7 @@ def main() -> None:
     configs = [(own[0], own[1], 1), (own[0], own[1], 3), (480, 640, 1), (480, 640, 3)]
     if args.smoke:
         args.requests, configs = 3, [(own[0], own[1], 1)]
+    load_before = common.load_average()
     rclpy.init()
     node = rclpy.create_node("bench_server_request_latency")
     results = []
@@ -253,6 +254,7 @@ def main() -> None:
             peer.close()
     node.destroy_node()
     rclpy.shutdown()
+    load_after = common.load_average()
 
     header = "| stage | " + " | ".join(r["label"] for r in results) + " |"
     rule = "|---" * (len(results) + 1) + "|"
@@ -287,7 +289,8 @@ the same frames (textured scenes) and the same state go to both. Camera frames s
 our executor JPEG-encodes them (q90), LeRobot's client pickles them raw. "96x128" is the policy's own
 (trained) resolution, fed as is; "480x640" is an ACT trained at 480x640 (its ResNet runs on the full frame,
 hence the long inference). Requests alternate between the stacks, one in flight, {args.requests} measured per stack
-and configuration after {WARMUP} warm-up requests. Medians (p95); overhead is computed per request.
+and configuration after {WARMUP} warm-up requests. Medians (p95); overhead is computed per request. Load average
+(1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared with other engineers' runs).
 
 {chr(10).join(lines)}
 

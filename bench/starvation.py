@@ -47,7 +47,7 @@ def window_mean(before: dict, after: dict, mean: str, count: str) -> float:
     return (after[mean] * after[count] - before[mean] * before[count]) / n
 
 
-def run(watcher, directory: Path, server_node: str, name: str, rtc: bool, seconds: float) -> dict:
+def run(watcher, directory: Path, server_node: str, name: str, rtc: bool, seconds: float, settle_chunks: int = 3) -> dict:
     prefix = f"/{name}"
     robot = common.start_script(directory, f"{name}_robot", [
         str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"),
@@ -60,9 +60,10 @@ def run(watcher, directory: Path, server_node: str, name: str, rtc: bool, second
         "state_topic": f"{prefix}/joint_states", "output_topic": f"{prefix}/commands", "rtc_requested": rtc,
     })
     try:
-        if not watcher.wait_streaming([executor_name], 3, 120):
-            raise RuntimeError(f"{executor_name} did not stream:\n" + (directory / f"{executor_name}.log").read_text()[-3000:])
-        time.sleep(1.0)
+        if not watcher.wait_streaming([executor_name], settle_chunks, 120, [executor]):
+            raise RuntimeError(f"{executor_name} did not stream (exit {executor.poll()}):\n"
+                               + (directory / f"{executor_name}.log").read_text()[-3000:])
+        time.sleep(1.0 if settle_chunks > 1 else 0.0)
         before = common.counters(watcher.latest(executor_name))
         time.sleep(seconds)
         after = common.counters(watcher.latest(executor_name))
@@ -117,7 +118,9 @@ def main() -> None:
     document, plot_dir = common.outputs(args)
     policies = ("act", "smolvla")
     if args.smoke:
-        args.seconds, args.delays, policies = 3.0, [0.05], ("smolvla",)
+        args.seconds, args.delays, policies = 2.0, [0.05], ("smolvla",)
+    settle = 1 if args.smoke else 3
+    load_before = common.load_average()
     results: dict[tuple, dict] = {}
     watcher = common.Watcher("bench_starvation")
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,12 +134,13 @@ def main() -> None:
                     try:
                         for label, rtc in MODES[policy]:
                             name = f"starve_{policy}_{int(delay * 1000)}_{'rtc' if rtc else 'append'}"
-                            results.setdefault((label, rtc), {})[delay] = run(watcher, tmp, node, name, rtc, args.seconds)
+                            results.setdefault((label, rtc), {})[delay] = run(watcher, tmp, node, name, rtc, args.seconds, settle)
                             print(f"done {label} {delay}", flush=True)
                     finally:
                         common.stop_all([server])
         finally:
             watcher.close()
+    load_after = common.load_average()
 
     lines = ["| mode | injected delay | latency p95 | ticks | empty-queue ticks | fallback ticks | chunks | "
              "boundary jump mean (window) / max (since start) | step inside a chunk | RTC active | last delay / trimmed rows |",
@@ -155,7 +159,8 @@ def main() -> None:
     plot(args.delays, results, png)
     body = f"""
 30 Hz, default buffer_time_s (0.5 s = 15 steps) and staleness bounds, chunks of 50, one executor per run,
-{args.seconds:.0f} s window after the executor streams (counters from its `~/status`). Robot units are radians;
+{args.seconds:.0f} s window after the executor streams (counters from its `~/status`); load average (1 min)
+{load_before:.1f} before, {load_after:.1f} after (2 cores, shared). Robot units are radians;
 the driver's joints stand still, so ACT (deterministic) answers the same chunk every time, while SmolVLA draws
 fresh flow-matching noise per request.
 

@@ -1,0 +1,54 @@
+"""The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
+
+Each script (bench/server_request_latency.py, executor_jitter.py,
+starvation.py, capacity.py) runs as its own process, one after the other,
+writing its section and plot into a temporary folder (never docs/), bounded
+in time; the test checks its exit code, its section (command line, a table,
+the plot's link) and its PNG. Numbers are not checked: on a shared 2-core
+machine they mean nothing at these sizes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = {
+    "server_request_latency": "bench_latency_breakdown.png",
+    "executor_jitter": "bench_jitter.png",
+    "starvation": "bench_starvation.png",
+    "capacity": "bench_capacity.png",
+}
+TIMEOUT_S = 300
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_benchmark_script_smoke(tmp_path, name):
+    # Each script isolates its own ROS graph (a domain from its pid), as the suite does.
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    document = tmp_path / "benchmarks.md"
+    docs_before = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
+    try:
+        run = subprocess.run(
+            [sys.executable, str(REPO / "bench" / f"{name}.py"), "--smoke", "--document", str(document),
+             "--plot-dir", str(tmp_path)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"bench/{name}.py --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    assert run.returncode == 0, f"bench/{name}.py --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = document.read_text()
+    assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
+    assert f"python bench/{name}.py --smoke" in text
+    assert "|---|" in text, "the section has no table"
+    png = tmp_path / SCRIPTS[name]
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"no plot {png}"
+    assert f"]({SCRIPTS[name]})" in text, "the section does not show its plot"
+    docs_after = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
+    assert docs_after == docs_before, "a smoke run wrote a plot into docs/"
