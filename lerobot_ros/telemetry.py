@@ -123,3 +123,5 @@ class ExecutorTelemetry:
     boundary_jump_mean: float
     boundary_jump_max: float
     action_step_mean: float
+    prefix_deviation_mean: float
+    prefix_deviation_max: float

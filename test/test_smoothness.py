@@ -59,3 +59,14 @@ def test_first_chunk_and_a_new_episode_are_not_boundaries():
     _play(queue, tracker, 2)
     assert tracker.boundaries == 0 and tracker.jump_max == 0.0
     assert tracker.steps == 2  # 0.0->0.1 and 5.0->5.1; nothing across the reset
+
+
+def test_prefix_deviation_compares_the_new_chunk_with_what_was_executed_meanwhile():
+    tracker = SmoothnessTracker()
+    executed = _chunk(0.0, length=3)  # 0.0, 0.1, 0.2 played while the chunk was inferred
+    tracker.overlap_measured(executed, _chunk(0.0, length=6) + np.float32(0.05))
+    tracker.overlap_measured(executed, _chunk(1.0, length=6))
+    tracker.overlap_measured(executed[:0], _chunk(9.0))  # nothing executed meanwhile: nothing to compare
+    assert tracker.overlaps == 2
+    assert tracker.deviation_mean == pytest.approx((0.05 + 1.0) / 2)
+    assert tracker.deviation_max == pytest.approx(1.0)

@@ -185,7 +185,9 @@ class ExecutorCore:
                     observation, cameras={n: f for n, f in observation.cameras.items() if n in self.policy_cameras}
                 )
             rtc = self.rtc_active
-            snapshot = self.queue.snapshot(max_steps=self.rtc_horizon if rtc else 0)
+            # Also taken in append mode (sent only with RTC): the merge measures
+            # how the new chunk continues the rows executed meanwhile.
+            snapshot = self.queue.snapshot(max_steps=self.rtc_horizon or self.chunk_size)
             delay = self.latency.delay_steps(self.settings.fps) if rtc else 0
             self._seq += 1
             request = RequestId(self.session_id, self.settings.client_id, self._seq, self.episode, self.epoch, now_ns)
@@ -211,6 +213,9 @@ class ExecutorCore:
                 return False
             self.latency.add(latency_s)
             queued_before = self.queue.get_processed_left_over()
+            consumed = self.queue.get_action_index() - prepared.snapshot.action_index
+            if prepared.snapshot.left_over_robot is not None and consumed > 0:
+                self.smoothness.overlap_measured(prepared.snapshot.left_over_robot[:consumed], chunk.actions_robot)
             self.last_delay_steps = math.ceil(latency_s * self.settings.fps - 1e-9)
             self.last_trimmed_rows = self.queue.merge(
                 chunk.actions_model,
@@ -370,4 +375,6 @@ class ExecutorCore:
             boundary_jump_mean=self.smoothness.jump_mean,
             boundary_jump_max=self.smoothness.jump_max,
             action_step_mean=self.smoothness.step_mean,
+            prefix_deviation_mean=self.smoothness.deviation_mean,
+            prefix_deviation_max=self.smoothness.deviation_max,
         )
