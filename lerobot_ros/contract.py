@@ -15,6 +15,13 @@ SCHEMA_VERSION = 1
 #: A client id becomes one ROS name segment of the data plane topics.
 CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 CLIENT_ID_MAX_LENGTH = 64
+#: Size bounds of what a robot may declare or send. Far above any real robot
+#: (a VLA task is a sentence; an arm has tens of joints), low enough that an
+#: oversize request is refused before it is compared, echoed or logged.
+MAX_TASK_CHARS = 2048
+MAX_NAME_CHARS = 256  # one action, joint or camera name
+MAX_NAMES = 256  # action names or cameras in one declaration
+MAX_ID_CHARS = 128  # a session id (the server makes 16 hex digits)
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,25 @@ def client_id_problem(client_id: str) -> str | None:
             f"client_id {client_id!r} is not a valid ROS name segment: expected letters, digits and "
             "underscores, starting with a letter"
         )
+    return None
+
+
+def size_problem(what: str, value: str, limit: int) -> str | None:
+    """Why the string ``value`` is too long to accept, or None (the value itself is not echoed)."""
+    if len(value) <= limit:
+        return None
+    return f"{what} is {len(value)} characters long; at most {limit} are accepted"
+
+
+def names_size_problem(what: str, names: tuple[str, ...] | list[str], expected_count: int | None = None) -> str | None:
+    """Why a list of names is too large to accept, or None; checked before the names are compared or echoed."""
+    if len(names) > MAX_NAMES:
+        expected = f" (the policy expects {expected_count})" if expected_count is not None else ""
+        return f"{what} holds {len(names)} names; at most {MAX_NAMES} are accepted{expected}"
+    for index, name in enumerate(names):
+        problem = size_problem(f"{what}[{index}]", name, MAX_NAME_CHARS)
+        if problem:
+            return problem
     return None
 
 

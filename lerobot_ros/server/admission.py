@@ -14,7 +14,16 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from lerobot_ros.contract import OpenRequest, ServerCapabilities, action_names_mismatch, client_id_problem, missing_cameras
+from lerobot_ros.contract import (
+    MAX_TASK_CHARS,
+    OpenRequest,
+    ServerCapabilities,
+    action_names_mismatch,
+    client_id_problem,
+    missing_cameras,
+    names_size_problem,
+    size_problem,
+)
 
 #: Relative fps difference tolerated without a warning.
 FPS_TOLERANCE = 0.01
@@ -91,6 +100,16 @@ def admit(
             Refusal.SCHEMA_VERSION,
             f"observation schema version {request.schema_version} is not supported; expected {low}..{high}",
         )
+    # Sizes first: an oversize list or string is refused before it is compared or echoed in a message.
+    oversize = names_size_problem("action_names", request.action_names, len(capabilities.action_names))
+    if oversize:
+        return Admission.refuse(Refusal.ACTION_NAMES, oversize)
+    oversize = names_size_problem("camera_names", request.camera_names, len(capabilities.cameras))
+    if oversize:
+        return Admission.refuse(Refusal.CAMERAS, oversize)
+    oversize = size_problem("task", request.task, MAX_TASK_CHARS)
+    if oversize:
+        return Admission.refuse(Refusal.TASK, oversize)
     mismatch = action_names_mismatch(capabilities.action_names, request.action_names)
     if mismatch:
         return Admission.refuse(Refusal.ACTION_NAMES, mismatch)
