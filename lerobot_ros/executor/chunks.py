@@ -25,6 +25,9 @@ import numpy as np
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
 
 STATUS_OK = 0  # ActionChunk.STATUS_OK
+#: A drop explanation echoes what the chunk carried (error text, names); a
+#: forged chunk must not make it arbitrarily long.
+MAX_DROP_EXPLANATION_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ class InFlight:
     def drop(self, code: str, explanation: str) -> None:
         with self._condition:
             self.dropped[code] += 1
+            if len(explanation) > MAX_DROP_EXPLANATION_CHARS:
+                explanation = f"{explanation[:MAX_DROP_EXPLANATION_CHARS]}...({len(explanation)} characters)"
             self.last_drop = f"{code}: {explanation}"
 
     def wait(self, timeout_s: float) -> Answer:

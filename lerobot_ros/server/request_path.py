@@ -9,6 +9,7 @@ chunk and never ends the worker. Every request gets exactly one audit line.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.contract import ServerCapabilities
+from lerobot_ros.contract import MAX_ID_CHARS, MAX_NAME_CHARS, MAX_NAMES, MAX_TASK_CHARS, ServerCapabilities, size_problem
 from lerobot_ros.data_plane import (
     ChunkReply,
     DataPlaneError,
@@ -43,6 +44,39 @@ class RequestLimits:
     max_image_pixels: int = 4096 * 4096
     max_state_dim: int = 4096
     max_prefix_steps: int = 1024
+    max_task_chars: int = MAX_TASK_CHARS
+    max_id_chars: int = MAX_ID_CHARS
+    max_cameras: int = MAX_NAMES
+
+
+def check_sizes(msg, limits: RequestLimits = RequestLimits()) -> None:
+    """Refuse an oversize observation before anything in it is decoded, compared or echoed."""
+    if len(msg.state) > limits.max_state_dim:
+        raise ObservationRejected(f"state has {len(msg.state)} values; at most {limits.max_state_dim}")
+    for what, value, limit in (
+        ("session_id", msg.session_id, limits.max_id_chars),
+        ("client_id", msg.client_id, limits.max_id_chars),
+        ("task", msg.task, limits.max_task_chars),
+    ):
+        problem = size_problem(what, value, limit)
+        if problem:
+            raise ObservationRejected(problem)
+    cameras = len(msg.compressed_camera_names) + len(msg.raw_camera_names)
+    frames = len(msg.compressed_images) + len(msg.raw_images)
+    if max(cameras, frames) > limits.max_cameras:
+        raise ObservationRejected(
+            f"{cameras} camera names and {frames} frames arrived; at most {limits.max_cameras} cameras are accepted"
+        )
+    for name in (*msg.compressed_camera_names, *msg.raw_camera_names):
+        problem = size_problem("a camera name", name, MAX_NAME_CHARS)
+        if problem:
+            raise ObservationRejected(problem)
+    if msg.prefix_steps > limits.max_prefix_steps:
+        raise ObservationRejected(f"prefix_steps is {msg.prefix_steps}; at most {limits.max_prefix_steps} accepted")
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
 def check_observation(
@@ -125,6 +159,13 @@ class RequestHandler:
         taken = time.monotonic()
         msg = ready.item
         request = request_id_of(msg)
+        if len(request.session_id) > self.limits.max_id_chars or len(request.client_id) > self.limits.max_id_chars:
+            # The reply echoes the ids and the audit line records them: never an oversize copy.
+            request = dataclasses.replace(
+                request,
+                session_id=_bounded(request.session_id, self.limits.max_id_chars),
+                client_id=_bounded(request.client_id, self.limits.max_id_chars),
+            )
         active, maximum, pending = self.load()
         reply = ChunkReply(
             request=request,
@@ -147,8 +188,7 @@ class RequestHandler:
         else:
             decode_started = time.perf_counter()
             try:
-                if len(msg.state) > self.limits.max_state_dim:
-                    raise ObservationRejected(f"state has {len(msg.state)} values; at most {self.limits.max_state_dim}")
+                check_sizes(msg, self.limits)
                 frame = observation_from_msg(
                     msg, len(self.capabilities.action_names), self.limits.max_image_bytes, self.limits.max_image_pixels
                 )
