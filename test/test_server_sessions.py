@@ -217,6 +217,14 @@ def test_a_capture_replays_offline_to_the_same_actions(robots, policy_server, ac
     for seq in range(3):
         robot.request(robot.observation(seq, state=np.full(6, 0.1 * seq)))
     robot.request(robot.observation(3, state=np.zeros(2)))  # rejected: skipped by the replay
+    from lerobot_ros.server.capture import read_capture
+
+    def captured() -> int:  # the capture line is written just after the chunk is published
+        return sum(record["request"]["client_id"] == "replayed_arm" for record in read_capture(policy_server.capture))
+
+    deadline = time.monotonic() + 10
+    while captured() < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
     shutil.copytree(policy_server.capture, tmp_path / "capture")
     result = subprocess.run(
         [sys.executable, "-m", "lerobot_ros.server.replay", str(tmp_path / "capture"), "--checkpoint", str(act_checkpoint)],
