@@ -50,10 +50,12 @@ PLAYED_DURING_INFERENCE = (0, 3, 5, 4, 2, 6)
 def rtc_server(smolvla_checkpoint, tmp_path_factory, ros_node):
     from lerobot_ros.processes import stop
 
+    directory = tmp_path_factory.mktemp("rtc_server")
     server = start_server(
         smolvla_checkpoint,
-        tmp_path_factory.mktemp("rtc_server"),
+        directory,
         ros_node,
+        capture_dir=str(directory / "rtc_capture"),
         node_name="rtc",
         rtc_enabled=True,
         rtc_execution_horizon=HORIZON,
@@ -328,3 +330,21 @@ def test_rtc_asked_of_a_policy_without_it_is_downgraded_to_append_mode(policy_se
     assert "RTC requested but act cannot condition on a prefix" in executor.log.read_text()
     audit = [json.loads(line) for line in policy_server.audit.read_text().splitlines()]
     assert not any(record["rtc_applied"] for record in audit if record["client"] == "append_robot")
+
+
+def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_server, smolvla_checkpoint):
+    """Everything this module sent, prefixes and delays included, reproduced by the replay tool."""
+    import subprocess
+    import sys
+
+    def replay(*extra):
+        done = subprocess.run(
+            [sys.executable, "-m", "lerobot_ros.server.replay", str(rtc_server.capture), "--checkpoint",
+             str(smolvla_checkpoint), *extra], capture_output=True, text=True, timeout=300,
+        )
+        return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+
+    code, summary = replay("--noise-seed", str(NOISE_SEED))
+    assert code == 0 and summary["compared"] >= len(PLAYED_BEFORE_REQUEST) and summary["max_abs_difference"] == 0.0, summary
+    code, summary = replay()  # fresh noise: the sampled chunks differ
+    assert code == 1 and summary["differing"] == summary["compared"], summary

@@ -1,6 +1,6 @@
 """Replay a capture (``capture_dir``) through a policy offline and compare the actions.
 
-    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu]
+    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu] [--noise-seed N]
 
 Every captured request is rebuilt into the Observation message the robot
 sent (images exactly as they arrived) and run through the same request path
@@ -8,7 +8,9 @@ the server runs, with one session per captured session; the chunk is
 compared with the captured one. Use it to reproduce a robot's behaviour
 offline, to check a new checkpoint, dtype or device against recorded
 traffic, or to debug a rejected request. Prints a JSON summary (last line);
-exit code 0 when every request replays within ``--tolerance``.
+exit code 0 when every request replays within ``--tolerance``. Flow-matching
+and diffusion policies draw noise: they replay exactly when the server ran
+with ``noise_seed`` and the same seed is given here.
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ def replay(runner, records: Iterable[dict], tolerance: float = 0.0) -> dict:
             continue
         session = sessions.get(request["client_id"])
         if session is None or session.session_id != request["session_id"]:
+            # RTC guidance happens only for requests that carry a prefix, as on the server.
             session = Session(request["client_id"], request["task"], fps=0.0,
-                              rtc_enabled=runner.rtc_active and response["rtc_applied"], opened_at=time.monotonic(),
+                              rtc_enabled=runner.rtc_active, opened_at=time.monotonic(),
                               session_id=request["session_id"])
             session.processors = runner.new_session_processors()
             session.processors_stale = True
@@ -89,12 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest action difference counted as equal")
+    parser.add_argument("--noise-seed", type=int, default=None, help="the server's noise_seed, to replay sampled chunks exactly")
     args = parser.parse_args(argv)
     from lerobot_ros.server.checkpoint import load_policy
     from lerobot_ros.server.inference import PolicyRunner
 
     loaded = load_policy(args.checkpoint, device=args.device, dtype=args.dtype)
-    runner = PolicyRunner(loaded, rtc_enabled=True, rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10)
+    runner = PolicyRunner(loaded, rtc_enabled=True, rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10,
+                          noise_seed=args.noise_seed)
     summary = replay(runner, read_capture(args.capture_dir), args.tolerance)
     summary["within_tolerance"] = summary["compared"] > 0 and summary["differing"] == 0
     print(json.dumps(summary), flush=True)
