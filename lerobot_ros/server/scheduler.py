@@ -5,6 +5,10 @@ and an observation that arrives before the previous one was taken replaces
 it and is counted as superseded (the count rides on that session's next
 chunk); and no session starves — ready sessions are served in round-robin
 order, so a client that publishes fast cannot take turns from a slow one.
+Every deposited observation reaches the worker, taken or counted as
+superseded: one left waiting when its session is removed (closed, collected
+or replaced) is handed over first, so it too gets its audit line (the request
+path answers it without inference: its session is gone or no longer open).
 
 ``Scheduler`` is the seam: the worker only calls ``take``; ROS callbacks only
 call ``deposit``. A micro-batching scheduler (several sessions in one forward
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -73,6 +78,7 @@ class RoundRobinScheduler:
         self._condition = threading.Condition()
         self._mailboxes: dict[Hashable, Mailbox] = {}
         self._order: list[Hashable] = []  # rotation; the front is served first
+        self._orphans: deque[Ready] = deque()  # waiting when their session was removed
         self._closed = False
 
     def deposit(self, key: Hashable, item: Any) -> bool:
@@ -90,6 +96,8 @@ class RoundRobinScheduler:
         deadline = self._clock() + timeout_s
         with self._condition:
             while not self._closed:
+                if self._orphans:
+                    return self._orphans.popleft()
                 for position, key in enumerate(self._order):
                     mailbox = self._mailboxes[key]
                     if mailbox.full:
@@ -103,14 +111,17 @@ class RoundRobinScheduler:
             return None
 
     def remove(self, key: Hashable) -> None:
-        """Forget a session and drop its waiting observation, if any."""
+        """Forget a session; its waiting observation, if any, is handed to the worker next."""
         with self._condition:
-            if self._mailboxes.pop(key, None) is not None:
+            mailbox = self._mailboxes.pop(key, None)
+            if mailbox is not None:
                 self._order.remove(key)
+                if mailbox.full:
+                    self._orphans.append(mailbox.take(key))
 
     def pending(self) -> int:
         with self._condition:
-            return sum(1 for mailbox in self._mailboxes.values() if mailbox.full)
+            return len(self._orphans) + sum(1 for mailbox in self._mailboxes.values() if mailbox.full)
 
     def close(self) -> None:
         """Wake the worker; every later ``take`` returns None."""
