@@ -163,6 +163,13 @@ def size_problem(what: str, value: str, limit: int) -> str | None:
     return f"{what} is {len(value)} characters long; at most {limit} are accepted"
 
 
+def shown(value: str, limit: int = MAX_ID_CHARS) -> str:
+    """``repr(value)`` for a message or a log line, cut at ``limit`` characters with the full length said."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}...({len(value)} characters)"
+
+
 def names_size_problem(what: str, names: tuple[str, ...] | list[str], expected_count: int | None = None) -> str | None:
     """Why a list of names is too large to accept, or None; checked before the names are compared or echoed."""
     if len(names) > MAX_NAMES:

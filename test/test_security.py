@@ -222,6 +222,14 @@ def test_oversize_open_session_fields_are_refused_before_they_are_compared_or_ec
     assert expected in admission.message and len(admission.message) < 300, admission.message[:500]
 
 
+def test_shown_bounds_what_a_message_or_log_line_echoes():
+    from lerobot_ros.contract import MAX_ID_CHARS, shown
+
+    assert shown("arm_1") == "'arm_1'"
+    long = shown("x" * 1_000_000)
+    assert long.endswith("...(1000000 characters)") and len(long) < MAX_ID_CHARS + 40
+
+
 # ----------------------------------------------------- against a real server
 
 
@@ -304,8 +312,8 @@ def test_oversize_and_invalid_service_requests_are_refused_by_a_real_server(poli
 @pytest.mark.xfail(
     strict=True,
     reason="product gap: lerobot_ros/server/node.py _named_session echoes the request's client and session ids "
-    "unbounded in CloseSession/ResetEpisode refusals (and on_open_session logs the raw client id). Fix in the "
-    "report; remove this marker with it.",
+    "unbounded in CloseSession/ResetEpisode refusals (and on_open_session logs the raw client id); the fix is to "
+    "format them with lerobot_ros.contract.shown. Remove this marker with it.",
 )
 def test_refusals_of_close_and_reset_do_not_echo_oversize_ids(policy_server, ros_node):
     huge = "s" * HUGE
