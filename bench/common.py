@@ -221,12 +221,12 @@ class Watcher:
         with self.lock:
             return bool(predicate())
 
-    def wait_streaming(self, names, min_chunks: int, timeout_s: float, processes=()) -> bool:
-        """Until every named executor streams with ``min_chunks`` merged; False at the timeout
-        or as soon as one of ``processes`` has exited (a refused handshake exits at once)."""
+    def wait_streaming(self, names, min_chunks: int, timeout_s: float, processes=(), states=("STREAMING",)) -> bool:
+        """Until every named executor is in one of ``states`` with ``min_chunks`` merged; False at the
+        timeout or as soon as one of ``processes`` has exited (a refused handshake exits at once)."""
         def ready():
             return all(
-                (s := self.status.get(n)) is not None and s.state_name == "STREAMING" and s.chunks_merged >= min_chunks
+                (s := self.status.get(n)) is not None and s.state_name in states and s.chunks_merged >= min_chunks
                 for n in names
             )
 

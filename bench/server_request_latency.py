@@ -135,7 +135,7 @@ class OurClient:
         encoded = time.perf_counter()
         self.publisher.publish(msg)
         if not spin_until(self.node, lambda: seq in self.received, 120):
-            raise RuntimeError(f"no chunk for request {seq}")
+            raise RuntimeError(f"no chunk for request {seq} within 120 s")
         got = self.received.pop(seq)
         chunk = got["msg"]
         assert chunk.status == ActionChunk.STATUS_OK, chunk.error
@@ -151,7 +151,10 @@ def run_config(node, peer: GrpcPeer, tmp: Path, height: int, width: int, count: 
     tag = f"{height}x{width}_{count}"
     checkpoint = build_act_checkpoint(tmp / f"act_{tag}", cameras={name: (height, width) for name in cameras})
     audit = tmp / f"audit_{tag}.jsonl"
-    server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit)})
+    # Requests alternate with LeRobot's, so ours can pause for seconds on a loaded machine: keep the
+    # session open (the default closes it after 10 s without an observation).
+    server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
+                                                               "session_idle_timeout_s": 3600.0})
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras)
         peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: (height, width) for name in cameras})
@@ -163,6 +166,8 @@ def run_config(node, peer: GrpcPeer, tmp: Path, height: int, width: int, count: 
             state = np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq  # the same state for both
             ours.append(ours_client.request(seq, state, raw_msgs[seq % len(scenes)]))
             theirs.append(peer.request(seq * (50 - QUEUED_ROWS), state, raw_arrays[seq % len(scenes)]))
+    except RuntimeError as error:
+        raise RuntimeError(f"{error}\nserver log:\n" + (tmp / f"bench_latency_{tag}.log").read_text()[-3000:]) from error
     finally:
         stop(server)
     ours, theirs = ours[WARMUP:], theirs[WARMUP:]

@@ -1,0 +1,36 @@
+"""Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the other.
+
+Runs bench/server_request_latency.py, executor_jitter.py, starvation.py and
+capacity.py with their default (full) sizes, each a process of its own so
+one failure does not hide the others' results; extra arguments (e.g.
+``--smoke``) are passed to every script. About 15-20 minutes on 2 cores.
+
+usage: python bench/run_all.py [--smoke]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPTS = ("server_request_latency", "executor_jitter", "starvation", "capacity")
+
+
+def main() -> int:
+    bench = Path(__file__).resolve().parent
+    failed = []
+    for name in SCRIPTS:
+        started = time.monotonic()
+        code = subprocess.run([sys.executable, str(bench / f"{name}.py"), *sys.argv[1:]], timeout=1800).returncode
+        print(f"=== {name}: exit {code} after {time.monotonic() - started:.0f} s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
