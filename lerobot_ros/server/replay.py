@@ -1,6 +1,7 @@
 """Replay a capture (``capture_dir``) through a policy offline and compare the actions.
 
     python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu] [--noise-seed N]
+                                        [--default-task TEXT]
 
 Every captured request is rebuilt into the Observation message the robot
 sent (images exactly as they arrived) and run through the same request path
@@ -53,7 +54,7 @@ def observation_from_record(request: dict) -> Observation:
     return msg
 
 
-def replay(runner, records: Iterable[dict], tolerance: float = 0.0) -> dict:
+def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task: str = "") -> dict:
     """Run ``records`` through ``runner``'s request path; summarize how the chunks compare."""
     sessions = SessionRegistry()
     handler = RequestHandler(runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None,
@@ -68,7 +69,7 @@ def replay(runner, records: Iterable[dict], tolerance: float = 0.0) -> dict:
         session = sessions.get(request["client_id"])
         if session is None or session.session_id != request["session_id"]:
             # RTC guidance happens only for requests that carry a prefix, as on the server.
-            session = Session(request["client_id"], request["task"], fps=0.0,
+            session = Session(request["client_id"], request["task"] or default_task, fps=0.0,
                               rtc_enabled=runner.rtc_active, opened_at=time.monotonic(),
                               session_id=request["session_id"])
             session.processors = runner.new_session_processors()
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest action difference counted as equal")
     parser.add_argument("--noise-seed", type=int, default=None, help="the server's noise_seed, to replay sampled chunks exactly")
+    parser.add_argument("--default-task", default="", help="the server's default_task, for robots that sent no task")
     args = parser.parse_args(argv)
     from lerobot_ros.server.checkpoint import load_policy
     from lerobot_ros.server.inference import PolicyRunner
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_policy(args.checkpoint, device=args.device, dtype=args.dtype)
     runner = PolicyRunner(loaded, rtc_enabled=True, rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10,
                           noise_seed=args.noise_seed)
-    summary = replay(runner, read_capture(args.capture_dir), args.tolerance)
+    summary = replay(runner, read_capture(args.capture_dir), args.tolerance, args.default_task)
     summary["within_tolerance"] = summary["compared"] > 0 and summary["differing"] == 0
     print(json.dumps(summary), flush=True)
     return 0 if summary["within_tolerance"] else 1
