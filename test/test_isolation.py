@@ -164,13 +164,6 @@ def _relative_step(processors):
     return next(step for step in processors.preprocessor.steps if isinstance(step, RelativeActionsProcessorStep))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: PolicyRunner.new_session_processors (lerobot_ros/server/inference.py) deep-copies the "
-    "pre- and postprocessor separately, so the copied AbsoluteActionsProcessorStep points at an orphan copy of "
-    "the RelativeActionsProcessorStep with no cached state: every request of a relative-action checkpoint FAILS. "
-    "Fix: copy both in one deepcopy call (one memo). Remove this marker with the fix.",
-)
 def test_stateful_processors_keep_each_sessions_state_apart(relative_checkpoint):
     runner = _offline_runner(relative_checkpoint)
     harness = Harness(runner)

@@ -89,8 +89,14 @@ class PolicyRunner:
         self._relative_type = RelativeActionsProcessorStep
 
     def new_session_processors(self) -> SessionProcessors:
-        """Fresh processor instances for one session (copies of the loaded ones)."""
-        return SessionProcessors(copy.deepcopy(self.loaded.preprocessor), copy.deepcopy(self.loaded.postprocessor))
+        """Fresh processor instances for one session (copies of the loaded ones).
+
+        One deepcopy of both pipelines: steps of the postprocessor may point at
+        steps of the preprocessor (absolute actions read the state the relative
+        step cached); copied apart, they would point at an orphan copy.
+        """
+        preprocessor, postprocessor = copy.deepcopy((self.loaded.preprocessor, self.loaded.postprocessor))
+        return SessionProcessors(preprocessor, postprocessor)
 
     def reset_session(self, processors: SessionProcessors) -> None:
         """An episode boundary: forget what the session's processors cached."""
