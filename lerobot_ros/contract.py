@@ -163,6 +163,11 @@ def size_problem(what: str, value: str, limit: int) -> str | None:
     return f"{what} is {len(value)} characters long; at most {limit} are accepted"
 
 
+def truncated(text: str, limit: int) -> str:
+    """``text`` cut at ``limit`` characters, saying its full length when cut."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
+
+
 def shown(value: str, limit: int = MAX_ID_CHARS) -> str:
     """``repr(value)`` for a message or a log line, cut at ``limit`` characters with the full length said."""
     if len(value) <= limit:

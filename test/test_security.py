@@ -309,12 +309,6 @@ def test_oversize_and_invalid_service_requests_are_refused_by_a_real_server(poli
             robot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product gap: lerobot_ros/server/node.py _named_session echoes the request's client and session ids "
-    "unbounded in CloseSession/ResetEpisode refusals (and on_open_session logs the raw client id); the fix is to "
-    "format them with lerobot_ros.contract.shown. Remove this marker with it.",
-)
 def test_refusals_of_close_and_reset_do_not_echo_oversize_ids(policy_server, ros_node):
     huge = "s" * HUGE
     response, _ = _service(ros_node, CloseSession, "close_session", CloseSession.Request(client_id=huge, session_id=huge))

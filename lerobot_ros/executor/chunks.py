@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lerobot_ros.contract import truncated
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
 
 STATUS_OK = 0  # ActionChunk.STATUS_OK
@@ -143,9 +144,7 @@ class InFlight:
     def drop(self, code: str, explanation: str) -> None:
         with self._condition:
             self.dropped[code] += 1
-            if len(explanation) > MAX_DROP_EXPLANATION_CHARS:
-                explanation = f"{explanation[:MAX_DROP_EXPLANATION_CHARS]}...({len(explanation)} characters)"
-            self.last_drop = f"{code}: {explanation}"
+            self.last_drop = f"{code}: {truncated(explanation, MAX_DROP_EXPLANATION_CHARS)}"
 
     def wait(self, timeout_s: float) -> Answer:
         """The answer to the request in flight (or why there is none); ends the request."""

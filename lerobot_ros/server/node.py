@@ -30,6 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 
 from lerobot_ros import names, wire
+from lerobot_ros.contract import shown
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
@@ -339,7 +340,7 @@ class PolicyServerNode(Node):
         if not admission.accepted:
             response.accepted, response.refusal, response.message = False, int(admission.refusal), admission.message
             response.active_sessions = load.active_sessions
-            self.get_logger().warning(f"refused session for {request.client_id!r}: {admission.message}")
+            self.get_logger().warning(f"refused session for {shown(request.client_id)}: {admission.message}")
             return response
         session = Session(
             client_id=request.client_id,
@@ -374,7 +375,8 @@ class PolicyServerNode(Node):
         session = self.sessions.get(client_id)
         if session is not None and session.session_id == session_id:
             return session, ""
-        return None, f"no open session {session_id!r} for client {client_id!r}" + (
+        # Ids as the robot sent them, however long: shown cut, never echoed whole.
+        return None, f"no open session {shown(session_id)} for client {shown(client_id)}" + (
             f" (its open session is {session.session_id!r})" if session else ""
         )
 

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.contract import MAX_ID_CHARS, MAX_NAME_CHARS, MAX_NAMES, MAX_TASK_CHARS, ServerCapabilities, size_problem
+from lerobot_ros.contract import (
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NAMES,
+    MAX_TASK_CHARS,
+    ServerCapabilities,
+    size_problem,
+    truncated,
+)
 from lerobot_ros.data_plane import (
     ChunkReply,
     DataPlaneError,
@@ -73,10 +81,6 @@ def check_sizes(msg, limits: RequestLimits = RequestLimits()) -> None:
             raise ObservationRejected(problem)
     if msg.prefix_steps > limits.max_prefix_steps:
         raise ObservationRejected(f"prefix_steps is {msg.prefix_steps}; at most {limits.max_prefix_steps} accepted")
-
-
-def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
 def check_observation(
@@ -163,8 +167,8 @@ class RequestHandler:
             # The reply echoes the ids and the audit line records them: never an oversize copy.
             request = dataclasses.replace(
                 request,
-                session_id=_bounded(request.session_id, self.limits.max_id_chars),
-                client_id=_bounded(request.client_id, self.limits.max_id_chars),
+                session_id=truncated(request.session_id, self.limits.max_id_chars),
+                client_id=truncated(request.client_id, self.limits.max_id_chars),
             )
         active, maximum, pending = self.load()
         reply = ChunkReply(
