@@ -150,3 +150,27 @@ def diffusion_checkpoint(tmp_path_factory) -> Path:
     from policies import build_diffusion_checkpoint
 
     return build_diffusion_checkpoint(tmp_path_factory.mktemp("diffusion"), inference_steps=100)
+
+
+@pytest.fixture
+def launched(tmp_path, ros_node):
+    """Start robots and executors; everything started is stopped at the end."""
+    started: list = []
+
+    from executor_processes import Executor, Robot
+
+    def robot(prefix, **kwargs) -> Robot:
+        started.append(Robot(tmp_path, prefix, **kwargs))
+        return started[-1]
+
+    def executor(name, parameters) -> Executor:
+        started.append(Executor(ros_node, tmp_path, name, parameters))
+        return started[-1]
+
+    robot.executor = executor
+    yield robot
+    for thing in reversed(started):
+        if isinstance(thing, Executor) and thing.process.poll() is None:
+            thing.stop()
+        elif isinstance(thing, Robot):
+            thing.stop()

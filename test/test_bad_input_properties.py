@@ -786,7 +786,7 @@ STEP = 0.05
 
 
 def test_forged_chunks_on_a_running_executors_topic_are_dropped_and_commands_stay_in_limits(policy_server, ros_node, tmp_path):
-    from test_executor_node import Executor, Robot
+    from executor_processes import Executor, Robot
 
     robot = Robot(tmp_path, "/forged_arm", commands=[("forward_command", "/forged_arm/commands")])
     lower = [p - LIMIT_MARGIN for p in POSITIONS]

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, spin_until, start_server
+from executor_processes import Executor, Robot, is_hold, trigger
 from reliability_log import record
-from test_executor_node import Executor, Robot, is_hold, launched, trigger  # noqa: F401 - launched is a fixture
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus

@@ -24,7 +24,6 @@ import pytest
 import torch
 from conftest import start_server
 from sensor_msgs.msg import Image
-from test_executor_node import launched  # noqa: F401 - the fixture starting robot and executor processes
 
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
 from lerobot_ros.executor.handshake import RobotDeclaration
