@@ -108,6 +108,12 @@ def test_timing_warnings_name_the_conflict_with_the_chunk_length():
     assert timing_warnings(settings(), chunk_size=50) == []
 
 
+def test_append_mode_merges_once_per_chunk_replace_mode_once_the_buffer_is_reached():
+    tight = settings(fps=30.0, buffer_time_s=0.5, degraded_after_s=1.5)  # chunk of 50: 1.67 s
+    assert any("1.667 s in append mode" in w for w in timing_warnings(tight, chunk_size=50))
+    assert timing_warnings(tight, chunk_size=50, replace_mode=True) == []  # 1.17 s between merges
+
+
 # ------------------------------------------------------- observation assembly
 
 

@@ -101,7 +101,7 @@ class ChunkExecutorNode(Node):
             self._refuse(result.reason, result)
         report(result.as_dict() | {"session_id": self.core.session_id, "client_id": settings.client_id,
                                    "rtc_enabled": self.core.rtc_active})
-        for warning in timing_warnings(settings, self.core.chunk_size):
+        for warning in timing_warnings(settings, self.core.chunk_size, replace_mode=self.core.rtc_active):
             self.get_logger().warning(warning)
 
         # Robot side: sensors in, commands out.

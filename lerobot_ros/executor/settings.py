@@ -237,23 +237,27 @@ def settings_from_params(params: dict, node_namespace: str = "/", hostname: str 
     )
 
 
-def timing_warnings(settings: ExecutorSettings, chunk_size: int) -> list[str]:
+def timing_warnings(settings: ExecutorSettings, chunk_size: int, replace_mode: bool = False) -> list[str]:
     """Settings that work against a policy's chunk length (known after the handshake).
 
     In append mode the last row of a chunk is executed ``buffer_time_s +
     chunk_size / fps`` after its observation was taken, and chunks arrive
-    about every ``chunk_size / fps - buffer_time_s``.
+    every ``chunk_size / fps`` (each one is played whole). In replace mode the
+    queue is refilled once it drains to the buffer: every
+    ``chunk_size / fps - buffer_time_s``.
     """
     warnings = []
     chunk_s = chunk_size / settings.fps
+    period_s = chunk_s - settings.buffer_time_s if replace_mode else chunk_s
     if settings.buffer_time_s + chunk_s > settings.failsafe.max_action_age_s:
         warnings.append(
             f"max_action_age_s {settings.failsafe.max_action_age_s} is below buffer_time_s + chunk duration "
             f"({settings.buffer_time_s} + {chunk_s:.3f} s): the tail of every chunk will be dropped as stale"
         )
-    if chunk_s - settings.buffer_time_s >= settings.failsafe.degraded_after_s:
+    if period_s >= settings.failsafe.degraded_after_s:
         warnings.append(
             f"degraded_after_s {settings.failsafe.degraded_after_s} is below the chunk period "
-            f"({chunk_s:.3f} - {settings.buffer_time_s} s): the executor will report DEGRADED while streaming"
+            f"({period_s:.3f} s in {'replace' if replace_mode else 'append'} mode): "
+            "the executor will report DEGRADED while streaming"
         )
     return warnings
