@@ -163,3 +163,26 @@ def test_sessions_have_their_own_processor_instances(harness):
     other = harness.open("other_arm")
     assert other.processors.preprocessor is not harness.session.processors.preprocessor
     assert other.processors.postprocessor is not harness.session.processors.postprocessor
+
+
+def test_a_stopping_worker_answers_the_observations_still_waiting_with_a_refusal(harness):
+    import logging
+
+    from lerobot_ros.server.scheduler import RoundRobinScheduler
+    from lerobot_ros.server.worker import DRAINING, InferenceWorker
+    from lerobot_ros.telemetry import ServerStats
+
+    scheduler = RoundRobinScheduler()
+    other = harness.open("other_arm")
+    scheduler.deposit("arm", harness.observation(seq=1))
+    scheduler.deposit("other_arm", harness.observation(session=other, seq=4))
+    worker = InferenceWorker(scheduler, harness.handler, ServerStats(), logging.getLogger("worker_test"))
+    worker.stop()  # before it took anything: both were waiting when the drain began
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    answered = {client: chunk_from_msg(msg) for client, msg in harness.published}
+    assert set(answered) == {"arm", "other_arm"}
+    assert all(chunk.status == ActionChunk.STATUS_REJECTED and chunk.error == DRAINING for chunk in answered.values())
+    assert sorted((line["client"], line["seq"], line["outcome"]) for line in harness.audit) == [
+        ("arm", 1, "rejected"), ("other_arm", 4, "rejected")]

@@ -74,3 +74,14 @@ def test_remove_hands_the_waiting_observation_over_first_so_it_is_audited():
     scheduler.deposit("a", 4)  # a new session of the same client starts a new mailbox
     assert scheduler.take(0.1).item == 4
 
+
+
+def test_close_hands_back_every_observation_still_waiting():
+    scheduler = RoundRobinScheduler()
+    scheduler.deposit("a", 1)
+    scheduler.deposit("b", 2)
+    scheduler.remove("b")  # an orphan waiting for the worker
+    scheduler.deposit("c", 3)
+    waiting = scheduler.close()
+    assert sorted((ready.key, ready.item) for ready in waiting) == [("a", 1), ("b", 2), ("c", 3)]
+    assert scheduler.take(0.1) is None and scheduler.pending() == 0

@@ -159,7 +159,8 @@ class RequestHandler:
         self.capture = capture
         self.limits = limits
 
-    def handle(self, ready: Ready) -> Outcome:
+    def handle(self, ready: Ready, refusal: str | None = None) -> Outcome:
+        """Answer one observation; with ``refusal``, answer it REJECTED with that reason, without running it."""
         taken = time.monotonic()
         msg = ready.item
         request = request_id_of(msg)
@@ -189,6 +190,9 @@ class RequestHandler:
             # Closed or collected while the observation waited: nobody listens.
             outcome = "dropped"
             reply.status, reply.error = ActionChunk.STATUS_REJECTED, f"client {ready.key!r} has no open session"
+        elif refusal is not None:
+            outcome = "rejected"
+            reply.status, reply.error = ActionChunk.STATUS_REJECTED, refusal
         else:
             decode_started = time.perf_counter()
             try:

@@ -40,7 +40,7 @@ class Scheduler(Protocol):
     def take(self, timeout_s: float) -> Ready | None: ...
     def remove(self, key: Hashable) -> None: ...
     def pending(self) -> int: ...
-    def close(self) -> None: ...
+    def close(self) -> list[Ready]: ...
 
 
 class Mailbox:
@@ -123,8 +123,15 @@ class RoundRobinScheduler:
         with self._condition:
             return len(self._orphans) + sum(1 for mailbox in self._mailboxes.values() if mailbox.full)
 
-    def close(self) -> None:
-        """Wake the worker; every later ``take`` returns None."""
+    def close(self) -> list[Ready]:
+        """Wake the worker; every later ``take`` returns None. Returns the
+        observations still waiting, so a draining server can answer them."""
         with self._condition:
             self._closed = True
+            waiting = list(self._orphans)
+            self._orphans.clear()
+            for key in self._order:
+                if self._mailboxes[key].full:
+                    waiting.append(self._mailboxes[key].take(key))
             self._condition.notify_all()
+            return waiting
