@@ -15,7 +15,7 @@ actions of one chunk (ExecutorStatus: boundary_jump_mean/max,
 action_step_mean). Means are over the measurement window; the max is since
 start-up.
 
-usage: python bench/rtc_smoothness.py [--seconds 25] [--inject-delay-s 0 0.1]
+usage: python bench/rtc_smoothness.py [--seconds 25] [--inject-delay-s 0 0.1] [--smoke]
 """
 
 from __future__ import annotations
@@ -28,11 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import BENCHMARKS_MD, write_section  # noqa: E402
-
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ["HF_HUB_OFFLINE"] = "1"
+import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
 
 from lerobot_ros.demo import start_processes, stop_processes  # noqa: E402
 from lerobot_ros.launch_plan import robot_plan, server_namespace_of, server_plan  # noqa: E402
@@ -138,13 +134,41 @@ def table(results: dict[float, dict]) -> str:
     return "\n".join(rows)
 
 
+def plot(results: dict[float, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    delays = list(results)
+    width = 0.38
+    for offset, (name, label, color) in enumerate(
+        (("rtc_on", "RTC on (replace)", "#1f77b4"), ("rtc_off", "RTC off (append)", "#7f7f7f"))
+    ):
+        values = [max(results[delay][name]["deviation_mean"], 1e-4) for delay in delays]
+        ax.bar([i + (offset - 0.5) * width for i in range(len(delays))], values, width, label=label, color=color)
+    ax.set_xticks(range(len(delays)), [f"{delay * 1000:.0f} ms" for delay in delays])
+    ax.set_xlabel("injected server delay")
+    ax.set_ylabel("prefix deviation, mean (rad)")
+    ax.set_yscale("log")
+    ax.set_title("How far each new chunk starts from the motion being executed", fontsize=9)
+    ax.legend(fontsize=8, loc="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=25.0, help="measurement window per delay")
     parser.add_argument("--warmup-s", type=float, default=3.0)
     parser.add_argument("--inject-delay-s", type=float, nargs="+", default=[0.0, 0.1])
-    parser.add_argument("--document", type=Path, default=BENCHMARKS_MD, help="where the section is written")
+    common.add_output_arguments(parser)
     args = parser.parse_args(argv)
+    document, plot_dir = common.outputs(args)
+    if args.smoke:
+        args.seconds, args.warmup_s, args.inject_delay_s = 3.0, 1.0, [0.0]
     import rclpy
 
     checkpoint = str(default_checkpoint("smolvla"))
@@ -176,7 +200,10 @@ With RTC the new chunk's first actions are held to the actions being executed, s
 the policy are from each other. This policy has random weights, so its chunks are rough (steps as large as
 the jumps) and the boundary jump cannot show the difference; a trained policy's smooth chunks make that column
 show it too."""
-    write_section("rtc_smoothness", command.strip(), body, document=args.document)
+    png = plot_dir / "bench_rtc_smoothness.png"
+    plot(results, png)
+    body += f"\n\n![prefix deviation with RTC on and off]({common.image_link(document, png)})"
+    common.write_section("rtc_smoothness", command.strip(), body, document=document)
     return 0
 
 
