@@ -10,12 +10,11 @@ usage: bare_timer.py --topic /t/bare_commands --fps 100 [--run-s 120]
 """
 
 import argparse
-import sys
-import time
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from std_msgs.msg import Float64MultiArray
+
+from bounded_spin import spin_then_exit
 
 from lerobot_ros.qos import COMMAND_QOS
 
@@ -31,16 +30,7 @@ def main() -> None:
     publisher = node.create_publisher(Float64MultiArray, args.topic, COMMAND_QOS)
     msg = Float64MultiArray(data=[0.11, -0.52, 0.83, 0.34, -0.05, 0.26])
     node.create_timer(1.0 / args.fps, lambda: publisher.publish(msg))
-    deadline = time.monotonic() + args.run_s
-    try:
-        while rclpy.ok() and time.monotonic() < deadline:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    sys.exit(0)
+    spin_then_exit(node, args.run_s)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,12 @@ usage: camera_publisher.py --topic /t/cam0 [--topic /t/cam1] [--height 480 --wid
 """
 
 import argparse
-import sys
-import time
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from sensor_msgs.msg import CompressedImage, Image
+
+from bounded_spin import spin_then_exit
 
 from lerobot_ros import images
 from lerobot_ros.qos import SENSOR_QOS
@@ -53,16 +52,7 @@ def main() -> None:
             publisher.publish(frame)
 
     node.create_timer(1.0 / args.fps, publish)
-    deadline = time.monotonic() + args.run_s
-    try:
-        while rclpy.ok() and time.monotonic() < deadline:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    sys.exit(0)
+    spin_then_exit(node, args.run_s)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,15 @@ usage: robot_io.py --prefix /t1 --out commands.jsonl [--transport raw|compressed
 
 import argparse
 import json
-import sys
 import time
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
+
+from bounded_spin import spin_then_exit
 
 from lerobot_ros import images
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
@@ -85,17 +85,7 @@ def main() -> None:
         camera_pub.publish(frame)
 
     node.create_timer(1 / 30, publish)
-    deadline = time.monotonic() + args.run_s
-    try:
-        while rclpy.ok() and time.monotonic() < deadline:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        out.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    sys.exit(0)
+    spin_then_exit(node, args.run_s, on_exit=out.close)
 
 
 if __name__ == "__main__":
