@@ -224,9 +224,13 @@ class ChunkExecutorNode(Node):
         self._transitions_logged = failsafe.transition_count
         for transition in failsafe.transitions[-new:]:
             text = f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
-            # rclpy refuses one call site logging at two severities: two calls.
+            # Recoveries are news, not trouble: a saturated link flips STALLED <->
+            # STREAMING every chunk, and only the first half deserves a warning.
+            # (rclpy refuses one call site logging at two severities: one call each.)
             if transition.to_state is ExecutorState.DEAD:
                 self.get_logger().error(text)
+            elif transition.to_state is ExecutorState.STREAMING:
+                self.get_logger().info(text)
             else:
                 self.get_logger().warning(text)
 
