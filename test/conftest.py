@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated ROS graph per test run, checkpoints built once.
+"""Fixtures only: an isolated ROS graph per test run, checkpoints built once, shared processes.
 
 Every run gets its own ROS_DOMAIN_ID and localhost-only discovery so that
 concurrent runs (and robots on the developer's network) never hear each
@@ -8,13 +8,11 @@ other, and the Hugging Face Hub is never contacted.
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from support.ros import free_port
+from support.servers import start_server
 
 
 def _isolate_ros_graph() -> None:
@@ -58,67 +56,6 @@ def ros_node():
     rclpy.try_shutdown()
 
 
-def spin_until(node, predicate, timeout_s: float) -> bool:
-    """Spin ``node`` until ``predicate()`` is true or ``timeout_s`` passes."""
-    import rclpy
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        rclpy.spin_once(node, timeout_sec=0.05)
-    return predicate()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@dataclass
-class ServerProcess:
-    process: object
-    log: Path
-    audit: Path
-    capture: Path
-    http_port: int
-    namespace: str = "/lerobot"
-
-    def log_text(self) -> str:
-        return self.log.read_text()
-
-
-def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobot", **parameters) -> ServerProcess:
-    """Start policy_server_node and wait until its services answer (bounded)."""
-    from lerobot_ros.processes import spawn_node, stop
-    from lerobot_ros.srv import GetStatus
-
-    server = ServerProcess(
-        process=None,
-        log=directory / f"{node_name}.log",
-        audit=directory / f"{node_name}_audit.jsonl",
-        capture=directory / f"{node_name}_capture",
-        http_port=parameters.pop("http_port", 0),
-        namespace=f"/{node_name}",
-    )
-    parameters = {"checkpoint": str(checkpoint), "audit_log": str(server.audit), "http_port": server.http_port, **parameters}
-    with server.log.open("w") as log:
-        server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name)
-    client = ros_node.create_client(GetStatus, f"{server.namespace}/get_status")
-    deadline = time.monotonic() + 180
-    try:
-        while not client.wait_for_service(timeout_sec=0.5):
-            if server.process.poll() is not None or time.monotonic() > deadline:
-                stop(server.process)
-                pytest.fail(f"policy_server_node did not come up (exit {server.process.returncode}):\n{server.log_text()[-4000:]}")
-    finally:
-        ros_node.destroy_client(client)
-    return server
-
-
 @pytest.fixture(scope="session")
 def policy_server(act_checkpoint, tmp_path_factory, ros_node):
     """A real policy_server_node process serving ``act_checkpoint`` at /lerobot.
@@ -147,7 +84,7 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
 @pytest.fixture(scope="session")
 def diffusion_checkpoint(tmp_path_factory) -> Path:
     """A small random Diffusion checkpoint; 100 denoising steps make each request take ~0.5-1 s here."""
-    from policies import build_diffusion_checkpoint
+    from support.policies import build_diffusion_checkpoint
 
     return build_diffusion_checkpoint(tmp_path_factory.mktemp("diffusion"), inference_steps=100)
 
@@ -157,7 +94,7 @@ def launched(tmp_path, ros_node):
     """Start robots and executors; everything started is stopped at the end."""
     started: list = []
 
-    from executor_processes import Executor, Robot
+    from support.executor_processes import Executor, Robot
 
     def robot(prefix, **kwargs) -> Robot:
         started.append(Robot(tmp_path, prefix, **kwargs))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from support.paths import REPO
 
 import numpy as np
 import pytest
@@ -45,7 +45,7 @@ def reconnecting(now: float = 0.0) -> FailSafe:
 
 
 def test_state_values_match_the_executor_status_message():
-    msg = (Path(__file__).resolve().parents[1] / "msg" / "ExecutorStatus.msg").read_text()
+    msg = (REPO / "msg" / "ExecutorStatus.msg").read_text()
     for state in ExecutorState:
         assert f"uint8 STATE_{state.name}={state.value}" in msg
 

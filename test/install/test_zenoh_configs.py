@@ -7,7 +7,7 @@ Key expressions are built the way rmw_zenoh names entities:
 import re
 
 import pytest
-from conftest import REPO
+from support.paths import REPO
 
 from lerobot_ros import names
 

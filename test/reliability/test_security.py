@@ -18,11 +18,11 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPO
+from support.paths import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_log import record
-from robot_client import RobotClient, call
+from support.reliability_log import record
+from support.robot_client import RobotClient, call
 
 from lerobot_ros import names
 from lerobot_ros.contract import CLIENT_ID_PATTERN, OpenRequest

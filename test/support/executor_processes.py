@@ -16,14 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, spin_until
+from support.paths import PROCESSES, REPO
+from support.ros import spin_until
 
 from lerobot_ros.msg import ExecutorStatus
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.qos import STATUS_QOS
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
 
-sys.path.insert(0, str(REPO / "test" / "processes"))
+sys.path.insert(0, str(PROCESSES))
 from robot_io import POSITIONS  # noqa: E402
 
 EXECUTOR = "lerobot_ros.executor.node"
@@ -34,7 +35,7 @@ class Robot:
 
     def __init__(self, directory: Path, prefix: str, transport: str = "compressed", commands=()) -> None:
         self.prefix, self.out = prefix, directory / f"{prefix.strip('/')}_commands.jsonl"
-        args = [sys.executable, str(REPO / "test" / "processes" / "robot_io.py"), "--prefix", prefix,
+        args = [sys.executable, str(PROCESSES / "robot_io.py"), "--prefix", prefix,
                 "--out", str(self.out), "--transport", transport, "--run-s", "240"]
         for mode, topic in commands:
             args += ["--command", f"{mode}:{topic}"]

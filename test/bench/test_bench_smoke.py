@@ -13,11 +13,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "server_request_latency": "bench_latency_breakdown.png",
     "executor_jitter": "bench_jitter.png",

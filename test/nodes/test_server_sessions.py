@@ -12,8 +12,8 @@ import urllib.request
 
 import numpy as np
 import pytest
-from conftest import spin_until
-from robot_client import RobotClient
+from support.ros import spin_until
+from support.robot_client import RobotClient
 
 from lerobot_ros.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+from support.paths import REPO
 
 
 def test_soak_command_runs_checks_and_writes_its_section(act_checkpoint, tmp_path):

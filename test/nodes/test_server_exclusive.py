@@ -6,9 +6,10 @@ import sys
 import time
 
 import pytest
-from conftest import spin_until, start_server
-from policies import write_unservable_checkpoint
-from robot_client import RobotClient
+from support.ros import spin_until
+from support.servers import start_server
+from support.policies import write_unservable_checkpoint
+from support.robot_client import RobotClient
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ActionChunk, ServerStatus

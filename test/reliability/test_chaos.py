@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, spin_until, start_server
-from executor_processes import Executor, Robot, is_hold, trigger
-from reliability_log import record
+from support.paths import PROCESSES, REPO
+from support.ros import spin_until
+from support.servers import start_server
+from support.executor_processes import Executor, Robot, is_hold, trigger
+from support.reliability_log import record
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus
@@ -113,7 +115,7 @@ class StoryRobot(Robot):
         self.prefix, self.out = prefix, directory / f"{prefix.strip('/')}_commands.jsonl"
         self.out.touch()
         self.process = subprocess.Popen(
-            [sys.executable, str(REPO / "test" / "processes" / "robot_io.py"), "--prefix", prefix, "--out", str(self.out),
+            [sys.executable, str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(self.out),
              "--transport", "compressed", "--run-s", str(run_s), "--command", f"forward_command:{prefix}/commands"],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 

@@ -4,11 +4,10 @@ import hashlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
+from support.paths import PROCESSES
 
-PROCESSES = Path(__file__).parent / "processes"
 sys.path.insert(0, str(PROCESSES))
 import observation_sample  # noqa: E402
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import start_server
+from support.servers import start_server
 from sensor_msgs.msg import Image
 
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
@@ -333,9 +333,24 @@ def test_rtc_asked_of_a_policy_without_it_is_downgraded_to_append_mode(policy_se
 
 
 def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_server, smolvla_checkpoint):
-    """Everything this module sent, prefixes and delays included, reproduced by the replay tool."""
+    """Everything the server captured, prefixes and delays included, reproduced by the replay tool.
+
+    The test sends its own RTC traffic first, so it replays something however
+    it is selected or ordered; whatever other tests of this module sent to the
+    same server is replayed too.
+    """
     import subprocess
     import sys
+
+    from lerobot_ros.server.capture import read_capture
+
+    _run_both(rtc_server, smolvla_checkpoint, "replayed", jpeg_quality=0)
+    # The server writes a capture record just after publishing its chunk.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sum(
+        record["request"]["client_id"] == "replayed" for record in read_capture(rtc_server.capture)
+    ) < len(PLAYED_BEFORE_REQUEST):
+        time.sleep(0.1)
 
     def replay(*extra):
         done = subprocess.run(

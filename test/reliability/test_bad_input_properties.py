@@ -28,11 +28,12 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from conftest import REPO, spin_until
+from support.paths import PROCESSES, REPO
+from support.ros import spin_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from reliability_log import record
-from robot_client import RobotClient
+from support.reliability_log import record
+from support.robot_client import RobotClient
 from sensor_msgs.msg import Image
 from test_executor_logic import CAPABILITIES, JOINTS, connected, feed
 from test_request_path import Harness, runner  # noqa: F401 - runner is the module-scoped fixture Harness needs
@@ -716,7 +717,7 @@ def test_a_real_server_refuses_malformed_observations_while_a_second_robot_keeps
 
 # ----------------------------------------------------------- cross-process executor
 
-sys.path.insert(0, str(REPO / "test" / "processes"))
+sys.path.insert(0, str(PROCESSES))
 from robot_io import POSITIONS  # noqa: E402
 
 FORGED_KINDS = ("nan", "bad_shape", "malformed", "wrong_names", "wrong_model", "stale_seq", "stale_epoch", "out_of_limit")
@@ -786,7 +787,7 @@ STEP = 0.05
 
 
 def test_forged_chunks_on_a_running_executors_topic_are_dropped_and_commands_stay_in_limits(policy_server, ros_node, tmp_path):
-    from executor_processes import Executor, Robot
+    from support.executor_processes import Executor, Robot
 
     robot = Robot(tmp_path, "/forged_arm", commands=[("forward_command", "/forged_arm/commands")])
     lower = [p - LIMIT_MARGIN for p in POSITIONS]
@@ -839,7 +840,7 @@ def test_forged_chunks_on_a_running_executors_topic_are_dropped_and_commands_sta
 
 
 def _capabilities_fingerprint(node) -> str:
-    from robot_client import call
+    from support.robot_client import call
 
     from lerobot_ros.srv import GetStatus
 

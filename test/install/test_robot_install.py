@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.paths import REPO
 
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
 

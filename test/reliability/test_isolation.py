@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import spin_until
-from reliability_log import record
-from robot_client import RobotClient
+from support.ros import spin_until
+from support.reliability_log import record
+from support.robot_client import RobotClient
 from test_request_path import Harness
 
 from lerobot_ros.data_plane import chunk_from_msg, observation_from_msg

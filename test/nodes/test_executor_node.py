@@ -12,9 +12,9 @@ import json
 import time
 
 import pytest
-from conftest import spin_until
+from support.ros import spin_until
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from executor_processes import EXECUTOR, is_hold, trigger
+from support.executor_processes import EXECUTOR, is_hold, trigger
 
 from lerobot_ros.processes import spawn_node
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES

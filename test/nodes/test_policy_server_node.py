@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import spin_until
+from support.ros import spin_until
 
 from lerobot_ros import wire
 from lerobot_ros.msg import ServerStatus

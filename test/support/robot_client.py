@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from conftest import spin_until
+from support.ros import spin_until
 
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestId, observation_to_msg

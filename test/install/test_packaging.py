@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
-from conftest import REPO
+from support.paths import REPO
 
 INTERFACES = sorted((REPO / "msg").glob("*.msg")) + sorted((REPO / "srv").glob("*.srv"))
 

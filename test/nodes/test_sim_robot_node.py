@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from builtin_interfaces.msg import Duration
-from conftest import spin_until
+from support.ros import spin_until
 from sensor_msgs.msg import CompressedImage, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint

@@ -1,0 +1,50 @@
+"""policy_server_node as a real process for tests: started, waited for (bounded), stopped by the caller."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass
+class ServerProcess:
+    process: object
+    log: Path
+    audit: Path
+    capture: Path
+    http_port: int
+    namespace: str = "/lerobot"
+
+    def log_text(self) -> str:
+        return self.log.read_text()
+
+
+def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobot", **parameters) -> ServerProcess:
+    """Start policy_server_node and wait until its services answer (bounded)."""
+    from lerobot_ros.processes import spawn_node, stop
+    from lerobot_ros.srv import GetStatus
+
+    server = ServerProcess(
+        process=None,
+        log=directory / f"{node_name}.log",
+        audit=directory / f"{node_name}_audit.jsonl",
+        capture=directory / f"{node_name}_capture",
+        http_port=parameters.pop("http_port", 0),
+        namespace=f"/{node_name}",
+    )
+    parameters = {"checkpoint": str(checkpoint), "audit_log": str(server.audit), "http_port": server.http_port, **parameters}
+    with server.log.open("w") as log:
+        server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name)
+    client = ros_node.create_client(GetStatus, f"{server.namespace}/get_status")
+    deadline = time.monotonic() + 180
+    try:
+        while not client.wait_for_service(timeout_sec=0.5):
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                stop(server.process)
+                pytest.fail(f"policy_server_node did not come up (exit {server.process.returncode}):\n{server.log_text()[-4000:]}")
+    finally:
+        ros_node.destroy_client(client)
+    return server
