@@ -3,7 +3,7 @@
 Runs the fast reliability tests (chaos, bad input, isolation, security; a
 file that does not exist yet is skipped and named as such) with
 ``LEROBOT_ROS_RELIABILITY_LOG`` set, so each test records what it tried
-(test/reliability_log.py), then turns those JSON lines into one table per
+(test/support/reliability_log.py), then turns those JSON lines into one table per
 category: each fault or input class with how many cases were tried, how many
 the system survived (kept running, refused, or recovered as specified) and
 what was lost (actions executed that must not be, chunks, audit lines or
@@ -31,10 +31,10 @@ from report import RELIABILITY_MD, write_section  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_FILES = (
-    "test/test_chaos.py",
-    "test/test_bad_input_properties.py",
-    "test/test_isolation.py",
-    "test/test_security.py",
+    "test/reliability/test_chaos.py",
+    "test/reliability/test_bad_input_properties.py",
+    "test/reliability/test_isolation.py",
+    "test/reliability/test_security.py",
 )
 # Categories are listed by the first of these their name starts with, then alphabetically.
 CATEGORY_ORDER = ("fault", "bad input", "isolation", "security")
