@@ -15,13 +15,18 @@ SCHEMA_VERSION = 1
 #: A client id becomes one ROS name segment of the data plane topics.
 CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 CLIENT_ID_MAX_LENGTH = 64
-#: Size bounds of what a robot may declare or send. Far above any real robot
-#: (a VLA task is a sentence; an arm has tens of joints), low enough that an
-#: oversize request is refused before it is compared, echoed or logged.
+#: Size bounds of what a robot may declare or send (the defaults of
+#: ``data_plane.RequestLimits``). Far above any real robot (a VLA task is a
+#: sentence; an arm has tens of joints), low enough that an oversize request
+#: is refused before it is compared, echoed, decoded or logged.
 MAX_TASK_CHARS = 2048
 MAX_NAME_CHARS = 256  # one action, joint or camera name
 MAX_NAMES = 256  # action names or cameras in one declaration
 MAX_ID_CHARS = 128  # a session id (the server makes 16 hex digits)
+MAX_IMAGE_BYTES = 8 << 20  # one camera frame as it arrives, compressed or raw
+MAX_IMAGE_PIXELS = 4096 * 4096  # what a compressed frame may declare before it is decoded (16 MP)
+MAX_STATE_DIM = 4096
+MAX_PREFIX_STEPS = 1024  # RTC prefix rows
 
 
 @dataclass(frozen=True)

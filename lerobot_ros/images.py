@@ -16,14 +16,18 @@ numpy's removed ``tostring()``, and a real cv_bridge is not always installed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
 __all__ = [
     "ACCEPTED_RAW_ENCODINGS",
+    "CompressedFrame",
     "ImageError",
     "compressed_to_rgb",
+    "declared_size",
     "image_message_to_rgb",
     "is_jpeg",
     "raw_to_rgb",
@@ -164,16 +168,17 @@ def _png_is_complete(data: memoryview) -> bool:
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
-def declared_size(data: memoryview) -> tuple[int, int] | None:
-    """(height, width) from a JPEG SOF or PNG IHDR header, read without decoding; None if not found.
+def declared_size(data: memoryview, codec: str | None) -> tuple[int, int] | None:
+    """(height, width) from the JPEG SOF or PNG IHDR header of ``codec`` data, read without decoding; None if not found.
 
-    Lets a decoder refuse a small file that declares an enormous image (a
-    blank 8 MB PNG decodes to gigabytes) before allocating anything.
+    ``codec`` is what the magic bytes say (the caller sniffed them). Lets a
+    decoder refuse a small file that declares an enormous image (a blank
+    8 MB PNG decodes to gigabytes) before allocating anything.
     """
     raw = bytes(data[:64 << 10])
-    if raw.startswith(_PNG_SIGNATURE) and len(raw) >= 24 and raw[12:16] == b"IHDR":
+    if codec == "png" and len(raw) >= 24 and raw[12:16] == b"IHDR":
         return int.from_bytes(raw[20:24], "big"), int.from_bytes(raw[16:20], "big")
-    if raw.startswith(_JPEG_SOI):
+    if codec == "jpeg":
         position = 2
         while position + 9 <= len(raw):
             if raw[position] != 0xFF:
@@ -185,18 +190,92 @@ def declared_size(data: memoryview) -> tuple[int, int] | None:
     return None
 
 
-def is_jpeg(msg: CompressedImage) -> bool:
-    """True when ``msg`` holds a JPEG colour/mono frame that can be forwarded as is.
+@dataclass(frozen=True)
+class CompressedFrame:
+    """One CompressedImage's bytes with its codec read once.
 
-    Both the format string and the data's magic bytes must agree, so a
-    mislabelled message is re-encoded rather than forwarded.
+    ``sniffed`` is what the magic bytes say, ``declared`` what the format
+    string names (the sniffed codec when the format is empty); forwarding,
+    the decompression-bomb header check and decoding all read these two
+    instead of sniffing the data again.
     """
-    data = _message_bytes(msg.data)
-    sniffed = _sniff_codec(data)
-    declared = _declared_codec(msg.format) if msg.format.strip() else sniffed
-    # A truncated JPEG is not forwarded: decoding it locally raises the
-    # ImageError on the robot, where the faulty camera is.
-    return declared == "jpeg" and sniffed == "jpeg" and _jpeg_is_complete(data)
+
+    data: memoryview
+    fmt: str
+    sniffed: str | None
+    declared: str | None
+
+    @classmethod
+    def of(cls, msg: CompressedImage) -> CompressedFrame:
+        data = _message_bytes(msg.data)
+        sniffed = _sniff_codec(data)
+        return cls(data, msg.format, sniffed, _declared_codec(msg.format) if msg.format.strip() else sniffed)
+
+    def is_complete_jpeg(self) -> bool:
+        """True when this is a JPEG colour/mono frame that can be forwarded as is.
+
+        Both the format string and the magic bytes must agree, so a
+        mislabelled message is re-encoded rather than forwarded. A truncated
+        JPEG is not forwarded: decoding it locally raises the ImageError on
+        the robot, where the faulty camera is.
+        """
+        return self.declared == "jpeg" and self.sniffed == "jpeg" and _jpeg_is_complete(self.data)
+
+    def to_rgb(self, max_bytes: int | None = None, max_pixels: int | None = None) -> np.ndarray:
+        """Decode into an HxWx3 uint8 RGB array; see ``compressed_to_rgb``."""
+        data, fmt, declared = self.data, self.fmt, self.declared
+        if len(data) == 0:
+            raise ImageError(f"expected JPEG or PNG data, got an empty CompressedImage (format {fmt!r})")
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ImageError(f"expected a compressed image of at most {max_bytes} bytes, got {len(data)} bytes (format {fmt!r})")
+        if declared is None:
+            raise ImageError(
+                f"expected a JPEG or PNG camera frame (format 'jpeg', 'png' or image_transport's "
+                f"'<enc>; jpeg compressed <enc>'), got {_describe(data, fmt)}"
+            )
+        if self.sniffed != declared:
+            raise ImageError(f"expected {declared.upper()} data as the format says, got {_describe(data, fmt)}")
+        if declared == "jpeg" and not _jpeg_is_complete(data):
+            raise ImageError(
+                f"expected a complete JPEG ending with the EOI marker ff d9, got {len(data)} bytes ending "
+                f"{bytes(data[-8:]).hex(' ')} (truncated?), format {fmt!r}"
+            )
+        if declared == "png" and not _png_is_complete(data):
+            raise ImageError(
+                f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
+                f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
+            )
+        if max_pixels is not None:
+            size = declared_size(data, self.sniffed)
+            if size is None:
+                raise ImageError(f"expected a {declared.upper()} header declaring the image size, found none in {_describe(data, fmt)}")
+            if size[0] * size[1] > max_pixels:
+                raise ImageError(
+                    f"expected an image of at most {max_pixels} pixels, got a {declared.upper()} declaring "
+                    f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels"
+                )
+        # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
+        # silently scaled to 8 bits, and alpha/gray are converted explicitly.
+        decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if decoded is None:
+            raise ImageError(f"expected decodable {declared.upper()} data, OpenCV could not decode {_describe(data, fmt)}")
+        if decoded.dtype != np.uint8:
+            raise ImageError(f"expected an 8-bit camera frame, got a {decoded.dtype} image from {_describe(data, fmt)}")
+        channels = 1 if decoded.ndim == 2 else decoded.shape[2]
+        if channels == 1:
+            return cv2.cvtColor(decoded.reshape(decoded.shape[:2]), cv2.COLOR_GRAY2RGB)
+        # OpenCV decodes to BGR(A) whatever image_transport's "compressed bgr8"
+        # suffix says: the codec stores colours, not a channel order.
+        if channels == 3:
+            return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+        if channels == 4:
+            return cv2.cvtColor(decoded, cv2.COLOR_BGRA2RGB)
+        raise ImageError(f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}")
+
+
+def is_jpeg(msg: CompressedImage) -> bool:
+    """True when ``msg`` holds a complete JPEG frame that can be forwarded as is (``CompressedFrame.is_complete_jpeg``)."""
+    return CompressedFrame.of(msg).is_complete_jpeg()
 
 
 def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None, max_pixels: int | None = None) -> np.ndarray:
@@ -206,67 +285,21 @@ def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None, max_pi
     decoded size the header declares (None: no bound).
     An empty ``format`` is allowed; the codec is then read from the data.
     """
-    data = _message_bytes(msg.data)
-    fmt = msg.format
-    if len(data) == 0:
-        raise ImageError(f"expected JPEG or PNG data, got an empty CompressedImage (format {fmt!r})")
-    if max_bytes is not None and len(data) > max_bytes:
-        raise ImageError(f"expected a compressed image of at most {max_bytes} bytes, got {len(data)} bytes (format {fmt!r})")
-    declared = _declared_codec(fmt) if fmt.strip() else _sniff_codec(data)
-    if declared is None:
-        raise ImageError(
-            f"expected a JPEG or PNG camera frame (format 'jpeg', 'png' or image_transport's "
-            f"'<enc>; jpeg compressed <enc>'), got {_describe(data, fmt)}"
-        )
-    actual = _sniff_codec(data)
-    if actual != declared:
-        raise ImageError(f"expected {declared.upper()} data as the format says, got {_describe(data, fmt)}")
-    if declared == "jpeg" and not _jpeg_is_complete(data):
-        raise ImageError(
-            f"expected a complete JPEG ending with the EOI marker ff d9, got {len(data)} bytes ending "
-            f"{bytes(data[-8:]).hex(' ')} (truncated?), format {fmt!r}"
-        )
-    if declared == "png" and not _png_is_complete(data):
-        raise ImageError(
-            f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
-            f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
-        )
-    if max_pixels is not None:
-        size = declared_size(data)
-        if size is None:
-            raise ImageError(f"expected a {declared.upper()} header declaring the image size, found none in {_describe(data, fmt)}")
-        if size[0] * size[1] > max_pixels:
-            raise ImageError(
-                f"expected an image of at most {max_pixels} pixels, got a {declared.upper()} declaring "
-                f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels"
-            )
-    # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
-    # silently scaled to 8 bits, and alpha/gray are converted explicitly.
-    decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-    if decoded is None:
-        raise ImageError(f"expected decodable {declared.upper()} data, OpenCV could not decode {_describe(data, fmt)}")
-    if decoded.dtype != np.uint8:
-        raise ImageError(f"expected an 8-bit camera frame, got a {decoded.dtype} image from {_describe(data, fmt)}")
-    channels = 1 if decoded.ndim == 2 else decoded.shape[2]
-    if channels == 1:
-        return cv2.cvtColor(decoded.reshape(decoded.shape[:2]), cv2.COLOR_GRAY2RGB)
-    # OpenCV decodes to BGR(A) whatever image_transport's "compressed bgr8"
-    # suffix says: the codec stores colours, not a channel order.
-    if channels == 3:
-        return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
-    if channels == 4:
-        return cv2.cvtColor(decoded, cv2.COLOR_BGRA2RGB)
-    raise ImageError(f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}")
+    return CompressedFrame.of(msg).to_rgb(max_bytes, max_pixels)
 
 
-def raw_to_rgb(msg: Image) -> np.ndarray:
+def raw_to_rgb(msg: Image, max_bytes: int | None = None) -> np.ndarray:
     """Convert an uncompressed ``Image`` into an HxWx3 uint8 RGB array.
 
+    ``max_bytes`` bounds the data accepted (None: no bound), checked first.
     For an unpadded "rgb8" message the result is a read-only view of
     ``msg.data`` (no copy); copy it before writing to it. Every other
     encoding, and padded rows, produce a new contiguous array.
     """
     encoding = msg.encoding
+    data = _message_bytes(msg.data)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ImageError(f"got a raw {encoding!r} Image of {len(data)} bytes; at most {max_bytes} are accepted")
     channels = _RAW_ENCODING_CHANNELS.get(encoding)
     if channels is None:
         raise ImageError(f"expected an Image encoding in {list(ACCEPTED_RAW_ENCODINGS)}, got {encoding!r}")
@@ -278,7 +311,6 @@ def raw_to_rgb(msg: Image) -> np.ndarray:
         raise ImageError(
             f"expected step >= width*channels = {width}*{channels} = {row_bytes} for {encoding}, got step {step}"
         )
-    data = _message_bytes(msg.data)
     if len(data) != step * height:
         raise ImageError(
             f"expected step*height = {step}*{height} = {step * height} data bytes for a {width}x{height} "
@@ -296,16 +328,18 @@ def raw_to_rgb(msg: Image) -> np.ndarray:
     return cv2.cvtColor(source, _TO_RGB[encoding])
 
 
-def image_message_to_rgb(msg: Image | CompressedImage, max_bytes: int | None = None) -> np.ndarray:
+def image_message_to_rgb(
+    msg: Image | CompressedImage, max_bytes: int | None = None, max_pixels: int | None = None
+) -> np.ndarray:
     """Either image message type to an HxWx3 uint8 RGB array.
 
-    ``max_bytes`` bounds compressed data only; a raw Image's size is fixed by
-    its declared dimensions, which the caller checks against the camera spec.
+    ``max_bytes`` bounds the data as it arrived (compressed or raw),
+    ``max_pixels`` what a compressed frame's header declares; None: no bound.
     """
     if isinstance(msg, CompressedImage):
-        return compressed_to_rgb(msg, max_bytes=max_bytes)
+        return compressed_to_rgb(msg, max_bytes, max_pixels)
     if isinstance(msg, Image):
-        return raw_to_rgb(msg)
+        return raw_to_rgb(msg, max_bytes)
     raise ImageError(f"expected a sensor_msgs Image or CompressedImage, got {type(msg).__name__}")
 
 

@@ -12,7 +12,8 @@ Invariants:
   from a world that no longer exists. Ages are receive times on the
   executor's monotonic clock; header stamps come from other clocks.
 
-Plain Python plus the sensor_msgs image classes (for the camera payload).
+Plain Python; ``lerobot_ros.data_plane`` turns what is assembled here into
+the Observation message (camera payloads included).
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
-from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import observation_to_msg
+from lerobot_ros.data_plane import camera_payloads, observation_to_msg
 
 T = TypeVar("T")
 
@@ -164,30 +163,10 @@ class ObservationAssembler:
         return AssembledObservation(state, frames, max(ages.values()))
 
 
-def camera_payload(msg: Image | CompressedImage, jpeg_quality: int) -> tuple[str, Image | CompressedImage]:
-    """("compressed" | "raw", message) to put in an Observation for one camera frame.
-
-    A complete JPEG is forwarded untouched (no re-encoding). Anything else is
-    decoded to RGB and sent as JPEG at ``jpeg_quality``, or as raw rgb8 when
-    ``jpeg_quality`` is 0. Raises images.ImageError for an unusable frame.
-    """
-    if isinstance(msg, CompressedImage) and images.is_jpeg(msg):
-        return "compressed", msg
-    if jpeg_quality == 0 and isinstance(msg, Image) and msg.encoding == "rgb8" and msg.step == msg.width * 3:
-        return "raw", msg
-    rgb = images.image_message_to_rgb(msg)
-    if jpeg_quality == 0:
-        return "raw", images.rgb_to_raw(rgb)
-    return "compressed", images.rgb_to_compressed(rgb, jpeg_quality)
-
-
 def to_message(request, task: str, observation: AssembledObservation, jpeg_quality: int,
                inference_delay_steps: int = 0, prefix_model: np.ndarray | None = None,
                prefix_robot: np.ndarray | None = None):
-    """The Observation message for one request (cameras as JPEG or raw, see ``camera_payload``)."""
-    compressed, raw = {}, {}
-    for name, frame in observation.cameras.items():
-        kind, payload = camera_payload(frame, jpeg_quality)
-        (compressed if kind == "compressed" else raw)[name] = payload
+    """The Observation message for one request; data_plane makes the camera payloads (JPEG or raw) and the message."""
+    compressed, raw = camera_payloads(observation.cameras, jpeg_quality)
     return observation_to_msg(request, task, observation.state, compressed, raw, inference_delay_steps,
                               prefix_model, prefix_robot)

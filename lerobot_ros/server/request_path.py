@@ -17,19 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.contract import (
-    MAX_ID_CHARS,
-    MAX_NAME_CHARS,
-    MAX_NAMES,
-    MAX_TASK_CHARS,
-    ServerCapabilities,
-    size_problem,
-    truncated,
-)
+from lerobot_ros.contract import ServerCapabilities, truncated
 from lerobot_ros.data_plane import (
     ChunkReply,
     DataPlaneError,
     ObservationFrame,
+    RequestLimits,
     chunk_to_msg,
     observation_from_msg,
     request_id_of,
@@ -45,48 +38,12 @@ class ObservationRejected(ValueError):
     """The observation does not fit the session's contract."""
 
 
-@dataclass(frozen=True)
-class RequestLimits:
-    max_image_bytes: int = 8 << 20
-    # What a compressed frame may declare before it is decoded (16 MP).
-    max_image_pixels: int = 4096 * 4096
-    max_state_dim: int = 4096
-    max_prefix_steps: int = 1024
-    max_task_chars: int = MAX_TASK_CHARS
-    max_id_chars: int = MAX_ID_CHARS
-    max_cameras: int = MAX_NAMES
+def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities, session: Session) -> None:
+    """Raise ObservationRejected with what was expected and what arrived.
 
-
-def check_sizes(msg, limits: RequestLimits = RequestLimits()) -> None:
-    """Refuse an oversize observation before anything in it is decoded, compared or echoed."""
-    if len(msg.state) > limits.max_state_dim:
-        raise ObservationRejected(f"state has {len(msg.state)} values; at most {limits.max_state_dim}")
-    for what, value, limit in (
-        ("session_id", msg.session_id, limits.max_id_chars),
-        ("client_id", msg.client_id, limits.max_id_chars),
-        ("task", msg.task, limits.max_task_chars),
-    ):
-        problem = size_problem(what, value, limit)
-        if problem:
-            raise ObservationRejected(problem)
-    cameras = len(msg.compressed_camera_names) + len(msg.raw_camera_names)
-    frames = len(msg.compressed_images) + len(msg.raw_images)
-    if max(cameras, frames) > limits.max_cameras:
-        raise ObservationRejected(
-            f"{cameras} camera names and {frames} frames arrived; at most {limits.max_cameras} cameras are accepted"
-        )
-    for name in (*msg.compressed_camera_names, *msg.raw_camera_names):
-        problem = size_problem("a camera name", name, MAX_NAME_CHARS)
-        if problem:
-            raise ObservationRejected(problem)
-    if msg.prefix_steps > limits.max_prefix_steps:
-        raise ObservationRejected(f"prefix_steps is {msg.prefix_steps}; at most {limits.max_prefix_steps} accepted")
-
-
-def check_observation(
-    frame: ObservationFrame, capabilities: ServerCapabilities, session: Session, limits: RequestLimits = RequestLimits()
-) -> None:
-    """Raise ObservationRejected with what was expected and what arrived."""
+    ``frame`` comes from ``observation_from_msg``, which already refused
+    anything beyond the size bounds (``RequestLimits``).
+    """
     low, high = capabilities.schema_version_min, capabilities.schema_version_max
     if not low <= frame.schema_version <= high:
         raise ObservationRejected(f"schema version {frame.schema_version}; expected {low}..{high}")
@@ -122,11 +79,8 @@ def check_observation(
         raise ObservationRejected(f"task {frame.task!r} sent to a server pinned to {pinned!r}")
     for name in ("prefix_model", "prefix_robot"):
         prefix = getattr(frame, name)
-        if prefix is not None:
-            if len(prefix) > limits.max_prefix_steps:
-                raise ObservationRejected(f"{name} has {len(prefix)} steps; at most {limits.max_prefix_steps} accepted")
-            if not np.isfinite(prefix).all():
-                raise ObservationRejected(f"{name} holds non-finite values")
+        if prefix is not None and not np.isfinite(prefix).all():
+            raise ObservationRejected(f"{name} holds non-finite values")
 
 
 @dataclass
@@ -196,11 +150,8 @@ class RequestHandler:
         else:
             decode_started = time.perf_counter()
             try:
-                check_sizes(msg, self.limits)
-                frame = observation_from_msg(
-                    msg, len(self.capabilities.action_names), self.limits.max_image_bytes, self.limits.max_image_pixels
-                )
-                check_observation(frame, self.capabilities, session, self.limits)
+                frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits)
+                check_observation(frame, self.capabilities, session)
                 if frame.request.episode > session.episode:
                     session.episode, session.processors_stale = frame.request.episode, True
                 if session.processors_stale:

@@ -39,6 +39,7 @@ from test_executor_logic import CAPABILITIES, JOINTS, connected, feed
 from test_request_path import Harness, runner  # noqa: F401 - runner is the module-scoped fixture Harness needs
 
 from lerobot_ros import images
+from lerobot_ros.data_plane import RequestLimits
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -645,7 +646,7 @@ def _spin_pumping(node, stream: HealthyStream, predicate, timeout_s: float) -> b
         stream.listening.append((started, time.monotonic()))
 
 
-CROSS_PROCESS_MAX_IMAGE_BYTES = 8 << 20  # the shared server's default max_image_bytes
+CROSS_PROCESS_MAX_IMAGE_BYTES = RequestLimits().max_image_bytes  # the shared server's default max_image_bytes
 # The healthy robot keeps at least 40% of its rate (the mean of the quiet
 # windows before and after) while malformed input floods the server. Measured
 # on shared 2-core machines: 0.6-1.0; a server stalled by bad input gives ~0.

@@ -26,7 +26,6 @@ from lerobot_ros.executor.observation import (
     JointStateError,
     NotSent,
     ObservationAssembler,
-    camera_payload,
     map_joint_state,
     to_message,
 )
@@ -165,21 +164,6 @@ def test_a_wrong_joint_state_is_counted_not_stored():
     holder.on_joint_state(["a"], [1.0], [], now_s=1.0)
     assert holder.joint_state_errors == 1
     assert "lacks joints" in holder.assemble(1.0).reason
-
-
-def test_camera_payload_forwards_jpeg_and_encodes_raw():
-    rgb = np.random.default_rng(0).integers(0, 255, (12, 16, 3), dtype=np.uint8)
-    jpeg = images.rgb_to_compressed(rgb, 90)
-    assert camera_payload(jpeg, 90) == ("compressed", jpeg)  # the same object: not re-encoded
-    kind, encoded = camera_payload(images.rgb_to_raw(rgb), 80)
-    assert kind == "compressed" and images.is_jpeg(encoded)
-    raw = images.rgb_to_raw(rgb)
-    assert camera_payload(raw, 0) == ("raw", raw)
-    assert camera_payload(jpeg, 0) == ("compressed", jpeg), "JPEG inputs are forwarded whatever the quality"
-    bgr = images.rgb_to_raw(rgb)
-    bgr.encoding = "bgr8"
-    kind, converted = camera_payload(bgr, 0)
-    assert kind == "raw" and converted.encoding == "rgb8" and (converted.height, converted.width) == (12, 16)
 
 
 def test_observation_message_carries_ids_state_cameras_and_prefix():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lerobot_ros import images
-from lerobot_ros.data_plane import RequestId, chunk_from_msg, observation_to_msg
+from lerobot_ros.data_plane import RequestId, RequestLimits, chunk_from_msg, observation_to_msg
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.request_path import RequestHandler, RequestLimits
+from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import Ready
 from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.sim.default_policy import FRONT_CAMERA

@@ -1,13 +1,18 @@
 """Observation and ActionChunk messages <-> numpy (no ROS graph)."""
 
+import cv2
 import numpy as np
 import pytest
+from sensor_msgs.msg import CompressedImage
 
-from lerobot_ros import images
+from lerobot_ros import contract, images
 from lerobot_ros.data_plane import (
     ChunkReply,
     DataPlaneError,
     RequestId,
+    RequestLimits,
+    camera_payload,
+    camera_payloads,
     chunk_from_msg,
     chunk_to_msg,
     observation_from_msg,
@@ -69,7 +74,7 @@ def test_prefix_length_must_match_its_declared_shape():
 def test_oversize_raw_frame_is_refused():
     msg = observation_to_msg(REQUEST, "", np.zeros(6), {}, {"front": images.rgb_to_raw(frame(0))})
     with pytest.raises(DataPlaneError, match="9216 bytes; at most 1000"):
-        observation_from_msg(msg, 6, max_image_bytes=1000)
+        observation_from_msg(msg, 6, RequestLimits(max_image_bytes=1000))
 
 
 def test_chunk_round_trip_keeps_both_spaces_ids_and_durations():
@@ -94,3 +99,46 @@ def test_chunk_arrays_must_match_the_declared_shape():
         chunk_from_msg(msg)
     with pytest.raises(DataPlaneError, match="must be equal 2-D shapes"):
         chunk_to_msg(ChunkReply(REQUEST, 0, actions_model=np.zeros((5, 6)), actions_robot=np.zeros((4, 6))))
+
+
+def test_camera_payload_forwards_jpeg_and_encodes_raw():
+    rgb = np.random.default_rng(0).integers(0, 255, (12, 16, 3), dtype=np.uint8)
+    jpeg = images.rgb_to_compressed(rgb, 90)
+    assert camera_payload(jpeg, 90) == ("compressed", jpeg)  # the same object: not re-encoded
+    kind, encoded = camera_payload(images.rgb_to_raw(rgb), 80)
+    assert kind == "compressed" and images.is_jpeg(encoded)
+    raw = images.rgb_to_raw(rgb)
+    assert camera_payload(raw, 0) == ("raw", raw)
+    assert camera_payload(jpeg, 0) == ("compressed", jpeg), "JPEG inputs are forwarded whatever the quality"
+    bgr = images.rgb_to_raw(rgb)
+    bgr.encoding = "bgr8"
+    kind, converted = camera_payload(bgr, 0)
+    assert kind == "raw" and converted.encoding == "rgb8" and (converted.height, converted.width) == (12, 16)
+    png = CompressedImage(format="png", data=cv2.imencode(".png", rgb)[1].tobytes())
+    kind, encoded = camera_payload(png, 80)
+    assert kind == "compressed" and images.is_jpeg(encoded), "a PNG frame leaves as JPEG"
+
+
+def test_camera_payloads_split_frames_into_compressed_and_raw_by_name():
+    jpeg, raw = images.rgb_to_compressed(frame(0), 90), images.rgb_to_raw(frame(0))
+    compressed, raws = camera_payloads({"front": jpeg, "wrist": raw}, 0)
+    assert compressed == {"front": jpeg} and raws == {"wrist": raw}
+
+
+def test_every_size_bound_comes_from_one_limits_value():
+    defaults = RequestLimits()
+    assert (defaults.max_image_bytes, defaults.max_image_pixels, defaults.max_camera_name_chars) == (
+        contract.MAX_IMAGE_BYTES, contract.MAX_IMAGE_PIXELS, contract.MAX_NAME_CHARS
+    )
+    name = "x" * 40
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), {name: images.rgb_to_compressed(frame(0), 90)}, {})
+    assert set(observation_from_msg(msg, 6).images) == {name}
+    with pytest.raises(DataPlaneError, match="a camera name is 40 characters long; at most 32 are accepted"):
+        observation_from_msg(msg, 6, RequestLimits(max_camera_name_chars=32))
+    size = len(msg.compressed_images[0].data)
+    with pytest.raises(DataPlaneError, match=f"camera '{name}': expected a compressed image of at most {size - 1} bytes, got {size}"):
+        observation_from_msg(msg, 6, RequestLimits(max_image_bytes=size - 1))
+    with pytest.raises(DataPlaneError, match="expected an image of at most 100 pixels, got a JPEG declaring 48x64"):
+        observation_from_msg(msg, 6, RequestLimits(max_image_pixels=100))
+    with pytest.raises(DataPlaneError, match="state has 6 values; at most 5"):
+        observation_from_msg(msg, 6, RequestLimits(max_state_dim=5))

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
+from lerobot_ros import images
 from lerobot_ros.images import (
+    CompressedFrame,
     ImageError,
     compressed_to_rgb,
     image_message_to_rgb,
@@ -304,10 +306,11 @@ def test_declared_size_is_read_from_jpeg_and_png_headers_without_decoding():
     from lerobot_ros.images import declared_size
 
     rgb = np.zeros((37, 53, 3), np.uint8)
-    assert declared_size(memoryview(bytes(rgb_to_compressed(rgb, 80).data))) == (37, 53)
+    assert declared_size(memoryview(bytes(rgb_to_compressed(rgb, 80).data)), "jpeg") == (37, 53)
     ok, png = cv2.imencode(".png", rgb)
-    assert declared_size(memoryview(png.tobytes())) == (37, 53)
-    assert declared_size(memoryview(b"not an image")) is None
+    assert declared_size(memoryview(png.tobytes()), "png") == (37, 53)
+    for codec in ("jpeg", "png", None):
+        assert declared_size(memoryview(b"not an image"), codec) is None
 
 
 def test_a_small_file_declaring_a_huge_image_is_refused_before_decoding():
@@ -319,3 +322,36 @@ def test_a_small_file_declaring_a_huge_image_is_refused_before_decoding():
     with pytest.raises(ImageError, match="at most 1000000 pixels, got a PNG declaring 3000x3000"):
         compressed_to_rgb(msg, max_pixels=1_000_000)
     assert compressed_to_rgb(msg, max_pixels=10_000_000).shape == (3000, 3000, 3)
+
+
+def test_a_compressed_frame_reads_its_codec_once_for_forwarding_and_decoding():
+    jpeg = CompressedFrame.of(rgb_to_compressed(RED_RGB, 90))
+    assert (jpeg.sniffed, jpeg.declared) == ("jpeg", "jpeg") and jpeg.is_complete_jpeg()
+    _assert_red(jpeg.to_rgb(), tolerance=3)
+    unlabelled = CompressedFrame.of(_compressed(_png_bytes(_gradient_rgb()), ""))
+    assert (unlabelled.sniffed, unlabelled.declared) == ("png", "png") and not unlabelled.is_complete_jpeg()
+    mislabelled = CompressedFrame.of(_compressed(bytes(rgb_to_compressed(RED_RGB, 90).data), "png"))
+    assert (mislabelled.sniffed, mislabelled.declared) == ("jpeg", "png") and not mislabelled.is_complete_jpeg()
+    with pytest.raises(ImageError, match="expected PNG data as the format says"):
+        mislabelled.to_rgb()
+
+
+@pytest.mark.parametrize("fmt", ["jpeg", ""])
+def test_a_bounded_decode_sniffs_the_data_once(fmt, monkeypatch):
+    sniffed = []
+    real_sniff = images._sniff_codec
+    monkeypatch.setattr(images, "_sniff_codec", lambda data: sniffed.append(1) or real_sniff(data))
+    msg = _compressed(bytes(rgb_to_compressed(RED_RGB, 90).data), fmt)
+    _assert_red(compressed_to_rgb(msg, max_bytes=1 << 20, max_pixels=1 << 20), tolerance=3)
+    assert len(sniffed) == 1
+
+
+def test_a_raw_frame_is_bounded_in_bytes_before_anything_else():
+    msg = rgb_to_raw(RED_RGB)
+    size = len(msg.data)
+    _assert_red(raw_to_rgb(msg, max_bytes=size))
+    with pytest.raises(ImageError, match=f"'rgb8' Image of {size} bytes; at most {size - 1} are accepted"):
+        raw_to_rgb(msg, max_bytes=size - 1)
+    msg.encoding = "unknown"  # the bound comes first: nothing of an oversize frame is interpreted
+    with pytest.raises(ImageError, match=f"of {size} bytes; at most {size - 1} are accepted"):
+        image_message_to_rgb(msg, max_bytes=size - 1)

@@ -1,0 +1,74 @@
+"""Camera frames in an Observation, both ways: payloads out, bounded RGB arrays in.
+
+Invariants: a complete JPEG is forwarded untouched (never re-encoded);
+anything else leaves as JPEG or raw rgb8, never in an encoding the server
+would have to guess. On the way in, the name lists are index-aligned with
+the frames, each camera comes once, and every frame is decoded within the
+byte and pixel bounds of ``RequestLimits``, or refused naming the camera,
+what was expected and what arrived.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sensor_msgs.msg import CompressedImage, Image
+
+from lerobot_ros import images
+from lerobot_ros.data_plane.fields import DataPlaneError
+from lerobot_ros.data_plane.limits import RequestLimits
+from lerobot_ros.msg import Observation
+
+Payload = Image | CompressedImage
+
+
+def camera_payload(msg: Payload, jpeg_quality: int) -> tuple[str, Payload]:
+    """("compressed" | "raw", message) to put in an Observation for one camera frame.
+
+    A complete JPEG is forwarded untouched (no re-encoding). Anything else is
+    decoded to RGB and sent as JPEG at ``jpeg_quality``, or as raw rgb8 when
+    ``jpeg_quality`` is 0. Raises images.ImageError for an unusable frame.
+    """
+    if isinstance(msg, CompressedImage):
+        compressed = images.CompressedFrame.of(msg)
+        if compressed.is_complete_jpeg():
+            return "compressed", msg
+        rgb = compressed.to_rgb()
+    elif jpeg_quality == 0 and isinstance(msg, Image) and msg.encoding == "rgb8" and msg.step == msg.width * 3:
+        return "raw", msg
+    else:
+        rgb = images.image_message_to_rgb(msg)
+    if jpeg_quality == 0:
+        return "raw", images.rgb_to_raw(rgb)
+    return "compressed", images.rgb_to_compressed(rgb, jpeg_quality)
+
+
+def camera_payloads(frames: dict[str, Payload], jpeg_quality: int) -> tuple[dict[str, CompressedImage], dict[str, Image]]:
+    """(compressed, raw) payloads by camera name for ``observation_to_msg``; see ``camera_payload``."""
+    compressed, raw = {}, {}
+    for name, frame in frames.items():
+        kind, payload = camera_payload(frame, jpeg_quality)
+        (compressed if kind == "compressed" else raw)[name] = payload
+    return compressed, raw
+
+
+def _aligned(names, frames, kind: str) -> None:
+    if len(names) != len(frames):
+        raise DataPlaneError(f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be index-aligned")
+
+
+def frames_from_msg(msg: Observation, limits: RequestLimits) -> dict[str, np.ndarray]:
+    """Every camera frame of ``msg`` as an HxWx3 uint8 RGB array, by camera name."""
+    _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
+    _aligned(msg.raw_camera_names, msg.raw_images, "raw")
+    frames: dict[str, np.ndarray] = {}
+    for name, image in [
+        *zip(msg.compressed_camera_names, msg.compressed_images),
+        *zip(msg.raw_camera_names, msg.raw_images),
+    ]:
+        if name in frames:
+            raise DataPlaneError(f"camera {name!r} appears twice; each camera must be sent once")
+        try:
+            frames[name] = images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
+        except images.ImageError as error:
+            raise DataPlaneError(f"camera {name!r}: {error}") from error
+    return frames

@@ -1,0 +1,79 @@
+"""The Observation message from plain values (robot side) and back (server side).
+
+Invariant: an observation that is oversize or structurally broken (frames
+the parser would have to guess at, prefixes whose length disagrees with
+their declared shape) never becomes an ``ObservationFrame``; the
+DataPlaneError says what was expected and what arrived. What the values
+must equal (the session's ids, the policy's state size and cameras) is the
+request path's business, not this module's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sensor_msgs.msg import CompressedImage, Image
+
+from lerobot_ros.data_plane.cameras import frames_from_msg
+from lerobot_ros.data_plane.fields import RequestId, float32_field, float_array, matrix, request_fields, request_id_of
+from lerobot_ros.data_plane.limits import RequestLimits, check_sizes
+from lerobot_ros.msg import Observation
+
+
+@dataclass
+class ObservationFrame:
+    """A decoded observation: RGB frames by camera name, float32 state."""
+
+    request: RequestId
+    schema_version: int
+    task: str
+    state: np.ndarray
+    images: dict[str, np.ndarray]
+    inference_delay_steps: int = 0
+    prefix_model: np.ndarray | None = None  # [steps, action_dim]
+    prefix_robot: np.ndarray | None = None
+
+
+def observation_to_msg(
+    request: RequestId,
+    task: str,
+    state: np.ndarray,
+    compressed: dict[str, CompressedImage],
+    raw: dict[str, Image],
+    inference_delay_steps: int = 0,
+    prefix_model: np.ndarray | None = None,
+    prefix_robot: np.ndarray | None = None,
+) -> Observation:
+    """The Observation for one request; camera payloads as ``cameras.camera_payloads`` makes them."""
+    msg = Observation(**request_fields(request), task=task, inference_delay_steps=inference_delay_steps)
+    msg.state = float32_field(state)
+    msg.compressed_camera_names = list(compressed)
+    msg.compressed_images = list(compressed.values())
+    msg.raw_camera_names = list(raw)
+    msg.raw_images = list(raw.values())
+    if prefix_model is not None and prefix_robot is not None and len(prefix_model):
+        msg.prefix_steps = len(prefix_model)
+        msg.prefix_model = float32_field(prefix_model)
+        msg.prefix_robot = float32_field(prefix_robot)
+    return msg
+
+
+def observation_from_msg(msg: Observation, action_dim: int, limits: RequestLimits = RequestLimits()) -> ObservationFrame:
+    """Decode an observation within ``limits``; images become RGB arrays."""
+    check_sizes(msg, limits)
+    frames = frames_from_msg(msg, limits)
+    prefix_model = prefix_robot = None
+    if msg.prefix_steps:
+        prefix_model = matrix(msg.prefix_model, msg.prefix_steps, action_dim, "prefix_model")
+        prefix_robot = matrix(msg.prefix_robot, msg.prefix_steps, action_dim, "prefix_robot")
+    return ObservationFrame(
+        request=request_id_of(msg),
+        schema_version=msg.schema_version,
+        task=msg.task,
+        state=float_array(msg.state),
+        images=frames,
+        inference_delay_steps=msg.inference_delay_steps,
+        prefix_model=prefix_model,
+        prefix_robot=prefix_robot,
+    )
