@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lerobot_ros.launch_plan import Plan, demo_plan
-from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode
+from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 from lerobot_ros.processes import spawn_node, stop
 
 STREAMING_STATES = ("STREAMING", "DEGRADED")
@@ -242,7 +242,7 @@ def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
-    parser.add_argument("--output-mode", choices=list(OUTPUT_MODES), default=DEFAULT_OUTPUT_MODE)
+    parser.add_argument("--output-mode", choices=list(OUTPUT_MODES), default=DEFAULT_OUTPUT_MODE, help=help_text())
     parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
     parser.add_argument("--policy", choices=("act", "smolvla"), default="act",
                         help="default policy to generate and serve when no --checkpoint is given: a random ACT "

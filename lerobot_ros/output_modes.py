@@ -47,6 +47,8 @@ class JointCommand:
 
 @dataclass(frozen=True)
 class OutputMode:
+    """One way to command the joints: a message type, its default topic, its writer and reader."""
+
     name: str
     #: ROS type as ``package/msg/Name``.
     message: str
@@ -192,6 +194,11 @@ def output_mode(name: str) -> OutputMode:
         return OUTPUT_MODES[name]
     except KeyError:
         raise ValueError(f"output_mode {name!r} is not one of {list(OUTPUT_MODES)}") from None
+
+
+def help_text() -> str:
+    """Every mode with what it is for, for command-line help."""
+    return "; ".join(f"{mode.name}: {mode.message}, {mode.description}" for mode in OUTPUT_MODES.values())
 
 
 def choices_text() -> str:

@@ -14,6 +14,7 @@ from lerobot_ros.output_modes import (
     DEFAULT_OUTPUT_TOPICS,
     OUTPUT_MODES,
     choices_text,
+    help_text,
     output_mode,
 )
 from lerobot_ros.sim.command_input import CommandFollower
@@ -39,7 +40,8 @@ def test_the_modes_their_messages_and_topics_are_the_ros_surface():
         "joint_state": "joint_commands",
     }
     assert choices_text() == "forward_command (Float64MultiArray), joint_trajectory (JointTrajectory) or joint_state (JointState)"
-    assert all(mode.description for mode in OUTPUT_MODES.values())
+    assert help_text().startswith("forward_command: std_msgs/msg/Float64MultiArray, positions in joint order")
+    assert all(f"{name}: " in help_text() for name in OUTPUT_MODES)
 
 
 @pytest.mark.parametrize("name", list(OUTPUT_MODES))
