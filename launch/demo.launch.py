@@ -14,13 +14,14 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 
+from lerobot_ros import output_modes
 from lerobot_ros.launch_actions import actions_of
 from lerobot_ros.launch_plan import ZENOH_RMW, demo_plan
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
     "policy": ("act", "Default policy when checkpoint is empty: act or smolvla (RTC-capable)"),
-    "output_mode": ("forward_command", "forward_command, joint_trajectory or joint_state"),
+    "output_mode": (output_modes.DEFAULT_OUTPUT_MODE, output_modes.choices_text()),
     "device": ("auto", "auto, cpu, cuda or cuda:N"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
     "start_router": ("true", "Start the rmw_zenoh router (only with rmw_zenoh_cpp)"),

@@ -14,6 +14,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 
+from lerobot_ros import output_modes
 from lerobot_ros.launch_actions import actions_of
 from lerobot_ros.launch_plan import ZENOH_RMW, parse_remaps, robot_plan, share_path
 
@@ -21,7 +22,7 @@ ARGUMENTS = {
     "robot_namespace": ("", "Namespace of this robot"),
     "server_namespace": ("/lerobot", "Where the policy server answers"),
     "client_id": ("", "Stable id of this robot (empty: derived from the host name and namespace)"),
-    "output_mode": ("forward_command", "forward_command, joint_trajectory or joint_state"),
+    "output_mode": (output_modes.DEFAULT_OUTPUT_MODE, output_modes.choices_text()),
     "params_file": (share_path("config", "robot.yaml"), "Parameter file"),
     "camera_remaps": ("", "Camera topic remaps, e.g. camera/front/image_raw:=/usb_cam/image_raw"),
     "joint_states_topic": ("", "Remap the joint state input to this topic"),

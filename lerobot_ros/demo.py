@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lerobot_ros.launch_plan import OUTPUT_MODES, Plan, demo_plan
+from lerobot_ros.launch_plan import Plan, demo_plan
+from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 from lerobot_ros.processes import spawn_node, stop
 
 STREAMING_STATES = ("STREAMING", "DEGRADED")
@@ -42,16 +43,13 @@ class Recording:
         return time.monotonic() - self.started
 
 
-def _commanded_positions(mode: str, msg, joint_names) -> list[float] | None:
-    if mode == "forward_command":
-        return list(msg.data)
-    if mode == "joint_state":
-        lookup = dict(zip(msg.name, msg.position))
-        return [lookup.get(name, float("nan")) for name in joint_names]
-    if msg.points:  # joint_trajectory: the point the arm is told to reach first
-        lookup = dict(zip(msg.joint_names, msg.points[0].positions))
-        return [lookup.get(name, float("nan")) for name in joint_names]
-    return None
+def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | None:
+    """The positions a command tells the arm to reach first (a trajectory's first point)."""
+    try:
+        command = mode.read(msg, joint_names)
+    except ValueError:
+        return None
+    return command.positions[0].tolist() if command.positions else None
 
 
 def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
@@ -149,12 +147,10 @@ def streamed(summary: dict, fps: float) -> bool:
 def run(args) -> int:
     import rclpy
     from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
-    from trajectory_msgs.msg import JointTrajectory
 
-    from lerobot_ros.launch_plan import SIM_COMMAND_TOPICS
     from lerobot_ros.msg import ExecutorStatus
-    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, SO101_JOINT_NAMES, default_checkpoint
+    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
+    from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -176,19 +172,18 @@ def run(args) -> int:
     rclpy.init()
     node = rclpy.create_node("lerobot_ros_demo_monitor")
     recording = Recording()
-    message_type = {"forward_command": Float64MultiArray, "joint_trajectory": JointTrajectory, "joint_state": JointState}
+    mode = OUTPUT_MODES[args.output_mode]
     node.create_subscription(ExecutorStatus, f"{robot_namespace}/chunk_executor/status",
                              lambda msg: recording.status.append((recording.now(), msg)), 10)
     node.create_subscription(JointState, f"{robot_namespace}/joint_states",
                              lambda msg: recording.measured.append((recording.now(), list(msg.position))), 50)
 
     def on_command(msg) -> None:
-        positions = _commanded_positions(args.output_mode, msg, SO101_JOINT_NAMES)
+        positions = _commanded_positions(mode, msg, SO101_JOINT_NAMES)
         if positions is not None:
             recording.commanded.append((recording.now(), positions))
 
-    node.create_subscription(message_type[args.output_mode],
-                             f"{robot_namespace}/{SIM_COMMAND_TOPICS[args.output_mode]}", on_command, 50)
+    node.create_subscription(mode.message_type, f"{robot_namespace}/{mode.sim_topic}", on_command, 50)
     processes = start_processes(plan, output_dir)
     interactive = sys.stdout.isatty()
     streaming_since = None
@@ -247,7 +242,7 @@ def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
-    parser.add_argument("--output-mode", choices=OUTPUT_MODES, default="forward_command")
+    parser.add_argument("--output-mode", choices=list(OUTPUT_MODES), default=DEFAULT_OUTPUT_MODE, help=help_text())
     parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
     parser.add_argument("--policy", choices=("act", "smolvla"), default="act",
                         help="default policy to generate and serve when no --checkpoint is given: a random ACT "

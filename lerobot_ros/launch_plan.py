@@ -11,18 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lerobot_ros import output_modes
 from lerobot_ros.processes import ros_args
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
-OUTPUT_MODES = ("forward_command", "joint_trajectory", "joint_state")
-#: Where sim_robot_node listens for each executor output mode (relative to the robot namespace).
-SIM_COMMAND_TOPICS = {
-    "forward_command": "forward_position_controller/commands",
-    "joint_trajectory": "joint_trajectory_controller/joint_trajectory",
-    "joint_state": "joint_commands",
-}
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
 
 
@@ -108,7 +102,7 @@ def robot_plan(
     robot_namespace: str = "",
     server_namespace: str = "/lerobot",
     client_id: str = "",
-    output_mode: str = "forward_command",
+    output_mode: str = output_modes.DEFAULT_OUTPUT_MODE,
     params_file: str = "",
     camera_remaps: dict[str, str] | None = None,
     joint_states_topic: str = "",
@@ -123,8 +117,7 @@ def robot_plan(
     parameter) to the driver's actual topics; ``joint_states_topic`` and
     ``command_topic`` remap the state input and the command output.
     """
-    if output_mode not in OUTPUT_MODES:
-        raise ValueError(f"output_mode {output_mode!r} is not one of {list(OUTPUT_MODES)}")
+    mode = output_modes.output_mode(output_mode)
     namespace = _absolute(robot_namespace)
     parameters: dict = {"server_namespace": server_namespace, "output_mode": output_mode}
     if client_id:
@@ -138,7 +131,7 @@ def robot_plan(
             camera_topics=[SIM_CAMERA_TOPIC],
             camera_transports=["raw"],
             state_topic="joint_states",
-            output_topic=SIM_COMMAND_TOPICS[output_mode],
+            output_topic=mode.sim_topic,
         )
         nodes.append(
             NodeSpec(
@@ -171,7 +164,7 @@ def robot_plan(
 
 def demo_plan(
     checkpoint: str,
-    output_mode: str = "forward_command",
+    output_mode: str = output_modes.DEFAULT_OUTPUT_MODE,
     device: str = "auto",
     rmw_implementation: str = "",
     start_zenoh_router: bool = False,

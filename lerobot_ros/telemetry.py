@@ -7,7 +7,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from lerobot_ros.executor.latency import WindowedLatencyTracker
+from lerobot_ros.statistics import WindowedDurations
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ServerStats:
         self._clock = clock or time.monotonic
         self._lock = threading.Lock()
         self._inference: deque[tuple[float, float]] = deque(maxlen=window)  # (finished_at, seconds)
-        self._durations = WindowedLatencyTracker(window)
+        self._durations = WindowedDurations(window)
         self.requests_served = 0
         self.requests_rejected = 0
         self.requests_failed = 0

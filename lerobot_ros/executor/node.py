@@ -28,7 +28,7 @@ joint_trajectory mode publishes one single-point trajectory per control tick
 (``time_from_start`` = 1/fps), not the queued chunk as one timed trajectory:
 every point passes the same fail-safe tick and safety envelope as the other
 modes, so a controller never keeps playing actions that went stale, or that
-the operator paused, after the executor decided so (see commands.py).
+the operator paused, after the executor decided so (see output_modes.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
 from lerobot_ros import wire
-from lerobot_ros.executor import commands
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
 from lerobot_ros.executor.server_link import RosServerLink
@@ -62,6 +61,7 @@ from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker, handshake
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
 from lerobot_ros.node_support import NodeDone, NodeStartupError, ParameterSpec, declare_validated, run_node
+from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 NODE_NAME = "chunk_executor"
@@ -112,9 +112,8 @@ class ChunkExecutorNode(Node):
             self.create_subscription(
                 message_type, topic, lambda msg, name=name: sensors.on_camera(name, msg, time.monotonic()), SENSOR_QOS
             )
-        self.command_pub = self.create_publisher(
-            commands.MESSAGE_TYPES[settings.output_mode], settings.output_topic, COMMAND_QOS
-        )
+        self.output = OUTPUT_MODES[settings.output_mode]
+        self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
         self.create_timer(1.0 / settings.fps, self.on_control_tick)
 
         # Server side: heartbeat watchdog (the data plane was created by the handshake).
@@ -165,9 +164,7 @@ class ChunkExecutorNode(Node):
         action = self.core.control_tick(time.monotonic())
         if action is not None:
             stamp = self.get_clock().now().to_msg()
-            self.command_pub.publish(
-                commands.build(self.settings.output_mode, self.settings.joint_names, action, 1.0 / self.settings.fps, stamp)
-            )
+            self.command_pub.publish(self.output.build(self.settings.joint_names, action, 1.0 / self.settings.fps, stamp))
 
     def on_heartbeat(self, msg: ServerStatus) -> None:
         self.core.on_heartbeat(msg.instance_id, time.monotonic())

@@ -16,15 +16,9 @@ from dataclasses import dataclass
 
 from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
+from lerobot_ros.output_modes import DEFAULT_OUTPUT_TOPICS, OUTPUT_MODES
 
-OUTPUT_MODES = ("forward_command", "joint_trajectory", "joint_state")
 CAMERA_TRANSPORTS = ("raw", "compressed")
-#: The output topic used when ``output_topic`` is empty, per output mode.
-DEFAULT_OUTPUT_TOPICS = {
-    "forward_command": "/forward_position_controller/commands",
-    "joint_trajectory": "/joint_trajectory_controller/joint_trajectory",
-    "joint_state": "joint_commands",
-}
 
 #: Float-list parameters: ROS 2 cannot infer the type of [], so the node declares them typed.
 FLOAT_LIST_PARAMETERS = ("joint_lower_limits", "joint_upper_limits")

@@ -26,13 +26,11 @@ from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
 from lerobot_ros.server.policy_families import DTYPES, classify, resolve_serving
-from lerobot_ros.sim.default_policy import VLM_DIR
 
 log = logging.getLogger(__name__)
 
-#: Sidecar file in a checkpoint directory naming the robot-facing contract.
-CONTRACT_FILE = "lerobot_ros.json"
 _RTC_KWARGS = ("inference_delay", "prev_chunk_left_over")
 #: LeRobot's registry name of the preprocessor step that loads a tokenizer by name.
 _TOKENIZER_STEP = "tokenizer_processor"

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from lerobot_ros.sim.default_policy import HOME_POSE, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import HOME_POSE, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS, SO101_JOINT_NAMES
 
 
 @dataclass(frozen=True)
 class ArmConfig:
     joint_names: tuple[str, ...] = SO101_JOINT_NAMES
-    lower: tuple[float, ...] = (-2.0, -1.8, -0.2, -1.8, -2.8, 0.0)
-    upper: tuple[float, ...] = (2.0, 1.0, 2.6, 1.8, 2.8, 1.2)
+    lower: tuple[float, ...] = JOINT_LOWER_LIMITS
+    upper: tuple[float, ...] = JOINT_UPPER_LIMITS
     max_velocity: float = 3.0  # rad/s, every joint
     time_constant_s: float = 0.05  # first-order tracking lag
     initial: tuple[float, ...] = HOME_POSE

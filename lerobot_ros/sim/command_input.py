@@ -1,10 +1,10 @@
-"""Commands for the simulated arm, as the three executor output modes send them.
+"""How the simulated arm follows the commands it receives.
 
-Invariant: commands are mapped to joints by name wherever the message names
-its joints (JointTrajectory, JointState), so a driver never moves the wrong
-motor because a sender ordered its joints differently; Float64MultiArray
-carries no names and is taken in the arm's joint order, as ros2_control's
-forward controllers do.
+Invariant: the latest command wins, as with ros2_control's controllers: an
+untimed command is the target at once, a timed one is followed point by point
+on the receiver's clock the way joint_trajectory_controller does. Reading
+commands out of their messages (by joint name where the message names its
+joints) is each output mode's job: see ``lerobot_ros.output_modes``.
 """
 
 from __future__ import annotations
@@ -13,22 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
-def reorder_by_name(names: Sequence[str], values: Sequence[float], joint_names: Sequence[str]) -> np.ndarray:
-    """``values`` keyed by ``names``, rearranged into ``joint_names`` order."""
-    if len(names) != len(values):
-        raise ValueError(f"{len(names)} joint names but {len(values)} values")
-    lookup = dict(zip(names, values))
-    missing = [name for name in joint_names if name not in lookup]
-    if missing:
-        raise ValueError(f"command lacks joints {missing}; expected all of {list(joint_names)}, got {list(names)}")
-    return np.array([lookup[name] for name in joint_names], dtype=np.float64)
-
-
-def in_joint_order(values: Sequence[float], joint_names: Sequence[str]) -> np.ndarray:
-    if len(values) != len(joint_names):
-        raise ValueError(f"command has {len(values)} values; expected {len(joint_names)} for {list(joint_names)}")
-    return np.asarray(values, dtype=np.float64)
+from lerobot_ros.output_modes import JointCommand
 
 
 class TimedTrajectory:
@@ -61,3 +46,30 @@ class TimedTrajectory:
         t0, t1 = self._times[index - 1], self._times[index]
         weight = (elapsed_s - t0) / (t1 - t0)
         return (1 - weight) * self._positions[index - 1] + weight * self._positions[index]
+
+
+class CommandFollower:
+    """Drives a SimulatedArm from the latest command, whatever its output mode.
+
+    An untimed command replaces any trajectory and becomes the target at
+    once; a timed one starts a new trajectory from where the arm is now.
+    """
+
+    def __init__(self, arm) -> None:
+        self._arm = arm
+        self._trajectory: TimedTrajectory | None = None
+        self._started_s = 0.0
+
+    def follow(self, command: JointCommand, now_s: float) -> None:
+        """Take ``command`` as the arm's new target; a ValueError leaves the old one."""
+        if command.time_from_start_s is None:
+            self._arm.command(command.positions[0])
+            self._trajectory = None
+        else:
+            self._trajectory = TimedTrajectory(self._arm.position.copy(), command.time_from_start_s, command.positions)
+            self._started_s = now_s
+
+    def step(self, now_s: float, dt_s: float) -> None:
+        if self._trajectory is not None:
+            self._arm.command(self._trajectory.target_at(now_s - self._started_s))
+        self._arm.step(dt_s)

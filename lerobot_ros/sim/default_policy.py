@@ -17,18 +17,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-SO101_JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
-FRONT_CAMERA = "observation.images.front"
-DEFAULT_IMAGE_SHAPE = (96, 128)  # (height, width): small, so a CPU answers in tens of ms
+from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, HOME_POSE, SO101_JOINT_NAMES
+
 DEFAULT_FPS = 30.0
 # Bump the suffix when a generated checkpoint changes, so caches rebuild.
 DEFAULT_POLICY_NAME = "act_so101_random_v2"
 SMOLVLA_POLICY_NAME = "smolvla_so101_random_v1"
 #: The default policies by kind, each cached under its own versioned name.
 DEFAULT_POLICY_NAMES = {"act": DEFAULT_POLICY_NAME, "smolvla": SMOLVLA_POLICY_NAME}
-#: Folder inside a generated SmolVLA checkpoint holding its VLM config,
-#: processor and tokenizer; ``load_policy`` points the policy at it on load.
-VLM_DIR = "vlm"
 #: Special tokens SmolVLA looks up in its tokenizer, by attribute name.
 SMOLVLM_SPECIAL_TOKENS = {
     "fake_image_token": "<fake_token_around_image>",
@@ -36,8 +33,6 @@ SMOLVLM_SPECIAL_TOKENS = {
     "global_image_token": "<global-img>",
     "end_of_utterance_token": "<end_of_utterance>",
 }
-#: Joint positions (radians) the default policy's statistics centre on.
-HOME_POSE = (0.0, -0.5, 0.8, 0.3, 0.0, 0.2)
 
 
 def cache_dir() -> Path:
@@ -74,7 +69,7 @@ def _dataset_stats(dim: int, cameras) -> dict:
 
 
 def _write_contract(directory: Path, joint_names, fps: float) -> None:
-    (directory / "lerobot_ros.json").write_text(
+    (directory / CONTRACT_FILE).write_text(
         json.dumps(
             {
                 "action_names": list(joint_names),
@@ -276,7 +271,7 @@ def default_checkpoint(kind: str = "act") -> Path:
         raise ValueError(f"unknown default policy {kind!r}; choose one of {sorted(DEFAULT_POLICY_NAMES)}")
     name = DEFAULT_POLICY_NAMES[kind]
     target = cache_dir() / "policies" / name
-    if (target / "lerobot_ros.json").is_file():
+    if (target / CONTRACT_FILE).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename, so an interrupted build never
@@ -286,7 +281,7 @@ def default_checkpoint(kind: str = "act") -> Path:
         _BUILDERS[kind](staging)
         staging.rename(target)
     except OSError:
-        if not (target / "lerobot_ros.json").is_file():
+        if not (target / CONTRACT_FILE).is_file():
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -3,13 +3,13 @@
 ROS entities (in the node's namespace):
   joint_states                                sensor_msgs/JointState       (pub, rate_hz)
   <camera_topics[i]>                          sensor_msgs/Image or CompressedImage (pub, camera_rate_hz)
-  forward_position_controller/commands        std_msgs/Float64MultiArray   (sub, arm joint order)
-  joint_trajectory_controller/joint_trajectory trajectory_msgs/JointTrajectory (sub, by name, timed)
-  joint_commands                              sensor_msgs/JointState       (sub, by name)
+  <sim_topic of every output mode>            that mode's message (sub), e.g. forward_position_controller/commands
+                                              std_msgs/Float64MultiArray; see lerobot_ros.output_modes
 
-It accepts the three command forms chunk_executor_node can publish, tracks
-the latest one with first-order dynamics under velocity and position
-limits, and renders the arm and a target object from fixed viewpoints.
+It accepts every command form chunk_executor_node can publish, tracks the
+latest one with first-order dynamics under velocity and position limits
+(``command_input.CommandFollower``), and renders the arm and a target object
+from fixed viewpoints.
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ import time
 
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
-from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_ros import images
 from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
+from lerobot_ros.output_modes import OUTPUT_MODES, OutputMode
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
-from lerobot_ros.sim.command_input import TimedTrajectory, in_joint_order, reorder_by_name
-from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
+from lerobot_ros.sim.command_input import CommandFollower
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
 
 NODE_NAME = "sim_robot"
 
@@ -71,8 +70,7 @@ class SimRobotNode(Node):
         except ValueError as error:
             raise NodeStartupError(str(error)) from error
         self.arm = SimulatedArm(config)
-        self.trajectory: TimedTrajectory | None = None
-        self.trajectory_started = 0.0
+        self.follower = CommandFollower(self.arm)
         self.last_step = time.monotonic()
         self.commands_received = 0
         self.commands_refused = 0
@@ -84,9 +82,8 @@ class SimRobotNode(Node):
             camera = ArmCamera(self.params["camera_height"], self.params["camera_width"], self.params["seed"], viewpoint=index)
             publisher = self.create_publisher(CompressedImage if compressed else Image, topic, 2)
             self.cameras.append((camera, publisher))
-        self.create_subscription(Float64MultiArray, "forward_position_controller/commands", self.on_forward_command, 10)
-        self.create_subscription(JointTrajectory, "joint_trajectory_controller/joint_trajectory", self.on_trajectory, 10)
-        self.create_subscription(JointState, "joint_commands", self.on_joint_command, 10)
+        for mode in OUTPUT_MODES.values():
+            self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
         self.create_timer(1.0 / self.params["rate_hz"], self.on_step)
         if self.cameras:
             self.create_timer(1.0 / self.params["camera_rate_hz"], self.on_camera)
@@ -95,43 +92,19 @@ class SimRobotNode(Node):
             f"{len(self.cameras)} {self.params['camera_transport']} camera(s)"
         )
 
-    def _accept(self, positions) -> None:
-        self.trajectory = None
-        self.arm.command(positions)
+    def on_command(self, mode: OutputMode, msg) -> None:
+        try:
+            self.follower.follow(mode.read(msg, self.joint_names), time.monotonic())
+        except ValueError as error:
+            self.commands_refused += 1
+            self.get_logger().warning(f"{mode.name} command refused: {error}", throttle_duration_sec=1.0)
+            return
         self.commands_received += 1
-
-    def _refuse(self, error: Exception) -> None:
-        self.commands_refused += 1
-        self.get_logger().warning(f"command refused: {error}", throttle_duration_sec=1.0)
-
-    def on_forward_command(self, msg: Float64MultiArray) -> None:
-        try:
-            self._accept(in_joint_order(msg.data, self.joint_names))
-        except ValueError as error:
-            self._refuse(error)
-
-    def on_joint_command(self, msg: JointState) -> None:
-        try:
-            self._accept(reorder_by_name(msg.name, msg.position, self.joint_names))
-        except ValueError as error:
-            self._refuse(error)
-
-    def on_trajectory(self, msg: JointTrajectory) -> None:
-        try:
-            times = [point.time_from_start.sec + point.time_from_start.nanosec * 1e-9 for point in msg.points]
-            positions = [reorder_by_name(msg.joint_names, point.positions, self.joint_names) for point in msg.points]
-            self.trajectory = TimedTrajectory(self.arm.position.copy(), times, positions)
-            self.trajectory_started = time.monotonic()
-            self.commands_received += 1
-        except ValueError as error:
-            self._refuse(error)
 
     def on_step(self) -> None:
         now = time.monotonic()
         dt, self.last_step = min(now - self.last_step, 0.1), now
-        if self.trajectory is not None:
-            self.arm.command(self.trajectory.target_at(now - self.trajectory_started))
-        self.arm.step(dt)
+        self.follower.step(now, dt)
         msg = JointState(name=list(self.joint_names))
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.position = self.arm.position.tolist()

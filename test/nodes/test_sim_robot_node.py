@@ -10,7 +10,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from lerobot_ros import images
 from lerobot_ros.processes import spawn_node, stop
-from lerobot_ros.sim.default_policy import HOME_POSE, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import HOME_POSE, SO101_JOINT_NAMES
 
 NAMESPACE = "/sim_test"
 

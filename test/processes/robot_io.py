@@ -24,8 +24,9 @@ from trajectory_msgs.msg import JointTrajectory
 from bounded_spin import spin_then_exit
 
 from lerobot_ros import images
+from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 #: Measured positions in SO-101 order (distinct, so a mis-mapping shows).
 POSITIONS = (0.11, -0.52, 0.83, 0.34, -0.05, 0.26)
@@ -33,10 +34,11 @@ POSITIONS = (0.11, -0.52, 0.83, 0.34, -0.05, 0.26)
 SHUFFLED = (3, 0, 5, 1, 4, 2)
 
 
-def command_values(kind: str, msg) -> tuple[list[str], list[float]]:
-    if kind == "forward_command":
+def command_values(msg) -> tuple[list[str], list]:
+    """The names and values as the message carries them: the tests check the order the executor chose."""
+    if isinstance(msg, Float64MultiArray):
         return [], list(msg.data)
-    if kind == "joint_trajectory":
+    if isinstance(msg, JointTrajectory):
         return list(msg.joint_names), [list(point.positions) for point in msg.points]
     return list(msg.name), list(msg.position)
 
@@ -56,19 +58,18 @@ def main() -> None:
     camera_type = Image if args.transport == "raw" else CompressedImage
     camera_pub = node.create_publisher(camera_type, f"{args.prefix}/camera", SENSOR_QOS)
     out = open(args.out, "a", buffering=1)
-    types = {"forward_command": Float64MultiArray, "joint_trajectory": JointTrajectory, "joint_state": JointState}
     for spec in args.command:
         kind, topic = spec.split(":", 1)
 
         def record(msg, kind=kind, topic=topic):
-            names, values = command_values(kind, msg)
+            names, values = command_values(msg)
             extra = {}
-            if kind == "joint_trajectory":
+            if isinstance(msg, JointTrajectory):
                 extra["time_from_start"] = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
             out.write(json.dumps({"t": time.monotonic(), "topic": topic, "kind": kind, "names": names,
                                   "values": values, **extra}) + "\n")
 
-        node.create_subscription(types[kind], topic, record, COMMAND_QOS)
+        node.create_subscription(OUTPUT_MODES[kind].message_type, topic, record, COMMAND_QOS)
 
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 255, (96, 128, 3), dtype=np.uint8)

@@ -18,7 +18,6 @@ from trajectory_msgs.msg import JointTrajectory
 from lerobot_ros import images
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
-from lerobot_ros.executor import commands
 from lerobot_ros.executor.chunks import InFlight, ValidatedModel, rejection
 from lerobot_ros.executor.core import ExecutorCore, SessionGrant, request_due
 from lerobot_ros.executor.handshake import RobotDeclaration
@@ -38,6 +37,7 @@ from lerobot_ros.executor.settings import (
 )
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker, ServerView, handshake
+from lerobot_ros.output_modes import output_mode
 
 JOINTS = ("a", "b", "c")
 CAMERA = "observation.images.front"
@@ -256,18 +256,18 @@ def test_a_refusal_of_the_request_in_flight_ends_the_wait_at_once():
 
 def test_output_messages_carry_joint_names_and_values_in_order():
     action = np.array([0.1, 0.2, 0.3])
-    forward = commands.build("forward_command", JOINTS, action, 1 / 30)
+    forward = output_mode("forward_command").build(JOINTS, action, 1 / 30)
     assert isinstance(forward, Float64MultiArray) and list(forward.data) == pytest.approx([0.1, 0.2, 0.3])
     assert forward.layout.dim[0].size == 3
-    trajectory = commands.build("joint_trajectory", JOINTS, action, 0.02)
+    trajectory = output_mode("joint_trajectory").build(JOINTS, action, 0.02)
     assert isinstance(trajectory, JointTrajectory) and list(trajectory.joint_names) == list(JOINTS)
     assert len(trajectory.points) == 1 and list(trajectory.points[0].positions) == pytest.approx([0.1, 0.2, 0.3])
     assert (trajectory.points[0].time_from_start.sec, trajectory.points[0].time_from_start.nanosec) == (0, 20_000_000)
-    state = commands.build("joint_state", JOINTS, action, 0.02)
+    state = output_mode("joint_state").build(JOINTS, action, 0.02)
     assert isinstance(state, JointState) and list(state.name) == list(JOINTS)
     assert list(state.position) == pytest.approx([0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="2 values for 3 joints"):
-        commands.build("joint_state", JOINTS, action[:2], 0.02)
+        output_mode("joint_state").build(JOINTS, action[:2], 0.02)
 
 
 # -------------------------------------------------------------- trigger rule

@@ -1,4 +1,4 @@
-"""Windowed latency: the RTC delay follows recent latency, not the worst ever seen."""
+"""Windowed durations: the RTC delay and the server's inference figures follow recent samples, not the worst ever seen."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from lerobot_ros.executor.latency import WindowedLatencyTracker
+from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
+from lerobot_ros.statistics import WindowedDurations
+from lerobot_ros.telemetry import ServerStats
 
 
 def test_empty_tracker_reports_zero():
@@ -71,3 +73,20 @@ def test_bad_arguments_say_what_was_expected():
         tracker.percentile(101)
     with pytest.raises(ValueError, match="fps must be a finite number > 0, got -1"):
         tracker.delay_steps(fps=-1)
+
+
+def test_the_server_and_the_executor_share_one_windowed_statistic():
+    assert issubclass(WindowedLatencyTracker, WindowedDurations)
+    stats = ServerStats(window=3)
+    for seconds in (2.0, 0.01, 0.02, 0.03):  # the warm-up spike leaves the window
+        stats.record("ok", seconds, 0)
+    assert stats.inference_percentiles_ms() == (pytest.approx(20.0), pytest.approx(29.0))
+    with pytest.raises(ValueError, match="finite number of seconds >= 0"):
+        WindowedDurations().add(-1.0)
+
+
+def test_control_steps_round_up_without_float_noise():
+    assert control_steps(0.07, 100) == 7 and control_steps(0.071, 100) == 8
+    assert control_steps(0.0, 30) == 0
+    with pytest.raises(ValueError, match="fps must be a finite number > 0, got 0"):
+        control_steps(0.1, 0)

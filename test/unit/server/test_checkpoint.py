@@ -7,7 +7,8 @@ import pytest
 
 from lerobot_ros.server.checkpoint import CONTRACT_FILE, CheckpointError, fingerprint, load_policy
 from lerobot_ros.server.policy_families import EXCLUSIVE, SHARED, UnsupportedPolicyError, classify, resolve_serving
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, build_act_checkpoint
+from lerobot_ros.sim.default_policy import build_act_checkpoint
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 
 @pytest.mark.parametrize(

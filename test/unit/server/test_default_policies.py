@@ -16,18 +16,12 @@ import torch
 
 from lerobot_ros.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import load_policy
+from lerobot_ros.server.checkpoint_layout import VLM_DIR
 from lerobot_ros.server.inference import PolicyRunner
 from lerobot_ros.server.policy_families import SHARED
 from lerobot_ros.sim import default_policy
-from lerobot_ros.sim.default_policy import (
-    DEFAULT_IMAGE_SHAPE,
-    DEFAULT_POLICY_NAMES,
-    FRONT_CAMERA,
-    HOME_POSE,
-    SO101_JOINT_NAMES,
-    VLM_DIR,
-    default_checkpoint,
-)
+from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, HOME_POSE, SO101_JOINT_NAMES
 
 TASK = "pick up the cube"
 DELAY = 4

@@ -4,7 +4,6 @@ import pytest
 
 from lerobot_ros.launch_plan import (
     SIM_CAMERA_TOPIC,
-    SIM_COMMAND_TOPICS,
     ZENOH_RMW,
     demo_plan,
     parse_remaps,
@@ -12,7 +11,8 @@ from lerobot_ros.launch_plan import (
     server_namespace_of,
     server_plan,
 )
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.output_modes import OUTPUT_MODES
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 
 def test_server_plan_defaults_to_rmw_zenoh_and_passes_checkpoint_and_device():
@@ -65,7 +65,7 @@ def test_robot_plan_for_real_hardware_remaps_inputs_and_output():
     assert plan.environment == {"RMW_IMPLEMENTATION": ZENOH_RMW}
 
 
-@pytest.mark.parametrize("mode", sorted(SIM_COMMAND_TOPICS))
+@pytest.mark.parametrize("mode", sorted(OUTPUT_MODES))
 def test_robot_plan_with_the_simulated_arm_wires_executor_and_sim_together(mode):
     plan = robot_plan(robot_namespace="sim_arm", output_mode=mode, sim=True)
     sim, executor = plan.nodes
@@ -73,7 +73,7 @@ def test_robot_plan_with_the_simulated_arm_wires_executor_and_sim_together(mode)
     assert sim.parameters["camera_topics"] == [SIM_CAMERA_TOPIC] == executor.parameters["camera_topics"]
     assert executor.parameters["camera_names"] == [FRONT_CAMERA]
     assert executor.parameters["joint_names"] == list(SO101_JOINT_NAMES)
-    assert executor.parameters["output_topic"] == SIM_COMMAND_TOPICS[mode]
+    assert executor.parameters["output_topic"] == OUTPUT_MODES[mode].sim_topic
     assert executor.parameters["output_mode"] == mode
 
 

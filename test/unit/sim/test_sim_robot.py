@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
-from lerobot_ros.sim.command_input import TimedTrajectory, in_joint_order, reorder_by_name
-from lerobot_ros.sim.default_policy import HOME_POSE, SO101_JOINT_NAMES
+from lerobot_ros.output_modes import in_joint_order, reorder_by_name
+from lerobot_ros.sim.command_input import TimedTrajectory
+from lerobot_ros.sim.so101 import HOME_POSE, SO101_JOINT_NAMES
 
 
 def test_the_arm_tracks_a_command_within_its_velocity_limit():
