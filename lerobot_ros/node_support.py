@@ -50,7 +50,8 @@ def _declare(node: Node, entry: Parameter) -> Any:
         return entry.default if value is None else value
     except InvalidParameterTypeException as error:
         raise NodeStartupError(
-            f"parameter '{entry.name}' has the wrong type ({error}); expected {entry.type.label} ({entry.type.ros_type})"
+            f"parameter '{entry.name}' has the wrong type ({error}); "
+            f"expected {entry.type.label} ({entry.type.ros_type})"
         ) from error
 
 

@@ -90,6 +90,7 @@ def test_limit_lists_must_match_the_joints_and_not_cross():
 def test_handshake_only_needs_only_the_joints():
     assert ExecutorSettings.problems_of(params(handshake_only=True, fps=0.0, camera_topics=[""])) == []
     assert "'joint_names' is empty" in ExecutorSettings.problems_of(params(handshake_only=True, joint_names=[""]))[0]
+    assert settings(handshake_only=True, fps=0.0).failsafe is None  # it never streams
 
 
 def test_generated_client_id_is_a_valid_name_from_host_and_namespace():

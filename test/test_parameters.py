@@ -84,8 +84,9 @@ def test_name_checks():
         assert ros_name_segment()("s", bad) == f"'s' is {bad!r}, expected one ROS name segment"
     assert absolute_name("/lerobot")("ns", "/x") is None
     assert absolute_name("/lerobot")("ns", "x") == "'ns' is 'x', expected an absolute name like /lerobot"
-    assert matches(re.compile(r"cpu|cuda(:\d+)?"), "cpu or cuda:N")("d", "cuda:1") is None
-    assert matches(re.compile(r"cpu|cuda(:\d+)?"), "cpu or cuda:N")("d", "gpu") == "'d' is 'gpu', expected cpu or cuda:N"
+    device = matches(re.compile(r"cpu|cuda(:\d+)?"), "cpu or cuda:N")
+    assert device("d", "cuda:1") is None
+    assert device("d", "gpu") == "'d' is 'gpu', expected cpu or cuda:N"
 
 
 def test_list_checks():
@@ -192,7 +193,9 @@ def test_wrong_types_and_unknown_names_are_problems_before_any_check_runs():
 
 
 def test_defaults_are_what_the_config_files_list():
-    assert defaults(TABLE) == {"name": "", "low": 0.0, "high": 1.0, "items": [""], "limits": [], "count": 3, "flag": False}
+    assert defaults(TABLE) == {
+        "name": "", "low": 0.0, "high": 1.0, "items": [""], "limits": [], "count": 3, "flag": False
+    }
     assert Example.problems_of({"name": "x"}) == []
 
 

@@ -11,6 +11,7 @@ and defaults (a test checks both). Plain Python (no rclpy).
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cached_property
 
@@ -31,6 +32,7 @@ from lerobot_ros.parameters import (
     in_range,
     no_nan,
     one_of,
+    optional,
     positive,
     required,
     settings_dataclass,
@@ -47,8 +49,8 @@ DEFAULT_OUTPUT_TOPICS = {
 }
 
 
-def _valid_client_id(name: str, value: str) -> str | None:
-    problem = client_id_problem(value) if value else None  # empty: generated from the host name
+def _client_id(name: str, value: str) -> str | None:
+    problem = client_id_problem(value)
     return f"'{name}': {problem}" if problem else None
 
 
@@ -59,7 +61,7 @@ PARAMETERS = (
               (absolute_name("/lerobot"),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
-              (_valid_client_id,)),
+              (optional(_client_id),)),  # empty: generated from the host name
     Parameter("task", STRING, "",
               "Task sent with every observation (language-conditioned policies); empty: the server's default"),
     Parameter("fps", FLOAT, 30.0, "Control rate: actions executed (and commands published) per second", (positive(),)),
@@ -167,7 +169,9 @@ def lower_limits_not_above_upper(settings: ExecutorSettings) -> str | None:
     lower, upper, joints = settings.joint_lower_limits, settings.joint_upper_limits, settings.joint_names
     if not lower or len(lower) != len(upper):
         return None
-    crossed = [joints[i] if i < len(joints) else str(i) for i, (low, high) in enumerate(zip(lower, upper)) if low > high]
+    crossed = [
+        joints[i] if i < len(joints) else str(i) for i, (low, high) in enumerate(zip(lower, upper)) if low > high
+    ]
     return f"'joint_lower_limits' is above 'joint_upper_limits' for {crossed}" if crossed else None
 
 
@@ -181,7 +185,7 @@ RULES = (
 )
 
 _BY_NAME = {entry.name: entry for entry in PARAMETERS}
-#: What a handshake_only run reads besides the namespace: it checks only these.
+#: A handshake_only run only asks the server whether this robot fits: it checks just these.
 _CHECKED_WHEN_HANDSHAKE_ONLY = (_BY_NAME["joint_names"], _BY_NAME["handshake_timeout_s"])
 
 
@@ -189,7 +193,7 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
     """Validated parameters, in the types the executor uses (string lists without placeholders)."""
 
     @classmethod
-    def from_values(cls, values, node_namespace: str = "/", hostname: str | None = None) -> ExecutorSettings:
+    def from_values(cls, values: Mapping, node_namespace: str = "/", hostname: str | None = None) -> ExecutorSettings:
         """Validated settings with the empty defaults filled: the client id, the output topic, the transports."""
         settings = super().from_values(values)
         return replace(
