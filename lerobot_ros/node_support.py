@@ -1,8 +1,9 @@
-"""What every lerobot_ros node shares: parameter tables and the main loop.
+"""What every lerobot_ros node shares: declaring its parameter table, and the main loop.
 
-Each node declares its parameters from one table of ``ParameterSpec`` entries, so
-the defaults, types and descriptions live in one place that the README and
-config files can be checked against.
+Invariant: a node reads its parameters only through ``declare_settings``,
+which declares every entry of its table (description, read-only) and hands
+back validated settings, or stops the start-up with one message naming every
+problem. The table itself is plain Python (lerobot_ros.parameters).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import rclpy
 from rclpy.signals import SignalHandlerOptions
@@ -20,61 +20,39 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
-from rclpy.parameter import Parameter
+from rclpy.parameter import Parameter as RosParameter
+
+from lerobot_ros.parameters import InvalidParameters, Parameter, Settings
+
+SettingsT = TypeVar("SettingsT", bound=Settings)
 
 
-@dataclass(frozen=True)
-class ParameterSpec:
-    name: str
-    default: Any
-    description: str
-    read_only: bool = True
-    #: Declare with this type instead of inferring it from ``default``. Needed
-    #: for empty lists: ROS 2 infers [] as a byte array, so a float list
-    #: defaulting to [] is declared ``Parameter.Type.DOUBLE_ARRAY`` and reads
-    #: as ``default`` when not set.
-    value_type: Parameter.Type | None = None
+def declare_settings(node: Node, settings_class: type[SettingsT], **context: Any) -> SettingsT:
+    """Declare ``settings_class.PARAMETERS`` on ``node``; return its validated settings.
 
-
-def declare_parameters(node: Node, table: tuple[ParameterSpec, ...]) -> dict[str, Any]:
-    """Declare every parameter of ``table`` on ``node``; return name -> value.
-
-    A value of the wrong type (e.g. an integer list for a float list) is a
-    NodeStartupError naming the parameter and the expected type.
+    ``context`` goes to ``settings_class.from_values`` (e.g. the node's
+    namespace). A value of the wrong type (e.g. an integer list for a float
+    list) or any invalid value is a NodeStartupError naming the parameters.
     """
-    values = {}
-    for entry in table:
-        descriptor = ParameterDescriptor(description=entry.description, read_only=entry.read_only)
-        try:
-            if entry.value_type is None:
-                values[entry.name] = node.declare_parameter(entry.name, entry.default, descriptor).value
-            else:
-                value = node.declare_parameter(entry.name, entry.value_type, descriptor).value
-                values[entry.name] = entry.default if value is None else value
-        except InvalidParameterTypeException as error:
-            expected = entry.value_type.name if entry.value_type is not None else type(entry.default).__name__
-            raise NodeStartupError(f"parameter '{entry.name}' has the wrong type ({error}); expected {expected}") from error
-    return values
+    values = {entry.name: _declare(node, entry) for entry in settings_class.PARAMETERS}
+    try:
+        return settings_class.from_values(values, **context)
+    except InvalidParameters as error:
+        raise NodeStartupError(str(error)) from error
 
 
-def declare_validated(
-    node: Node, table: tuple[ParameterSpec, ...], problems_of: Callable[[dict[str, Any]], list[str]]
-) -> dict[str, Any]:
-    """Declare ``table`` and check the values; every problem at once in one NodeStartupError."""
-    params = declare_parameters(node, table)
-    problems = problems_of(params)
-    if problems:
-        raise NodeStartupError("invalid parameters: " + "; ".join(problems))
-    return params
-
-
-def declared_strings(values: list[str]) -> tuple[str, ...]:
-    """A string-list parameter without its placeholders.
-
-    ROS 2 cannot infer the type of an empty list, so string lists are
-    declared with the default [""], which means "not set".
-    """
-    return tuple(value for value in values if value)
+def _declare(node: Node, entry: Parameter) -> Any:
+    descriptor = ParameterDescriptor(description=entry.description, read_only=entry.read_only)
+    try:
+        if not entry.declared_by_type:
+            return node.declare_parameter(entry.name, entry.default, descriptor).value
+        value = node.declare_parameter(entry.name, RosParameter.Type[entry.type.ros_type], descriptor).value
+        return entry.default if value is None else value
+    except InvalidParameterTypeException as error:
+        raise NodeStartupError(
+            f"parameter '{entry.name}' has the wrong type ({error}); "
+            f"expected {entry.type.label} ({entry.type.ros_type})"
+        ) from error
 
 
 class NodeStartupError(RuntimeError):

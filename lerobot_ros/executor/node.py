@@ -42,7 +42,6 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.task import Future
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
@@ -50,27 +49,15 @@ from lerobot_ros import wire
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
 from lerobot_ros.executor.server_link import RosServerLink
-from lerobot_ros.executor.settings import (
-    FLOAT_LIST_PARAMETERS,
-    PARAMETER_TABLE,
-    parameter_problems,
-    settings_from_params,
-    timing_warnings,
-)
+from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker, handshake
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import NodeDone, NodeStartupError, ParameterSpec, declare_validated, run_node
+from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 NODE_NAME = "chunk_executor"
-
-PARAMETERS = tuple(
-    ParameterSpec(name, default, description,
-                  value_type=Parameter.Type.DOUBLE_ARRAY if name in FLOAT_LIST_PARAMETERS else None)
-    for name, default, description in PARAMETER_TABLE
-)
 
 CLOSE_TIMEOUT_S = 2.0
 RESET_TIMEOUT_S = 2.0
@@ -86,10 +73,11 @@ class ChunkExecutorNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         try:
-            params = declare_validated(self, PARAMETERS, parameter_problems)
+            self.settings = settings = declare_settings(
+                self, ExecutorSettings, node_namespace=self.get_namespace(), hostname=socket.gethostname()
+            )
         except NodeStartupError as error:
             self._refuse(str(error))
-        self.settings = settings = settings_from_params(params, self.get_namespace(), socket.gethostname())
         self.robot = RobotDeclaration(settings.joint_names, settings.camera_names, settings.state_dim)
         if settings.handshake_only:
             self._check_only()

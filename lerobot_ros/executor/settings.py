@@ -1,99 +1,206 @@
-"""chunk_executor_node's parameters: the table, their validation, the settings they make.
+"""chunk_executor_node's parameters: the table, its rules, the settings they make.
 
 Invariant: the node does nothing (no handshake, no subscription, no command)
 until every parameter is valid, and an operator with a broken configuration
 sees every problem at once, each saying what was expected and what arrived.
-Plain Python (no rclpy): the node wraps ``PARAMETER_TABLE`` into
-``node_support.ParameterSpec`` entries; ``config/robot.yaml`` and the README
-list the same names and defaults (a test checks both).
+Each parameter is written once, in ``PARAMETERS``; ``ExecutorSettings`` is
+derived from it, and ``config/robot.yaml`` and the README list the same names
+and defaults (a test checks both). Plain Python (no rclpy).
 """
 
 from __future__ import annotations
 
-import math
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import cached_property
 
-from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_TOPICS, OUTPUT_MODES
+from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
+from lerobot_ros.parameters import (
+    BOOL,
+    FLOAT,
+    FLOAT_LIST,
+    INTEGER,
+    STRING,
+    STRING_LIST,
+    Parameter,
+    absolute_name,
+    at_least,
+    distinct,
+    each_one_of,
+    in_range,
+    no_nan,
+    one_of,
+    optional,
+    positive,
+    required,
+    settings_dataclass,
+    table_problems,
+)
 
 CAMERA_TRANSPORTS = ("raw", "compressed")
 
-#: Float-list parameters: ROS 2 cannot infer the type of [], so the node declares them typed.
-FLOAT_LIST_PARAMETERS = ("joint_lower_limits", "joint_upper_limits")
 
-# (name, default, description). String lists default to [""] ("not set"), the
-# convention of node_support.declared_strings.
-PARAMETER_TABLE = (
-    ("server_namespace", "/lerobot", "Namespace of the policy server's services, e.g. /lerobot"),
-    ("client_id", "", "Stable id of this robot at the server; empty: generated from the host name and node namespace"),
-    ("task", "", "Task sent with every observation (language-conditioned policies); empty: the server's default"),
-    ("fps", 30.0, "Control rate: actions executed (and commands published) per second"),
-    ("joint_names", [""], "Ordered joint (= action) names of this robot; must equal the policy's"),
-    ("camera_names", [""], "Camera feature names the policy expects, e.g. observation.images.front"),
-    ("camera_topics", [""], "Image topic of each camera, index-aligned with camera_names"),
-    ("camera_transports", [""], "Per camera: raw (sensor_msgs/Image) or compressed (CompressedImage); empty: all raw"),
-    ("state_topic", "joint_states", "sensor_msgs/JointState topic the robot state is read from (mapped by joint name)"),
-    ("state_include_velocity", False, "Append the joint velocities to the state vector (state = positions + velocities)"),
-    ("output_mode", "forward_command", "forward_command (Float64MultiArray), joint_trajectory (JointTrajectory) or joint_state (JointState)"),
-    ("output_topic", "", "Topic commands are published on; empty: the output mode's default"),
-    ("jpeg_quality", 90, "JPEG quality for raw camera frames (1-100); 0: send raw rgb8. JPEG inputs are forwarded as is"),
-    ("buffer_time_s", 0.5, "Request the next chunk when the queued actions cover at most this long (seconds)"),
-    ("request_timeout_s", 1.0, "Give up waiting for the chunk answering a request after this long (seconds)"),
-    ("degraded_after_s", 2.5, "No chunk merged for this long while actions remain: DEGRADED (seconds)"),
-    ("max_action_age_s", 3.0, "Never execute an action whose source observation is older than this (seconds)"),
-    ("max_offline_s", 30.0, "Offline (no chunk, no accepted handshake) longer than this: DEAD (seconds)"),
-    ("reconnect_backoff_initial_s", 0.5, "First wait before re-handshaking after the server was lost (seconds)"),
-    ("reconnect_backoff_max_s", 5.0, "Cap of the doubling wait between re-handshake attempts (seconds)"),
-    ("heartbeat_timeout_s", 2.0, "Server heartbeat (<server_namespace>/status) silent this long: RECONNECTING (seconds)"),
-    ("fallback", "hold", "Published instead of policy actions when none is fresh: hold, repeat_last or zero"),
-    ("joint_lower_limits", [], "Per-joint lower position limits, in joint order; empty: none"),
-    ("joint_upper_limits", [], "Per-joint upper position limits, in joint order; empty: none"),
-    ("max_step_per_tick", 0.0, "Largest change of any joint command per control tick; 0: no limit"),
-    ("reject_non_finite", True, "Replace a non-finite action by holding the reference position"),
-    ("max_observation_age_s", 0.5, "Do not send an observation whose joint state or camera frame is older (seconds)"),
-    ("handshake_timeout_s", 30.0, "How long to wait for the server to answer at start-up (seconds)"),
-    ("rtc_requested", True, "Ask for real-time chunking (used only when the server's policy supports it)"),
-    ("status_period_s", 0.2, "Period of ~/status (ExecutorStatus) and /diagnostics (seconds)"),
-    ("handshake_only", False, "Only check this robot against the server (get_status), print the outcome and exit"),
+def _client_id(name: str, value: str) -> str | None:
+    problem = client_id_problem(value)
+    return f"'{name}': {problem}" if problem else None
+
+
+_LIMIT_CHECKS = (no_nan("use .inf / -.inf for 'no limit' on one joint"),)
+
+PARAMETERS = (
+    Parameter("server_namespace", STRING, "/lerobot", "Namespace of the policy server's services, e.g. /lerobot",
+              (absolute_name("/lerobot"),)),
+    Parameter("client_id", STRING, "",
+              "Stable id of this robot at the server; empty: generated from the host name and node namespace",
+              (optional(_client_id),)),  # empty: generated from the host name
+    Parameter("task", STRING, "",
+              "Task sent with every observation (language-conditioned policies); empty: the server's default"),
+    Parameter("fps", FLOAT, 30.0, "Control rate: actions executed (and commands published) per second", (positive(),)),
+    Parameter("joint_names", STRING_LIST, [""], "Ordered joint (= action) names of this robot; must equal the policy's",
+              (required("list the robot's ordered joint names"), distinct("joint"))),
+    Parameter("camera_names", STRING_LIST, [""],
+              "Camera feature names the policy expects, e.g. observation.images.front", (distinct("camera"),)),
+    Parameter("camera_topics", STRING_LIST, [""], "Image topic of each camera, index-aligned with camera_names"),
+    Parameter("camera_transports", STRING_LIST, [""],
+              "Per camera: raw (sensor_msgs/Image) or compressed (CompressedImage); empty: all raw",
+              (each_one_of(CAMERA_TRANSPORTS),)),
+    Parameter("state_topic", STRING, "joint_states",
+              "sensor_msgs/JointState topic the robot state is read from (mapped by joint name)",
+              (required("name the sensor_msgs/JointState topic"),)),
+    Parameter("state_include_velocity", BOOL, False,
+              "Append the joint velocities to the state vector (state = positions + velocities)"),
+    Parameter("output_mode", STRING, "forward_command",
+              "forward_command (Float64MultiArray), joint_trajectory (JointTrajectory) or joint_state (JointState)",
+              (one_of(OUTPUT_MODES),)),
+    Parameter("output_topic", STRING, "", "Topic commands are published on; empty: the output mode's default"),
+    Parameter("jpeg_quality", INTEGER, 90,
+              "JPEG quality for raw camera frames (1-100); 0: send raw rgb8. JPEG inputs are forwarded as is",
+              (in_range(0, 100, "0 (raw) or 1..100"),)),
+    Parameter("buffer_time_s", FLOAT, 0.5,
+              "Request the next chunk when the queued actions cover at most this long (seconds)", (positive(),)),
+    Parameter("request_timeout_s", FLOAT, 1.0,
+              "Give up waiting for the chunk answering a request after this long (seconds)", (positive(),)),
+    Parameter("degraded_after_s", FLOAT, 2.5,
+              "No chunk merged for this long while actions remain: DEGRADED (seconds)", (positive(),)),
+    Parameter("max_action_age_s", FLOAT, 3.0,
+              "Never execute an action whose source observation is older than this (seconds)", (positive(),)),
+    Parameter("max_offline_s", FLOAT, 30.0,
+              "Offline (no chunk, no accepted handshake) longer than this: DEAD (seconds)", (positive(),)),
+    Parameter("reconnect_backoff_initial_s", FLOAT, 0.5,
+              "First wait before re-handshaking after the server was lost (seconds)", (positive(),)),
+    Parameter("reconnect_backoff_max_s", FLOAT, 5.0,
+              "Cap of the doubling wait between re-handshake attempts (seconds)", (positive(),)),
+    Parameter("heartbeat_timeout_s", FLOAT, 2.0,
+              "Server heartbeat (<server_namespace>/status) silent this long: RECONNECTING (seconds)", (positive(),)),
+    Parameter("fallback", STRING, "hold",
+              "Published instead of policy actions when none is fresh: hold, repeat_last or zero",
+              (one_of(FALLBACK_MODES),)),
+    Parameter("joint_lower_limits", FLOAT_LIST, [], "Per-joint lower position limits, in joint order; empty: none",
+              _LIMIT_CHECKS),
+    Parameter("joint_upper_limits", FLOAT_LIST, [], "Per-joint upper position limits, in joint order; empty: none",
+              _LIMIT_CHECKS),
+    Parameter("max_step_per_tick", FLOAT, 0.0, "Largest change of any joint command per control tick; 0: no limit",
+              (at_least(0, "0 (no limit) or more"),)),
+    Parameter("reject_non_finite", BOOL, True, "Replace a non-finite action by holding the reference position"),
+    Parameter("max_observation_age_s", FLOAT, 0.5,
+              "Do not send an observation whose joint state or camera frame is older (seconds)", (positive(),)),
+    Parameter("handshake_timeout_s", FLOAT, 30.0, "How long to wait for the server to answer at start-up (seconds)",
+              (positive(),)),
+    Parameter("rtc_requested", BOOL, True,
+              "Ask for real-time chunking (used only when the server's policy supports it)"),
+    Parameter("status_period_s", FLOAT, 0.2, "Period of ~/status (ExecutorStatus) and /diagnostics (seconds)",
+              (positive(),)),
+    Parameter("handshake_only", BOOL, False,
+              "Only check this robot against the server (get_status), print the outcome and exit"),
 )
 
 
-def _strings(values) -> tuple[str, ...]:
-    return tuple(value for value in values if value)
+# ---- cross-field rules (each gets the converted settings) ------------------
 
 
-@dataclass(frozen=True)
-class ExecutorSettings:
-    """Validated parameters, in the types the executor uses."""
+def backoff_initial_not_above_max(settings: ExecutorSettings) -> str | None:
+    return backoff_problem(settings.reconnect_backoff_initial_s, settings.reconnect_backoff_max_s)
 
-    server_namespace: str
-    client_id: str
-    task: str
-    fps: float
-    joint_names: tuple[str, ...]
-    camera_names: tuple[str, ...]
-    camera_topics: tuple[str, ...]
-    camera_transports: tuple[str, ...]
-    state_topic: str
-    state_include_velocity: bool
-    output_mode: str
-    output_topic: str
-    jpeg_quality: int
-    buffer_time_s: float
-    request_timeout_s: float
-    max_observation_age_s: float
-    handshake_timeout_s: float
-    rtc_requested: bool
-    status_period_s: float
-    fallback: str
-    joint_lower_limits: tuple[float, ...]
-    joint_upper_limits: tuple[float, ...]
-    max_step_per_tick: float
-    reject_non_finite: bool
-    failsafe: FailSafeConfig
-    handshake_only: bool = False
+
+def one_topic_per_camera(settings: ExecutorSettings) -> str | None:
+    topics, cameras = settings.camera_topics, settings.camera_names
+    if len(topics) == len(cameras):
+        return None
+    return (
+        f"'camera_topics' holds {len(topics)} topics for {len(cameras)} cameras {list(cameras)}; "
+        "give one topic per camera, index-aligned"
+    )
+
+
+def one_transport_per_camera_or_none(settings: ExecutorSettings) -> str | None:
+    transports, cameras = settings.camera_transports, settings.camera_names
+    if not transports or len(transports) == len(cameras):
+        return None
+    return (
+        f"'camera_transports' holds {len(transports)} entries for {len(cameras)} cameras; "
+        "give one per camera (raw or compressed), or none for all raw"
+    )
+
+
+def _one_limit_per_joint(name: str, limits: tuple[float, ...], joints: tuple[str, ...]) -> str | None:
+    if limits and joints and len(limits) != len(joints):
+        return f"'{name}' holds {len(limits)} values, expected none or {len(joints)} (one per joint)"
+    return None
+
+
+def one_lower_limit_per_joint(settings: ExecutorSettings) -> str | None:
+    return _one_limit_per_joint("joint_lower_limits", settings.joint_lower_limits, settings.joint_names)
+
+
+def one_upper_limit_per_joint(settings: ExecutorSettings) -> str | None:
+    return _one_limit_per_joint("joint_upper_limits", settings.joint_upper_limits, settings.joint_names)
+
+
+def lower_limits_not_above_upper(settings: ExecutorSettings) -> str | None:
+    lower, upper, joints = settings.joint_lower_limits, settings.joint_upper_limits, settings.joint_names
+    if not lower or len(lower) != len(upper):
+        return None
+    crossed = [
+        joints[i] if i < len(joints) else str(i) for i, (low, high) in enumerate(zip(lower, upper)) if low > high
+    ]
+    return f"'joint_lower_limits' is above 'joint_upper_limits' for {crossed}" if crossed else None
+
+
+RULES = (
+    backoff_initial_not_above_max,
+    one_topic_per_camera,
+    one_transport_per_camera_or_none,
+    one_lower_limit_per_joint,
+    one_upper_limit_per_joint,
+    lower_limits_not_above_upper,
+)
+
+_BY_NAME = {entry.name: entry for entry in PARAMETERS}
+#: A handshake_only run only asks the server whether this robot fits: it checks just these.
+_CHECKED_WHEN_HANDSHAKE_ONLY = (_BY_NAME["joint_names"], _BY_NAME["handshake_timeout_s"])
+
+
+class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
+    """Validated parameters, in the types the executor uses (string lists without placeholders)."""
+
+    @classmethod
+    def from_values(cls, values: Mapping, node_namespace: str = "/", hostname: str | None = None) -> ExecutorSettings:
+        """Validated settings with the empty defaults filled: the client id, the output topic, the transports."""
+        settings = super().from_values(values)
+        return replace(
+            settings,
+            client_id=settings.client_id or default_client_id(hostname or socket.gethostname(), node_namespace),
+            output_topic=settings.output_topic or DEFAULT_OUTPUT_TOPICS.get(settings.output_mode, ""),
+            camera_transports=settings.camera_transports or ("raw",) * len(settings.camera_names),
+        )
+
+    def problems(self) -> list[str]:
+        if self.handshake_only:  # it only asks the server: nothing else is used, so nothing else can be wrong
+            return table_problems(self, _CHECKED_WHEN_HANDSHAKE_ONLY, ())
+        return super().problems()
 
     @property
     def state_dim(self) -> int:
@@ -102,133 +209,24 @@ class ExecutorSettings:
     def service(self, name: str) -> str:
         return self.server_namespace.rstrip("/") + "/" + name
 
+    @cached_property
+    def failsafe(self) -> FailSafeConfig | None:
+        """The state machine's timeouts; None in a handshake_only run, which never streams."""
+        if self.handshake_only:
+            return None
+        return FailSafeConfig(
+            degraded_after_s=self.degraded_after_s,
+            max_action_age_s=self.max_action_age_s,
+            max_offline_s=self.max_offline_s,
+            heartbeat_timeout_s=self.heartbeat_timeout_s,
+            reconnect_backoff_initial_s=self.reconnect_backoff_initial_s,
+            reconnect_backoff_max_s=self.reconnect_backoff_max_s,
+        )
+
 
 def default_client_id(hostname: str, node_namespace: str) -> str:
     """A stable client id for this robot: host name plus the node's namespace."""
     return sanitize_client_id(f"{hostname}_{node_namespace.strip('/')}")
-
-
-def _positive(params: dict, name: str, problems: list[str]) -> None:
-    value = params[name]
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        problems.append(f"'{name}' is {value!r}, expected a finite number more than 0")
-
-
-def parameter_problems(params: dict) -> list[str]:
-    """Everything wrong with the parameters, checked before the node does anything."""
-    problems: list[str] = []
-    joints = _strings(params["joint_names"])
-    if not joints:
-        problems.append("'joint_names' is empty: list the robot's ordered joint names")
-    elif len(set(joints)) != len(joints):
-        problems.append(f"'joint_names' {list(joints)} names a joint twice")
-    if params["handshake_only"]:
-        _positive(params, "handshake_timeout_s", problems)
-        return problems
-    if params["client_id"]:
-        problem = client_id_problem(params["client_id"])
-        if problem:
-            problems.append(f"'client_id': {problem}")
-    if not params["server_namespace"].startswith("/"):
-        problems.append(f"'server_namespace' is {params['server_namespace']!r}, expected an absolute name like /lerobot")
-    for name in ("fps", "buffer_time_s", "request_timeout_s", "max_observation_age_s", "handshake_timeout_s",
-                 "status_period_s", "degraded_after_s", "max_action_age_s", "max_offline_s",
-                 "reconnect_backoff_initial_s", "reconnect_backoff_max_s", "heartbeat_timeout_s"):
-        _positive(params, name, problems)
-    if (
-        not problems
-        and params["reconnect_backoff_initial_s"] > params["reconnect_backoff_max_s"]
-    ):
-        problems.append(
-            f"'reconnect_backoff_initial_s' {params['reconnect_backoff_initial_s']} is more than "
-            f"'reconnect_backoff_max_s' {params['reconnect_backoff_max_s']}"
-        )
-    cameras = _strings(params["camera_names"])
-    topics = _strings(params["camera_topics"])
-    transports = _strings(params["camera_transports"])
-    if len(set(cameras)) != len(cameras):
-        problems.append(f"'camera_names' {list(cameras)} names a camera twice")
-    if len(topics) != len(cameras):
-        problems.append(
-            f"'camera_topics' holds {len(topics)} topics for {len(cameras)} cameras {list(cameras)}; "
-            "give one topic per camera, index-aligned"
-        )
-    if transports and len(transports) != len(cameras):
-        problems.append(
-            f"'camera_transports' holds {len(transports)} entries for {len(cameras)} cameras; "
-            "give one per camera (raw or compressed), or none for all raw"
-        )
-    bad_transports = [value for value in transports if value not in CAMERA_TRANSPORTS]
-    if bad_transports:
-        problems.append(f"'camera_transports' has {bad_transports}, expected each to be one of {list(CAMERA_TRANSPORTS)}")
-    if not params["state_topic"]:
-        problems.append("'state_topic' is empty: name the sensor_msgs/JointState topic")
-    if params["output_mode"] not in OUTPUT_MODES:
-        problems.append(f"'output_mode' is {params['output_mode']!r}, expected one of {list(OUTPUT_MODES)}")
-    if params["fallback"] not in FALLBACK_MODES:
-        problems.append(f"'fallback' is {params['fallback']!r}, expected one of {list(FALLBACK_MODES)}")
-    quality = params["jpeg_quality"]
-    if isinstance(quality, bool) or not isinstance(quality, int) or not 0 <= quality <= 100:
-        problems.append(f"'jpeg_quality' is {quality!r}, expected 0 (raw) or 1..100")
-    for name in FLOAT_LIST_PARAMETERS:
-        values = list(params[name])
-        if values and joints and len(values) != len(joints):
-            problems.append(f"'{name}' holds {len(values)} values, expected none or {len(joints)} (one per joint)")
-        if any(math.isnan(value) for value in values):
-            problems.append(f"'{name}' contains NaN; use .inf / -.inf for 'no limit' on one joint")
-    lower, upper = list(params["joint_lower_limits"]), list(params["joint_upper_limits"])
-    if lower and upper and len(lower) == len(upper):
-        crossed = [joints[i] if i < len(joints) else str(i) for i, (lo, hi) in enumerate(zip(lower, upper)) if lo > hi]
-        if crossed:
-            problems.append(f"'joint_lower_limits' is above 'joint_upper_limits' for {crossed}")
-    step = params["max_step_per_tick"]
-    if not (isinstance(step, (int, float)) and not math.isnan(step) and step >= 0):
-        problems.append(f"'max_step_per_tick' is {step!r}, expected 0 (no limit) or more")
-    return problems
-
-
-def settings_from_params(params: dict, node_namespace: str = "/", hostname: str | None = None) -> ExecutorSettings:
-    """Build the settings; call only when ``parameter_problems(params)`` is empty."""
-    cameras = _strings(params["camera_names"])
-    transports = _strings(params["camera_transports"]) or ("raw",) * len(cameras)
-    mode = params["output_mode"]
-    handshake_only = bool(params["handshake_only"])
-    failsafe = FailSafeConfig(
-        degraded_after_s=params["degraded_after_s"],
-        max_action_age_s=params["max_action_age_s"],
-        max_offline_s=params["max_offline_s"],
-        heartbeat_timeout_s=params["heartbeat_timeout_s"],
-        reconnect_backoff_initial_s=params["reconnect_backoff_initial_s"],
-        reconnect_backoff_max_s=params["reconnect_backoff_max_s"],
-    ) if not handshake_only else None
-    return ExecutorSettings(
-        server_namespace=params["server_namespace"],
-        client_id=params["client_id"] or default_client_id(hostname or socket.gethostname(), node_namespace),
-        task=params["task"],
-        fps=float(params["fps"]),
-        joint_names=_strings(params["joint_names"]),
-        camera_names=cameras,
-        camera_topics=_strings(params["camera_topics"]),
-        camera_transports=transports,
-        state_topic=params["state_topic"],
-        state_include_velocity=bool(params["state_include_velocity"]),
-        output_mode=mode,
-        output_topic=params["output_topic"] or DEFAULT_OUTPUT_TOPICS.get(mode, ""),
-        jpeg_quality=int(params["jpeg_quality"]),
-        buffer_time_s=float(params["buffer_time_s"]),
-        request_timeout_s=float(params["request_timeout_s"]),
-        max_observation_age_s=float(params["max_observation_age_s"]),
-        handshake_timeout_s=float(params["handshake_timeout_s"]),
-        rtc_requested=bool(params["rtc_requested"]),
-        status_period_s=float(params["status_period_s"]),
-        fallback=params["fallback"],
-        joint_lower_limits=tuple(params["joint_lower_limits"]),
-        joint_upper_limits=tuple(params["joint_upper_limits"]),
-        max_step_per_tick=float(params["max_step_per_tick"]),
-        reject_non_finite=bool(params["reject_non_finite"]),
-        failsafe=failsafe,
-        handshake_only=handshake_only,
-    )
 
 
 def timing_warnings(settings: ExecutorSettings, chunk_size: int, replace_mode: bool = False) -> list[str]:

@@ -81,11 +81,20 @@ class FailSafeConfig:
                 raise ValueError(f"{name} must be > 0 seconds (math.inf disables it), got {value}")
         if self.timeout_streak_to_reconnect < 1:
             raise ValueError(f"timeout_streak_to_reconnect must be >= 1, got {self.timeout_streak_to_reconnect}")
-        if self.reconnect_backoff_initial_s > self.reconnect_backoff_max_s:
-            raise ValueError(
-                "reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, "
-                f"got {self.reconnect_backoff_initial_s} > {self.reconnect_backoff_max_s}"
-            )
+        problem = backoff_problem(self.reconnect_backoff_initial_s, self.reconnect_backoff_max_s)
+        if problem:
+            raise ValueError(problem)
+
+
+def backoff_problem(initial_s: float, max_s: float) -> str | None:
+    """Why a reconnect backoff cannot start at ``initial_s`` and double up to ``max_s``, or None.
+
+    The one owner of the rule: FailSafeConfig enforces it, and the executor's
+    parameter validation reports it with the other problems.
+    """
+    if initial_s > max_s:
+        return f"reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, got {initial_s} > {max_s}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -21,51 +21,22 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from lerobot_ros import images
-from lerobot_ros.node_support import NodeStartupError, ParameterSpec, declare_validated, declared_strings, run_node
+from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES, OutputMode
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
 from lerobot_ros.sim.command_input import CommandFollower
-from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
+from lerobot_ros.sim.settings import SimRobotSettings
 
 NODE_NAME = "sim_robot"
-
-PARAMETERS = (
-    ParameterSpec("joint_names", list(SO101_JOINT_NAMES), "Joint names of the simulated arm, in its order"),
-    ParameterSpec("rate_hz", 100.0, "Simulation step and joint_states publishing rate (Hz)"),
-    ParameterSpec("max_velocity", 3.0, "Velocity limit of every joint (rad/s)"),
-    ParameterSpec("time_constant_s", 0.05, "First-order tracking lag of the joints (seconds)"),
-    ParameterSpec("camera_topics", ["camera/front/image_raw"], "One topic per simulated camera (viewpoints alternate sides)"),
-    ParameterSpec("camera_transport", "raw", "raw (sensor_msgs/Image rgb8) or compressed (CompressedImage JPEG)"),
-    ParameterSpec("camera_height", DEFAULT_IMAGE_SHAPE[0], "Rendered image height (pixels)"),
-    ParameterSpec("camera_width", DEFAULT_IMAGE_SHAPE[1], "Rendered image width (pixels)"),
-    ParameterSpec("camera_rate_hz", 30.0, "Camera publishing rate (Hz)"),
-    ParameterSpec("jpeg_quality", 90, "JPEG quality of compressed camera topics (1-100)"),
-    ParameterSpec("seed", 0, "Seed of the scene (target object placement and texture)"),
-)
-
-
-def parameter_problems(params: dict) -> list[str]:
-    problems = []
-    for name in ("rate_hz", "camera_rate_hz", "max_velocity", "time_constant_s"):
-        if params[name] <= 0:
-            problems.append(f"'{name}' is {params[name]}, expected more than 0")
-    if params["camera_transport"] not in ("raw", "compressed"):
-        problems.append(f"'camera_transport' is {params['camera_transport']!r}, expected 'raw' or 'compressed'")
-    if not 1 <= params["jpeg_quality"] <= 100:
-        problems.append(f"'jpeg_quality' is {params['jpeg_quality']}, expected 1..100")
-    if not declared_strings(params["joint_names"]):
-        problems.append("'joint_names' is empty")
-    return problems
-
 
 class SimRobotNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
-        self.params = declare_validated(self, PARAMETERS, parameter_problems)
-        self.joint_names = declared_strings(self.params["joint_names"])
+        self.settings = settings = declare_settings(self, SimRobotSettings)
+        self.joint_names = settings.joint_names
         try:
             config = ArmConfig.for_joints(
-                self.joint_names, max_velocity=self.params["max_velocity"], time_constant_s=self.params["time_constant_s"]
+                self.joint_names, max_velocity=settings.max_velocity, time_constant_s=settings.time_constant_s
             )
         except ValueError as error:
             raise NodeStartupError(str(error)) from error
@@ -76,20 +47,20 @@ class SimRobotNode(Node):
         self.commands_refused = 0
 
         self.joint_state_pub = self.create_publisher(JointState, "joint_states", 10)
-        compressed = self.params["camera_transport"] == "compressed"
+        compressed = settings.camera_transport == "compressed"
         self.cameras = []
-        for index, topic in enumerate(declared_strings(self.params["camera_topics"])):
-            camera = ArmCamera(self.params["camera_height"], self.params["camera_width"], self.params["seed"], viewpoint=index)
+        for index, topic in enumerate(settings.camera_topics):
+            camera = ArmCamera(settings.camera_height, settings.camera_width, settings.seed, viewpoint=index)
             publisher = self.create_publisher(CompressedImage if compressed else Image, topic, 2)
             self.cameras.append((camera, publisher))
         for mode in OUTPUT_MODES.values():
             self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
-        self.create_timer(1.0 / self.params["rate_hz"], self.on_step)
+        self.create_timer(1.0 / settings.rate_hz, self.on_step)
         if self.cameras:
-            self.create_timer(1.0 / self.params["camera_rate_hz"], self.on_camera)
+            self.create_timer(1.0 / settings.camera_rate_hz, self.on_camera)
         self.get_logger().info(
-            f"simulating {len(self.joint_names)} joints at {self.params['rate_hz']:g} Hz with "
-            f"{len(self.cameras)} {self.params['camera_transport']} camera(s)"
+            f"simulating {len(self.joint_names)} joints at {settings.rate_hz:g} Hz with "
+            f"{len(self.cameras)} {settings.camera_transport} camera(s)"
         )
 
     def on_command(self, mode: OutputMode, msg) -> None:
@@ -115,8 +86,8 @@ class SimRobotNode(Node):
         stamp = self.get_clock().now().to_msg()
         for index, (camera, publisher) in enumerate(self.cameras):
             rgb = camera.render(self.arm.position)
-            if self.params["camera_transport"] == "compressed":
-                msg = images.rgb_to_compressed(rgb, self.params["jpeg_quality"])
+            if self.settings.camera_transport == "compressed":
+                msg = images.rgb_to_compressed(rgb, self.settings.jpeg_quality)
             else:
                 msg = images.rgb_to_raw(rgb)
             msg.header.stamp = stamp

@@ -71,8 +71,8 @@ def config_parameters(name: str) -> dict:
 
 @pytest.mark.parametrize(
     ("config", "module"),
-    [("server.yaml", "lerobot_ros.server.node"), ("robot.yaml", "lerobot_ros.executor.node"),
-     ("sim_robot.yaml", "lerobot_ros.sim.robot_node")],
+    [("server.yaml", "lerobot_ros.server.settings"), ("robot.yaml", "lerobot_ros.executor.settings"),
+     ("sim_robot.yaml", "lerobot_ros.sim.settings")],
 )
 def test_config_file_lists_every_parameter_with_its_default(config, module):
     table = importlib.import_module(module).PARAMETERS
@@ -113,7 +113,9 @@ def test_every_planned_executable_is_installed():
         assert importlib.util.find_spec(node.module) is not None, node.module
 
 
-@pytest.mark.parametrize("module", ["lerobot_ros.server.node", "lerobot_ros.executor.node", "lerobot_ros.sim.robot_node"])
+@pytest.mark.parametrize(
+    "module", ["lerobot_ros.server.settings", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings"]
+)
 def test_readme_parameter_tables_match_the_declarations(module):
     readme = (REPO / "README.md").read_text()
     table = importlib.import_module(module).PARAMETERS

@@ -28,8 +28,9 @@ from sensor_msgs.msg import Image
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
 from lerobot_ros.executor.handshake import RobotDeclaration
 from lerobot_ros.executor.server_link import RosServerLink
-from lerobot_ros.executor.settings import PARAMETER_TABLE, settings_from_params
+from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.executor.worker import handshake
+from lerobot_ros.parameters import defaults
 from lerobot_ros.server.inference import request_noise_seed
 from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES, VLM_DIR
 
@@ -91,7 +92,7 @@ class SteppedExecutor:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        params = {name: default for name, default, _ in PARAMETER_TABLE}
+        params = defaults(PARAMETERS)
         params.update(
             server_namespace=server_namespace,
             client_id=client_id,
@@ -110,7 +111,7 @@ class SteppedExecutor:
             heartbeat_timeout_s=600.0,
             max_step_per_tick=0.0,
         )
-        self.settings = settings_from_params(params, "/", "host")
+        self.settings = ExecutorSettings.from_values(params, node_namespace="/", hostname="host")
         self.core = ExecutorCore(self.settings, time.monotonic())
         self.node = rclpy.create_node(f"stepped_executor_{client_id}")
         self.link = RosServerLink(self.node, self.settings, self.core)

@@ -28,16 +28,11 @@ from lerobot_ros.executor.observation import (
     map_joint_state,
     to_message,
 )
-from lerobot_ros.executor.settings import (
-    PARAMETER_TABLE,
-    default_client_id,
-    parameter_problems,
-    settings_from_params,
-    timing_warnings,
-)
+from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings, default_client_id, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker, ServerView, handshake
 from lerobot_ros.output_modes import output_mode
+from lerobot_ros.parameters import defaults
 
 JOINTS = ("a", "b", "c")
 CAMERA = "observation.images.front"
@@ -45,21 +40,21 @@ MODEL = ValidatedModel("f" * 16, "", JOINTS)
 
 
 def params(**overrides) -> dict:
-    values = {name: default for name, default, _ in PARAMETER_TABLE}
+    values = defaults(PARAMETERS)
     values.update(joint_names=list(JOINTS), camera_names=[CAMERA], camera_topics=["/cam"], client_id="arm")
     values.update(overrides)
     return values
 
 
 def settings(**overrides):
-    return settings_from_params(params(**overrides), "/", "host")
+    return ExecutorSettings.from_values(params(**overrides), node_namespace="/", hostname="host")
 
 
 # ---------------------------------------------------------------- parameters
 
 
 def test_default_parameters_with_joints_and_a_camera_are_valid():
-    assert parameter_problems(params()) == []
+    assert ExecutorSettings.problems_of(params()) == []
     made = settings()
     assert made.camera_transports == ("raw",)
     assert made.output_topic == "/forward_position_controller/commands"
@@ -69,7 +64,7 @@ def test_default_parameters_with_joints_and_a_camera_are_valid():
 
 
 def test_every_parameter_problem_is_reported_at_once():
-    problems = parameter_problems(params(
+    problems = ExecutorSettings.problems_of(params(
         joint_names=[""], fps=0.0, camera_topics=["/a", "/b"], camera_transports=["h264"], output_mode="servo",
         fallback="brake", jpeg_quality=101, buffer_time_s=-1.0, client_id="bad-id", server_namespace="lerobot",
         max_step_per_tick=-0.1,
@@ -83,17 +78,18 @@ def test_every_parameter_problem_is_reported_at_once():
 
 
 def test_limit_lists_must_match_the_joints_and_not_cross():
-    problems = parameter_problems(params(joint_lower_limits=[0.0, 1.0], joint_upper_limits=[1.0, 0.0, 1.0]))
+    problems = ExecutorSettings.problems_of(params(joint_lower_limits=[0.0, 1.0], joint_upper_limits=[1.0, 0.0, 1.0]))
     assert any("'joint_lower_limits' holds 2 values, expected none or 3" in p for p in problems)
-    problems = parameter_problems(params(joint_lower_limits=[0.0, 2.0, 0.0], joint_upper_limits=[1.0, 1.0, 1.0]))
+    problems = ExecutorSettings.problems_of(params(joint_lower_limits=[0.0, 2.0, 0.0], joint_upper_limits=[1.0, 1.0, 1.0]))
     assert any("above 'joint_upper_limits' for ['b']" in p for p in problems)
-    problems = parameter_problems(params(reconnect_backoff_initial_s=9.0, reconnect_backoff_max_s=1.0))
+    problems = ExecutorSettings.problems_of(params(reconnect_backoff_initial_s=9.0, reconnect_backoff_max_s=1.0))
     assert any("reconnect_backoff_initial_s" in p for p in problems)
 
 
 def test_handshake_only_needs_only_the_joints():
-    assert parameter_problems(params(handshake_only=True, fps=0.0, camera_topics=[""])) == []
-    assert "'joint_names' is empty" in parameter_problems(params(handshake_only=True, joint_names=[""]))[0]
+    assert ExecutorSettings.problems_of(params(handshake_only=True, fps=0.0, camera_topics=[""])) == []
+    assert "'joint_names' is empty" in ExecutorSettings.problems_of(params(handshake_only=True, joint_names=[""]))[0]
+    assert settings(handshake_only=True, fps=0.0).failsafe is None  # it never streams
 
 
 def test_generated_client_id_is_a_valid_name_from_host_and_namespace():

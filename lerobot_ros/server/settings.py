@@ -1,0 +1,99 @@
+"""policy_server_node's parameters: the table, its rules, the settings they make.
+
+Invariant: every parameter is checked, and every problem reported at once,
+before the seconds of loading a checkpoint. Each parameter is written once, in
+``PARAMETERS``; ``ServerSettings`` is derived from it, and
+``config/server.yaml`` and the README list the same names and defaults (a test
+checks both). Plain Python: no rclpy, no torch. The node reads it with
+``node_support.declare_settings(node, ServerSettings)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lerobot_ros.parameters import (
+    BOOL,
+    FLOAT,
+    INTEGER,
+    STRING,
+    STRING_LIST,
+    Parameter,
+    at_least,
+    matches,
+    more_than,
+    one_of,
+    optional,
+    port,
+    required,
+    ros_name_segment,
+    settings_dataclass,
+)
+from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
+
+SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+PARAMETERS = (
+    Parameter("checkpoint", STRING, "",
+              "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)",
+              (required("give a checkpoint directory or Hub id"),)),
+    Parameter("revision", STRING, "", "Hub revision (branch, tag or commit) of the checkpoint; empty for the default"),
+    Parameter("device", STRING, "auto", "Torch device: auto (cuda when available, else cpu), cpu, cuda, cuda:N",
+              (matches(_DEVICE, "auto, cpu, mps, cuda or cuda:N"),)),
+    Parameter("dtype", STRING, "float32", "Model dtype: float32, float16 or bfloat16", (one_of(DTYPES),)),
+    Parameter("action_names", STRING_LIST, [""],
+              "Ordered action names the policy outputs; empty to read them from the checkpoint's lerobot_ros.json"),
+    Parameter("trained_fps", FLOAT, 0.0,
+              "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
+    Parameter("strict_fps", BOOL, False, "Refuse robots whose fps differs from trained_fps (otherwise warn)"),
+    Parameter("service_name", STRING, "",
+              "Extra namespace segment for every entity, e.g. act_so101 -> /lerobot/act_so101/...",
+              (optional(ros_name_segment()),)),
+    Parameter("default_task", STRING, "", "Task used when a robot sends none"),
+    Parameter("pin_task", BOOL, False, "Serve only default_task: refuse robots and observations asking for another"),
+    Parameter("serving_mode", STRING, "auto", "auto (from the policy family), shared, or exclusive (one session)",
+              (one_of(SERVING_MODES),)),
+    Parameter("max_sessions", INTEGER, 8, "Most sessions open at once (exclusive mode: always 1)", (at_least(1),)),
+    Parameter("warmup_inferences", INTEGER, 2,
+              "Requests run through the full request path before the server advertises", (at_least(0),)),
+    Parameter("rtc_enabled", BOOL, True, "Offer real-time chunking to robots that ask, when the policy supports it"),
+    Parameter("rtc_execution_horizon", INTEGER, 10,
+              "RTC: steps of the previous chunk's prefix the policy conditions on", (at_least(1),)),
+    Parameter("heartbeat_period_s", FLOAT, 0.5, "Period of the ~/status heartbeat (seconds)", (more_than(0),)),
+    Parameter("session_idle_timeout_s", FLOAT, 10.0,
+              "Close a session after this long without an observation (seconds)", (more_than(0),)),
+    Parameter("max_image_bytes", INTEGER, 8 << 20, "Largest accepted camera frame, compressed or raw (bytes)",
+              (at_least(1),)),
+    Parameter("audit_log", STRING, "auto",
+              "One JSON line per request: auto (ROS log dir), off, - (stdout), or a file path"),
+    Parameter("capture_dir", STRING, "",
+              "Directory for a bounded msgpack capture of request/response pairs; empty: off"),
+    Parameter("capture_max_mb", INTEGER, 256,
+              "Size bound of the capture directory (MiB); oldest segments are deleted", (at_least(0),)),
+    Parameter("http_port", INTEGER, 0, "Port of the HTTP /healthz and /metrics endpoint; 0: off", (port(),)),
+    Parameter("http_host", STRING, "127.0.0.1", "Address the HTTP endpoint binds to"),
+    Parameter("noise_seed", INTEGER, -1,
+              "-1: fresh noise every request; >= 0: seed each request's noise from (seed, client, episode, seq), "
+              "making flow-matching and diffusion chunks reproducible",
+              (at_least(-1, "-1 (off) or a seed >= 0"),)),
+    Parameter("inject_delay_s", FLOAT, 0.0,
+              "Fault injection: extra seconds before each inference, to rehearse a slower model; keep 0 in production",
+              (at_least(0),)),
+)
+
+
+# ---- cross-field rules (each gets the converted settings) ------------------
+
+
+def pinned_task_is_named(settings: ServerSettings) -> str | None:
+    if settings.pin_task and not settings.default_task:
+        return "'pin_task' is true but 'default_task' is empty: name the task to pin"
+    return None
+
+
+RULES = (pinned_task_is_named,)
+
+
+class ServerSettings(settings_dataclass(PARAMETERS, RULES)):
+    """Validated parameters, in the types the server uses (``action_names`` without placeholders)."""
