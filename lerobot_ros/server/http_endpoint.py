@@ -9,10 +9,8 @@ Invariants protected here:
   process-global one): names and label names are checked here, one type and
   help text per metric family, counters named ``*_total``;
 - the endpoint never takes the server down: a snapshot callback that raises
-  becomes a 500 with the error text, and requests are served on daemon
-  threads outside the ROS executor.
-
-Served by the standard library's http.server, outside the ROS executor.
+  becomes a 500 with the error text, and requests are served by the
+  standard library's http.server on daemon threads outside the ROS executor.
 """
 
 from __future__ import annotations

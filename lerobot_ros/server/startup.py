@@ -12,7 +12,6 @@ cleanly.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 
@@ -38,9 +37,12 @@ def load_runner(
     pinned_task: str,
     noise_seed: int | None,
     inject_delay_s: float,
-    log: logging.Logger,
+    log,
 ):
-    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint."""
+    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint.
+
+    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
+    """
     from lerobot_ros.server.checkpoint import CheckpointError, load_policy
     from lerobot_ros.server.inference import PolicyRunner
 
@@ -72,7 +74,7 @@ def load_runner(
     )
 
 
-def warm_up_runner(runner, count: int, default_task: str, log: logging.Logger) -> None:
+def warm_up_runner(runner, count: int, default_task: str, log) -> None:
     """``count`` requests through the full request path, each one's duration logged."""
     log.info(f"warming up ({count} requests through the full request path)")
     try:
