@@ -40,7 +40,8 @@ setup(
         "pyyaml>=6.0",
     ],
     extras_require={
-        "server": ["lerobot[diffusion,smolvla]==0.6.1"],
+        # prometheus_client writes the /metrics exposition of the HTTP endpoint.
+        "server": ["lerobot[diffusion,smolvla]==0.6.1", "prometheus_client>=0.20"],
         # The demo command saves a plot of commanded vs measured joints.
         "demo": ["matplotlib>=3.8"],
         # bench/ compares against LeRobot's own gRPC async inference, in the same run.

@@ -71,23 +71,6 @@ class ServerStats:
         return min(1.0, busy / horizon_s)
 
 
-# (metric name, help, type, ServerHealth field) for Prometheus.
-SERVER_METRICS = (
-    ("lerobot_ros_ready", "1 when the model is loaded and warmed up", "gauge", "ready"),
-    ("lerobot_ros_draining", "1 while shutting down", "gauge", "draining"),
-    ("lerobot_ros_active_sessions", "Open sessions", "gauge", "active_sessions"),
-    ("lerobot_ros_max_sessions", "Session capacity", "gauge", "max_sessions"),
-    ("lerobot_ros_pending_requests", "Observations waiting for the inference worker", "gauge", "pending_requests"),
-    ("lerobot_ros_utilization", "Share of recent wall time spent in inference", "gauge", "utilization"),
-    ("lerobot_ros_requests_served_total", "Requests answered with a chunk", "counter", "requests_served"),
-    ("lerobot_ros_requests_rejected_total", "Requests rejected or failed", "counter", "requests_rejected"),
-    ("lerobot_ros_observations_superseded_total", "Observations replaced by a newer one", "counter", "observations_superseded"),
-    ("lerobot_ros_inference_ms_p50", "Median inference duration over a recent window (ms)", "gauge", "inference_ms_p50"),
-    ("lerobot_ros_inference_ms_p95", "95th percentile inference duration over a recent window (ms)", "gauge", "inference_ms_p95"),
-    ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
-)
-
-
 @dataclass(frozen=True)
 class ExecutorTelemetry:
     """Everything in an ExecutorStatus besides the header (same field names)."""

@@ -5,21 +5,27 @@ Invariants protected here:
   become null), so ``jq``/log shippers never meet NaN or half a record;
 - lines written from concurrent request threads never interleave (one lock,
   one ``write`` call per line, flushed at once);
-- disk use is bounded: past ``max_bytes`` the file rotates once to
-  ``<path>.1``, replacing the previous backup, so at most ~2x max_bytes
-  are kept.
+- disk use is bounded: before the write that would take the file past
+  ``max_bytes`` it rotates once to ``<path>.1``, replacing the previous
+  backup, so at most ~2x max_bytes are kept.
+
+The file and its rotation are the standard library's RotatingFileHandler;
+only its size test is ours (in bytes, not characters, and a file holds
+exactly ``max_bytes`` before it rotates).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
 import sys
 import threading
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 __all__ = ["AuditLog", "default_audit_path", "json_safe"]
 
@@ -60,6 +66,28 @@ def default_audit_path(instance_id: str) -> Path:
     return Path(log_dir).expanduser() / f"lerobot_ros_audit_{_safe_file_part(instance_id)}.jsonl"
 
 
+class _JsonLinesFile(RotatingFileHandler):
+    """Appends each record's message as one line, rotating to ``<path>.1``."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        super().__init__(path, maxBytes=max_bytes, backupCount=1, encoding="utf-8")
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 - logging naming
+        if not os.path.isfile(self.baseFilename):
+            return False  # as the stdlib's test: never rotate a device or pipe
+        size = self.stream.tell()
+        line_bytes = len((self.format(record) + self.terminator).encode("utf-8"))
+        # Never rotate an empty file: a single oversize record still gets written.
+        return size > 0 and size + line_bytes > self.maxBytes
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging naming
+        # Called inside the handler's except block: re-raise, so the caller
+        # (the request path) reports a failed write instead of logging's
+        # "--- Logging error ---" on stderr.
+        raise  # noqa: PLE0704
+
+
 class AuditLog:
     """Appends JSON lines to a file, to stdout, or nowhere ("off").
 
@@ -73,14 +101,12 @@ class AuditLog:
             raise ValueError(f"audit max_bytes must be positive, got {max_bytes}")
         self.path = path
         self._to_stdout = to_stdout
-        self._max_bytes = max_bytes
         self._lock = threading.Lock()
         self._closed = False
-        self._file: TextIO | None = None
-        self._size = 0
+        self._file: _JsonLinesFile | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._open_file()
+            self._file = _JsonLinesFile(path, max_bytes)
 
     @classmethod
     def open(cls, destination: str, instance_id: str, max_bytes: int = 100 << 20) -> AuditLog:
@@ -99,24 +125,12 @@ class AuditLog:
     def enabled(self) -> bool:
         return self.path is not None or self._to_stdout
 
-    def _open_file(self) -> None:
-        assert self.path is not None
-        # Line-buffered append: each record reaches the OS as soon as written.
-        self._file = self.path.open("a", encoding="utf-8", buffering=1)
-        self._size = self._file.tell()
-
-    def _rotate(self) -> None:
-        assert self.path is not None and self._file is not None
-        self._file.close()
-        os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-        self._open_file()
-
     def write(self, record: dict[str, Any]) -> None:
         """Append ``record`` as one JSON line (key order kept)."""
         if not self.enabled:
             return
         try:
-            line = json.dumps(json_safe(record), separators=(",", ":"), allow_nan=False) + "\n"
+            line = json.dumps(json_safe(record), separators=(",", ":"), allow_nan=False)
         except TypeError as error:
             raise TypeError(f"audit record must hold only JSON types (str, numbers, bool, None, lists, dicts): {error}") from None
         with self._lock:
@@ -124,18 +138,13 @@ class AuditLog:
                 return
             if self._to_stdout:
                 # Looked up per write so redirection (and pytest capture) applies.
-                sys.stdout.write(line)
+                sys.stdout.write(line + "\n")
                 sys.stdout.flush()
                 return
             assert self._file is not None
-            encoded_size = len(line.encode("utf-8"))
-            # Rotate before the write that would cross the bound, never an
-            # empty file (a single oversize record still gets written).
-            if self._size > 0 and self._size + encoded_size > self._max_bytes:
-                self._rotate()
-            self._file.write(line)
-            self._file.flush()
-            self._size += encoded_size
+            # emit, not handle: this lock already orders writers, and the
+            # handler writes and flushes each line at once.
+            self._file.emit(logging.makeLogRecord({"msg": line}))
 
     def close(self) -> None:
         with self._lock:

@@ -14,6 +14,12 @@ Layout: ``capture-<NNNNNN>.msgpack`` segment files, each a stream of msgpack
 objects, numbered in write order. A writer opened on an existing directory
 continues numbering after the highest segment there (and counts it toward
 the bound). One writer per directory.
+
+Not the standard library's RotatingFileHandler: that handler writes
+formatted text lines (a msgpack stream is neither), bounds one file rather
+than a directory that already holds segments from earlier runs, and rotates
+by renaming ``name.1``..``name.N`` on every roll-over, so a segment would
+change its name while a reader replays the directory in order.
 """
 
 from __future__ import annotations

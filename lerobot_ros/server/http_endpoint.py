@@ -4,37 +4,40 @@ Invariants protected here:
 - ``GET /healthz`` answers 200 only when the server is ready and not
   draining, so a load balancer or orchestrator never routes to a server
   that would refuse or drop the request; any other state is a 503 naming it;
-- ``GET /metrics`` is valid Prometheus text exposition format 0.0.4: names
-  and label names are checked, label values and help text escaped, one
-  HELP/TYPE pair per metric family;
+- ``GET /metrics`` is valid Prometheus text exposition format 0.0.4, written
+  by ``prometheus_client`` from a registry private to the endpoint (never the
+  process-global one): names and label names are checked here, one type and
+  help text per metric family, counters named ``*_total``;
 - the endpoint never takes the server down: a snapshot callback that raises
-  becomes a 500 with the error text, and requests are served on daemon
-  threads outside the ROS executor.
-
-Standard library only (http.server), so it adds no dependency.
+  becomes a 500 with the error text, and requests are served by the
+  standard library's http.server on daemon threads outside the ROS executor.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric as MetricFamily
 
 from lerobot_ros.server.audit import json_safe
 
 __all__ = ["HealthEndpoint", "HealthSnapshot", "Metric", "PROMETHEUS_CONTENT_TYPE", "render_prometheus"]
 
+# What generate_latest writes (its default escaping keeps names in the 0.0.4 alphabet).
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_COUNTER_SUFFIX = "_total"
 
 # A client that opens a connection and sends nothing must not hold a thread forever.
 _REQUEST_TIMEOUT_S = 5.0
@@ -55,6 +58,9 @@ class Metric:
             raise ValueError(f"expected a Prometheus metric name matching {_METRIC_NAME.pattern}, got {self.name!r}")
         if self.type not in ("gauge", "counter"):
             raise ValueError(f"expected metric type 'gauge' or 'counter' for {self.name}, got {self.type!r}")
+        if self.type == "counter" and not self.name.endswith(_COUNTER_SUFFIX):
+            # prometheus_client exposes every counter family as <name>_total.
+            raise ValueError(f"expected a counter name ending in {_COUNTER_SUFFIX!r}, got {self.name!r}")
         for label in self.labels:
             if not _LABEL_NAME.match(label) or label.startswith("__"):
                 raise ValueError(
@@ -80,46 +86,54 @@ class HealthSnapshot:
         return "ok" if self.ready else "not_ready"
 
 
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+def _families(metrics: Iterable[Metric]) -> list[MetricFamily]:
+    """Metrics grouped into prometheus_client families, in first-seen order."""
+    families: dict[str, tuple[Metric, MetricFamily]] = {}
+    for metric in metrics:
+        if metric.name not in families:
+            # prometheus_client names a counter family without its _total suffix and adds it back on exposition.
+            family_name = metric.name.removesuffix(_COUNTER_SUFFIX) if metric.type == "counter" else metric.name
+            families[metric.name] = (metric, MetricFamily(family_name, metric.help, metric.type))
+        first, family = families[metric.name]
+        if (first.type, first.help) != (metric.type, metric.help):
+            raise ValueError(
+                f"expected one type and help text per metric family {metric.name!r}, got "
+                f"{first.type}/{first.help!r} and {metric.type}/{metric.help!r}"
+            )
+        family.add_sample(metric.name, {key: str(value) for key, value in metric.labels.items()}, float(metric.value))
+    return [family for _, family in families.values()]
 
 
-def _escape_label_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class _Samples:
+    """A prometheus_client collector over what ``metrics()`` returns at each scrape."""
+
+    def __init__(self, metrics: Callable[[], Iterable[Metric]]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> list[MetricFamily]:
+        return _families(self._metrics())
 
 
-def _format_value(value: float) -> str:
-    value = float(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
+def _registry(metrics: Callable[[], Iterable[Metric]]) -> CollectorRegistry:
+    # auto_describe off: registering must not take a snapshot.
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Samples(metrics))
+    return registry
 
 
 def render_prometheus(metrics: list[Metric]) -> str:
     """Metrics as Prometheus text format 0.0.4, families in first-seen order."""
-    families: dict[str, list[Metric]] = {}
-    for metric in metrics:
-        family = families.setdefault(metric.name, [])
-        if family and (family[0].type, family[0].help) != (metric.type, metric.help):
-            raise ValueError(
-                f"expected one type and help text per metric family {metric.name!r}, got "
-                f"{family[0].type}/{family[0].help!r} and {metric.type}/{metric.help!r}"
-            )
-        family.append(metric)
-    lines = []
-    for name, family in families.items():
-        lines.append(f"# HELP {name} {_escape_help(family[0].help)}")
-        lines.append(f"# TYPE {name} {family[0].type}")
-        for metric in family:
-            labels = ",".join(f'{key}="{_escape_label_value(str(value))}"' for key, value in metric.labels.items())
-            selector = f"{{{labels}}}" if labels else ""
-            lines.append(f"{name}{selector} {_format_value(metric.value)}")
-    return "\n".join(lines) + "\n" if lines else ""
+    return generate_latest(_registry(lambda: metrics)).decode("utf-8")
 
 
-def _make_handler(snapshot: Callable[[], HealthSnapshot]) -> type[BaseHTTPRequestHandler]:
+def _checked(snapshot: Callable[[], HealthSnapshot]) -> HealthSnapshot:
+    current = snapshot()
+    if not isinstance(current, HealthSnapshot):
+        raise TypeError(f"snapshot callback must return a HealthSnapshot, returned {type(current).__name__}")
+    return current
+
+
+def _make_handler(snapshot: Callable[[], HealthSnapshot], registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
     class HealthHandler(BaseHTTPRequestHandler):
         timeout = _REQUEST_TIMEOUT_S
         server_version = "lerobot_ros"
@@ -147,12 +161,10 @@ def _make_handler(snapshot: Callable[[], HealthSnapshot]) -> type[BaseHTTPReques
                 self._send(404, f"not found: {path}; expected /healthz or /metrics\n", "text/plain; charset=utf-8")
                 return
             try:
-                current = snapshot()
-                if not isinstance(current, HealthSnapshot):
-                    raise TypeError(f"snapshot callback must return a HealthSnapshot, returned {type(current).__name__}")
                 if path == "/metrics":
-                    self._send(200, render_prometheus(current.metrics), PROMETHEUS_CONTENT_TYPE)
+                    self._send(200, generate_latest(registry).decode("utf-8"), PROMETHEUS_CONTENT_TYPE)
                     return
+                current = _checked(snapshot)
                 status = current.status
                 # "status" last so detail cannot claim "ok" for a 503.
                 self._send_json(200 if status == "ok" else 503, {**current.detail, "status": status})
@@ -183,6 +195,7 @@ class HealthEndpoint:
         self._host = host
         self._requested_port = port
         self._snapshot = snapshot
+        self._registry = _registry(lambda: _checked(snapshot).metrics)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -197,7 +210,7 @@ class HealthEndpoint:
         if self._server is not None:
             raise RuntimeError(f"HealthEndpoint already serving on {self._host}:{self.port}")
         server_class = _Server6 if ":" in self._host else _Server  # "::", "::1"
-        self._server = server_class((self._host, self._requested_port), _make_handler(self._snapshot))
+        self._server = server_class((self._host, self._requested_port), _make_handler(self._snapshot, self._registry))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="lerobot_ros_health_http", daemon=True
         )

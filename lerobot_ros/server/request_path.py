@@ -29,7 +29,7 @@ from lerobot_ros.data_plane import (
 )
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.server.scheduler import Ready
-from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.server.sessions import EpisodeMove, Session, SessionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,6 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
         raise ObservationRejected(
             f"client id {frame.request.client_id!r} arrived on the topic of client {session.client_id!r}"
         )
-    if frame.request.episode < session.episode:
-        raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {session.episode}")
     state = frame.state
     if state.size != capabilities.state_dim:
         raise ObservationRejected(f"state has {state.size} values; the policy expects {capabilities.state_dim}")
@@ -152,10 +150,11 @@ class RequestHandler:
             try:
                 frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits)
                 check_observation(frame, self.capabilities, session)
-                if frame.request.episode > session.episode:
-                    session.episode, session.processors_stale = frame.request.episode, True
-                if session.processors_stale:
-                    session.processors_stale = False
+                # An observation of a newer episode may overtake its ResetEpisode call.
+                move, episode = self.sessions.advance_episode(session, frame.request.episode)
+                if move is EpisodeMove.OVER:
+                    raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {episode}")
+                if self.sessions.claim_processor_reset(session):
                     self.runner.reset_session(session.processors)
                 decoded = time.perf_counter() - decode_started
                 result = self.runner.run(frame, session.processors, frame.task or session.task, session.rtc_enabled)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from lerobot_ros.contract import MAX_IMAGE_BYTES
 from lerobot_ros.parameters import (
     BOOL,
     FLOAT,
@@ -63,7 +64,7 @@ PARAMETERS = (
     Parameter("heartbeat_period_s", FLOAT, 0.5, "Period of the ~/status heartbeat (seconds)", (more_than(0),)),
     Parameter("session_idle_timeout_s", FLOAT, 10.0,
               "Close a session after this long without an observation (seconds)", (more_than(0),)),
-    Parameter("max_image_bytes", INTEGER, 8 << 20, "Largest accepted camera frame, compressed or raw (bytes)",
+    Parameter("max_image_bytes", INTEGER, MAX_IMAGE_BYTES, "Largest accepted camera frame, compressed or raw (bytes)",
               (at_least(1),)),
     Parameter("audit_log", STRING, "auto",
               "One JSON line per request: auto (ROS log dir), off, - (stdout), or a file path"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -148,3 +149,14 @@ def test_writes_after_close_are_dropped(tmp_path):
     log.close()
     log.write({"n": 2})
     assert _lines(path) == [{"n": 1}]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux /dev/full")
+def test_a_failed_write_reaches_the_caller(capsys):
+    # /dev/full fails every write with ENOSPC, as a full disk does.
+    log = AuditLog.open("/dev/full", "arm1")
+    with pytest.raises(OSError, match="No space left"):
+        log.write({"n": 1})
+    with contextlib.suppress(OSError):  # the line still buffered fails once more
+        log.close()
+    assert "Logging error" not in capsys.readouterr().err

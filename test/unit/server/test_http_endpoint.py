@@ -167,9 +167,9 @@ def test_snapshot_error_is_500_and_server_keeps_serving(served):
 
 def test_conflicting_metric_family_is_500_naming_it(served):
     endpoint, snapshots = served
-    snapshots.metrics = [Metric("lerobot_x", "one", "gauge", 1), Metric("lerobot_x", "one", "counter", 2)]
+    snapshots.metrics = [Metric("lerobot_x_total", "one", "gauge", 1), Metric("lerobot_x_total", "one", "counter", 2)]
     status, _, body = _get(endpoint, "/metrics")
-    assert status == 500 and "one type and help text per metric family 'lerobot_x'" in body
+    assert status == 500 and "one type and help text per metric family 'lerobot_x_total'" in body
 
 
 @pytest.mark.parametrize(
@@ -180,6 +180,7 @@ def test_conflicting_metric_family_is_500_naming_it(served):
         ({"type": "histogram"}, "'gauge' or 'counter'"),
         ({"labels": {"bad label": "x"}}, "label names"),
         ({"labels": {"__reserved": "x"}}, "label names"),
+        ({"type": "counter"}, "counter name ending in '_total'"),
     ],
 )
 def test_metric_validation(kwargs, message):
@@ -189,7 +190,7 @@ def test_metric_validation(kwargs, message):
 
 
 def test_render_prometheus_formats_integers_as_floats():
-    assert render_prometheus([Metric("a", "h", "counter", 3)]) == "# HELP a h\n# TYPE a counter\na 3.0\n"
+    assert render_prometheus([Metric("a_total", "h", "counter", 3)]) == "# HELP a_total h\n# TYPE a_total counter\na_total 3.0\n"
 
 
 def test_stop_releases_the_port_and_start_twice_is_refused():

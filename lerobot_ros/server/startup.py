@@ -1,0 +1,85 @@
+"""Ready a policy for serving, before the server advertises anything: load, then warm up.
+
+Invariant: whatever stops a policy from being served (a checkpoint that
+cannot be read or served, a warm-up request that fails) surfaces as one
+``StartupFailed`` naming why, raised before any ROS entity exists, so a
+robot never sees a server that cannot answer it.
+
+torch and LeRobot take seconds to import: they are imported inside
+``load_runner``, after rclpy is up, so Ctrl-C during start-up ends the node
+cleanly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from lerobot_ros.server.policy_families import UnsupportedPolicyError
+from lerobot_ros.server.warmup import warm_up
+
+
+class StartupFailed(RuntimeError):
+    """The policy cannot be served; the message says why."""
+
+
+def load_runner(
+    checkpoint: str,
+    *,
+    revision: str,
+    device: str,
+    dtype: str,
+    action_names: Sequence[str],
+    trained_fps: float,
+    serving_mode: str,
+    rtc_enabled: bool,
+    rtc_execution_horizon: int,
+    pinned_task: str,
+    noise_seed: int | None,
+    inject_delay_s: float,
+    log,
+):
+    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint.
+
+    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
+    """
+    from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+    from lerobot_ros.server.inference import PolicyRunner
+
+    log.info(f"loading {checkpoint} on {device} as {dtype}")
+    started = time.monotonic()
+    try:
+        loaded = load_policy(
+            checkpoint,
+            revision=revision,
+            device=device,
+            dtype=dtype,
+            action_names=list(action_names) or None,
+            trained_fps=trained_fps,
+            serving_mode=serving_mode,
+            rtc_enabled=rtc_enabled,
+            rtc_execution_horizon=rtc_execution_horizon,
+            pinned_task=pinned_task,
+        )
+    except (CheckpointError, UnsupportedPolicyError) as error:
+        raise StartupFailed(str(error)) from error
+    log.info(
+        f"loaded {loaded.capabilities.policy_type} in {time.monotonic() - started:.1f} s; "
+        f"serving mode {loaded.capabilities.serving_mode}: {loaded.serving_reason}"
+    )
+    if inject_delay_s > 0:
+        log.warning(f"fault injection: every inference is delayed by {inject_delay_s} s")
+    return PolicyRunner(
+        loaded, rtc_enabled, rtc_execution_horizon, noise_seed=noise_seed, inject_delay_s=inject_delay_s
+    )
+
+
+def warm_up_runner(runner, count: int, default_task: str, log) -> None:
+    """``count`` requests through the full request path, each one's duration logged."""
+    log.info(f"warming up ({count} requests through the full request path)")
+    try:
+        durations = warm_up(runner, count, default_task)
+    except RuntimeError as error:
+        raise StartupFailed(f"warm-up failed: {error}") from error
+    if durations:
+        log.info("warm-up done: " + ", ".join(f"{seconds * 1000:.0f} ms" for seconds in durations))
