@@ -44,6 +44,14 @@ def smolvla_checkpoint(tmp_path_factory) -> Path:
     return build_smolvla_checkpoint(tmp_path_factory.mktemp("smolvla_so101"))
 
 
+@pytest.fixture(scope="module")
+def runner(act_checkpoint):
+    """The request path's policy runner on ``act_checkpoint`` (CPU), one per test module."""
+    from support.request_harness import act_runner
+
+    return act_runner(act_checkpoint)
+
+
 @pytest.fixture(scope="session")
 def ros_node():
     """An rclpy node in the test process, for clients and subscribers."""

@@ -36,7 +36,7 @@ from support.reliability_log import record
 from support.robot_client import RobotClient
 from sensor_msgs.msg import Image
 from test_executor_logic import CAPABILITIES, JOINTS, connected, feed
-from test_request_path import Harness, runner  # noqa: F401 - runner is the module-scoped fixture Harness needs
+from support.request_harness import Harness
 
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestLimits
@@ -268,7 +268,7 @@ class Tally:
 
 
 class InProcessServer(Harness):
-    """The Harness of test_request_path with a second, healthy session; the
+    """The request-path Harness (support.request_harness) with a second, healthy session; the
     ``target`` the strategies build for is the broken session."""
 
     def __init__(self, runner) -> None:

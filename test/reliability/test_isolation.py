@@ -29,7 +29,7 @@ import pytest
 from support.ros import spin_until
 from support.reliability_log import record
 from support.robot_client import RobotClient
-from test_request_path import Harness
+from support.request_harness import Harness
 
 from lerobot_ros.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.paths import PROCESSES, REPO
+from support.paths import PROCESSES
 from support.ros import spin_until
 
 from lerobot_ros.msg import ExecutorStatus

@@ -4,62 +4,14 @@ Each malformed observation must be answered with a REJECTED chunk that says
 what was expected and what arrived, and the session must keep working.
 """
 
-import time
-
 import numpy as np
 import pytest
 
+from support.request_harness import Harness
+
 from lerobot_ros import images
-from lerobot_ros.data_plane import RequestId, RequestLimits, chunk_from_msg, observation_to_msg
+from lerobot_ros.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.request_path import RequestHandler
-from lerobot_ros.server.scheduler import Ready
-from lerobot_ros.server.sessions import Session, SessionRegistry
-from lerobot_ros.sim.default_policy import FRONT_CAMERA
-
-
-@pytest.fixture(scope="module")
-def runner(act_checkpoint):
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
-
-    return PolicyRunner(load_policy(str(act_checkpoint), device="cpu"))
-
-
-class Harness:
-    def __init__(self, runner):
-        self.runner = runner
-        self.sessions = SessionRegistry()
-        self.published: list[tuple[str, ActionChunk]] = []
-        self.audit: list[dict] = []
-        self.handler = RequestHandler(
-            runner,
-            self.sessions,
-            publish=lambda client, chunk: self.published.append((client, chunk)),
-            audit=self.audit.append,
-            load=lambda: (self.sessions.count(), 4, 0),
-            limits=RequestLimits(max_image_bytes=200_000),
-        )
-        self.session = self.open("arm")
-
-    def open(self, client):
-        session = Session(client, task="", fps=30.0, rtc_enabled=False, opened_at=time.monotonic())
-        session.processors = self.runner.new_session_processors()
-        self.sessions.open(session)
-        return session
-
-    def observation(self, session=None, seq=0, state=None, frame=None, episode=0, **fields):
-        session = session or self.session
-        rgb = frame if frame is not None else np.full((96, 128, 3), 100, np.uint8)
-        request = RequestId(session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns())
-        state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
-        msg = observation_to_msg(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {})
-        for name, value in fields.items():
-            setattr(msg, name, value)
-        return msg
-
-    def send(self, msg, key="arm"):
-        return self.handler.handle(Ready(key, msg, time.monotonic(), 0))
 
 
 @pytest.fixture
