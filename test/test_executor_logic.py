@@ -20,8 +20,8 @@ from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor import commands
 from lerobot_ros.executor.chunks import InFlight, ValidatedModel, rejection
-from lerobot_ros.executor.core import ExecutorCore, SessionGrant, request_due
-from lerobot_ros.executor.handshake import RobotDeclaration
+from lerobot_ros.executor.core import ExecutorCore, request_due
+from lerobot_ros.executor.handshake import RobotDeclaration, ServerView, SessionGrant, handshake
 from lerobot_ros.executor.observation import (
     JointStateError,
     NotSent,
@@ -38,7 +38,7 @@ from lerobot_ros.executor.settings import (
     timing_warnings,
 )
 from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.worker import NetworkWorker, ServerView, handshake
+from lerobot_ros.executor.worker import NetworkWorker
 
 JOINTS = ("a", "b", "c")
 CAMERA = "observation.images.front"
@@ -239,32 +239,33 @@ def test_wrong_model_names_shape_nan_and_refusals_are_rejected():
 
 def test_in_flight_hands_over_only_the_answer_and_counts_drops():
     in_flight = InFlight()
-    in_flight.start(PENDING)
+    in_flight.start(PENDING, MODEL)
     stale = RequestId(**{**PENDING.__dict__, "seq": 4})
-    assert in_flight.offer(chunk(stale), MODEL, 5) == "stale_seq"
-    threading.Timer(0.05, lambda: in_flight.offer(chunk(PENDING), MODEL, 2000)).start()
+    assert in_flight.offer_chunk(chunk(stale), 5) == "stale_seq"
+    threading.Timer(0.05, lambda: in_flight.offer_chunk(chunk(PENDING), 2000)).start()
     answer = in_flight.wait(2.0)
     assert answer.chunk is not None and answer.received_ns == 2000 and not answer.timed_out
-    assert in_flight.offer(chunk(PENDING), MODEL, 3000) == "late"  # the request is over
-    in_flight.start(PENDING)
+    assert in_flight.offer_chunk(chunk(PENDING), 3000) == "late"  # the request is over
+    in_flight.start(PENDING, MODEL)
     assert in_flight.wait(0.01).timed_out
-    in_flight.start(PENDING)
+    in_flight.start(PENDING, MODEL)
     in_flight.cancel()
     cancelled = in_flight.wait(1.0)
     assert cancelled.cancelled and not cancelled.timed_out
-    assert in_flight.dropped == {"stale_seq": 1, "late": 1} and in_flight.dropped_total == 2
+    drops = in_flight.drops()
+    assert drops.counts == {"stale_seq": 1, "late": 1} and drops.total == 2
 
 
 def test_a_refusal_of_the_request_in_flight_ends_the_wait_at_once():
     in_flight = InFlight()
-    in_flight.start(PENDING)
-    threading.Timer(0.05, lambda: in_flight.offer(chunk(PENDING, status=1, error="state has 4 values"), MODEL, 7)).start()
+    in_flight.start(PENDING, MODEL)
+    threading.Timer(0.05, lambda: in_flight.offer_chunk(chunk(PENDING, status=1, error="state has 4 values"), 7)).start()
     started = time.monotonic()
     answer = in_flight.wait(5.0)
     assert time.monotonic() - started < 2.0, "waited for the timeout despite the refusal"
     assert answer.chunk is None and not answer.timed_out and not answer.cancelled
     assert answer.refusal == "server answered status 1: state has 4 values"
-    assert in_flight.dropped == {"refused": 1}
+    assert in_flight.drops().counts == {"refused": 1}
 
 
 # ------------------------------------------------------------ output messages
@@ -316,12 +317,10 @@ class FakeLink:
     def get_status(self, timeout_s):
         return ServerView(True, self.instance, self.capabilities)
 
-    def open_session(self, timeout_s):
+    def open_session(self, timeout_s, check):
         self.sessions += 1
-        return SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
-
-    def connect_data_plane(self, grant, timeout_s):
-        return None
+        grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
+        return check(grant) or grant
 
     def send_observation(self, prepared):
         self.sent.append(prepared)
@@ -356,20 +355,25 @@ def connected(**overrides):
 
 
 def feed(core, clock) -> None:
-    core.sensors.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
-    core.sensors.on_camera(CAMERA, Image(), clock())
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
+    core.on_camera(CAMERA, Image(), clock())
+
+
+def counts(core, clock):
+    """The core's status snapshot (the telemetry ~/status publishes)."""
+    return core.snapshot(clock()).telemetry
 
 
 def test_one_request_in_flight_merges_and_then_waits_for_the_buffer_to_drain():
     clock, core, link, worker = connected()
     assert core.state is ExecutorState.STREAMING
     assert not worker.step(), "no observation without sensor data"
-    assert core.last_problem.startswith("no joint state")
+    assert core.snapshot(clock()).last_problem.startswith("no joint state")
     feed(core, clock)
-    assert worker.step() and core.chunks_merged == 1 and core.queue.qsize() == 10
+    assert worker.step() and counts(core, clock).chunks_merged == 1 and counts(core, clock).queue_depth == 10
     assert not worker.step(), "queue covers 1 s > buffer 0.25 s: no request"
     assert len(link.sent) == 1
-    assert core.latency.p50 == pytest.approx(0.02)
+    assert counts(core, clock).latency_ms_p50 == pytest.approx(20.0)
     for _ in range(8):
         clock.t += 0.1
         assert core.control_tick(clock()) is not None
@@ -384,10 +388,10 @@ def test_control_tick_executes_in_order_then_holds_the_measured_position():
     assert core.control_tick(clock()) is None, "nothing measured, nothing commanded: nothing to hold"
     feed(core, clock)
     assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])  # empty queue: hold, by name
-    assert core.starvation_ticks == 2 and core.fallback_ticks == 2
+    assert counts(core, clock).starvation_ticks == 2 and counts(core, clock).fallback_ticks == 2
     worker.step()
     assert [core.control_tick(clock())[0] for _ in range(3)] == [0.0, 1.0, 2.0]
-    assert core.commands_published == 4 and core.state is ExecutorState.STREAMING
+    assert counts(core, clock).commands_published == 4 and core.state is ExecutorState.STREAMING
 
 
 def test_stale_actions_are_never_executed():
@@ -397,7 +401,7 @@ def test_stale_actions_are_never_executed():
     clock.t += 0.35
     action = core.control_tick(clock())
     assert action.tolist() == pytest.approx([0.1, 0.2, 0.3]), "stale: hold, not the queued action"
-    assert core.queue.qsize() == 0 and core.state is ExecutorState.STALLED
+    assert counts(core, clock).queue_depth == 0 and core.state is ExecutorState.STALLED
 
 
 def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
@@ -406,14 +410,15 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     link.silent = True
     worker.step()
     worker.step()
-    assert core.request_timeouts == 2 and core.state is ExecutorState.RECONNECTING
+    assert counts(core, clock).request_timeouts == 2 and core.state is ExecutorState.RECONNECTING
     clock.t += 1.0
     link.silent, link.instance = False, "i2"
     assert worker.step() and core.state is ExecutorState.STREAMING
-    assert (core.epoch, core.session_id, core.instance_id) == (1, "s2", "i2")
+    identity = core.identity
+    assert (identity.epoch, identity.session_id, identity.instance_id) == (1, "s2", "i2")
     feed(core, clock)
     worker.step()
-    assert link.sent[-1].request.epoch == 1 and core.chunks_merged == 1
+    assert link.sent[-1].request.epoch == 1 and counts(core, clock).chunks_merged == 1
     # The server restarts with the joints in another order.
     core.on_heartbeat("i3", clock())
     assert core.state is ExecutorState.RECONNECTING
@@ -421,7 +426,7 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     link.instance = "i3"
     clock.t += 1.0
     worker.step()
-    assert core.state is ExecutorState.DEAD and "action names" in core.failsafe.reason
+    assert core.state is ExecutorState.DEAD and "action names" in counts(core, clock).reason
     assert link.sessions == 2, "no session is opened with a different model"
     assert core.control_tick(clock()) is not None  # one final fallback
     assert core.control_tick(clock()) is None
@@ -432,7 +437,7 @@ def test_reset_clears_the_queue_bumps_the_episode_and_drops_the_old_answer():
     feed(core, clock)
     worker.step()
     session, episode = core.reset_episode()
-    assert (session, episode, core.queue.qsize()) == ("s1", 1, 0)
+    assert (session, episode, counts(core, clock).queue_depth) == ("s1", 1, 0)
     feed(core, clock)
     worker.step()
     assert link.sent[-1].request.episode == 1
@@ -444,13 +449,13 @@ def test_pause_holds_and_sends_nothing():
     worker.step()
     core.pause(clock())
     assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])
-    assert core.queue.qsize() == 10
+    assert counts(core, clock).queue_depth == 10
     clock.t += 100.0
     assert not core.request_due(clock()) and core.state is not ExecutorState.DEAD
     core.resume(clock())
-    assert core.telemetry(clock()).paused is False
+    assert counts(core, clock).paused is False
     # A long pause re-opens the session (the server may have closed it as idle).
-    assert core.state is ExecutorState.RECONNECTING and "pause" in core.failsafe.reason
+    assert core.state is ExecutorState.RECONNECTING and "pause" in counts(core, clock).reason
 
 
 def test_a_short_pause_keeps_the_session():
@@ -470,7 +475,7 @@ def test_telemetry_fills_every_status_field():
     clock, core, link, worker = connected()
     feed(core, clock)
     worker.step()
-    telemetry = core.telemetry(clock())
+    telemetry = counts(core, clock)
     msg = wire.executor_status_to_msg(telemetry, _time())
     assert msg.state_name == "STREAMING" and msg.queue_depth == 10 and msg.requests_sent == 1
     assert msg.latency_ms_p50 == pytest.approx(20.0) and msg.client_id == "arm" and msg.fallback == "hold"
@@ -493,7 +498,7 @@ def test_worker_thread_stops_promptly():
     worker.stop()
     worker.join(2.0)
     assert not worker.is_alive() and time.monotonic() - started < 1.0
-    assert math.isfinite(core.telemetry(clock()).queued_time_s)
+    assert math.isfinite(counts(core, clock).queued_time_s)
 
 
 def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_sensor():
@@ -501,12 +506,12 @@ def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_
         camera_names=[CAMERA, "observation.images.extra"], camera_topics=["/cam", "/extra"]
     )
     feed(core, clock)
-    core.sensors.on_camera("observation.images.extra", Image(), clock())
-    core.sensors.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
+    core.on_camera("observation.images.extra", Image(), clock())
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
     clock.t += 0.3
     assert worker.step()
     prepared = link.sent[-1]
     assert list(prepared.observation.cameras) == [CAMERA], "the server refuses cameras its policy does not read"
     assert prepared.observation.oldest_age_s == pytest.approx(0.3)
     # The first action's source is the 0.3 s old camera frame, not the send time.
-    assert core.queue.next_action_age_s(clock()) == pytest.approx(0.3)
+    assert core.snapshot(clock()).next_action_age_s == pytest.approx(0.3)
