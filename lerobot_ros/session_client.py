@@ -251,7 +251,7 @@ class SessionClient:
         """The chunk subscription's callback."""
         deliver_chunk(msg, self._sink, time.monotonic_ns())
 
-    def request(self, request: RequestId, msg: Observation, timeout_s: float) -> Answer:
+    def request_chunk(self, request: RequestId, msg: Observation, timeout_s: float) -> Answer:
         """Send ``msg`` (carrying ``request``) and wait for the chunk answering exactly it.
 
         Only for a client without a sink: with one, the sink owns the request in flight.

@@ -240,10 +240,6 @@ class ExecutorCore:
         """From the chunk subscription: a chunk message that did not even decode."""
         self._in_flight.drop_chunk(code, explanation)
 
-    @property
-    def answered(self) -> bool:
-        return self._in_flight.answered
-
     def wait_for_answer(self, timeout_s: float) -> Answer:
         """The answer to the request in flight, or why there is none; ends the request."""
         return self._in_flight.wait(timeout_s)
