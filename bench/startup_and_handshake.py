@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -26,11 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402,F401  (isolation and this checkout first)
 from report import write_section  # noqa: E402
-
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ["HF_HUB_OFFLINE"] = "1"
 
 from lerobot_ros.processes import spawn_node, stop  # noqa: E402
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint  # noqa: E402

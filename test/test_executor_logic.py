@@ -469,6 +469,17 @@ def test_a_short_pause_keeps_the_session():
     assert core.state is state
 
 
+def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
+    clock, core, link, worker = connected()
+    before = core.identity
+    core.reset_episode()
+    assert (before.episode, core.identity.episode) == (0, 1), "a reader's identity never changes under it"
+    assert core.identity.session_id == before.session_id == "s1"
+    transitions, seen = core.transitions_since(0)
+    assert [t.to_state for t in transitions] == [ExecutorState.STREAMING] and seen == 1
+    assert core.transitions_since(seen) == ((), seen)
+
+
 def test_telemetry_fills_every_status_field():
     from lerobot_ros import wire
 
