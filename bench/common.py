@@ -1,8 +1,9 @@
 """What the benchmark scripts share: isolation, outputs, processes, statistics, ROS watchers.
 
-Every benchmark script imports this module FIRST: it isolates the ROS graph
-(own ROS_DOMAIN_ID, localhost-only discovery) and keeps the Hugging Face Hub
-offline, exactly as test/conftest.py does for the test suite.
+Every benchmark script imports this module FIRST: it puts its own checkout
+first on the import path, isolates the ROS graph (own ROS_DOMAIN_ID,
+localhost-only discovery) and keeps the Hugging Face Hub offline, exactly as
+test/conftest.py does for the test suite.
 
 Outputs: each script takes ``--smoke`` (tiny sizes, seconds), ``--document``
 (the Markdown file its section goes to; default docs/benchmarks.md, a
@@ -27,6 +28,10 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
+# This checkout's lerobot_ros, for the script and the nodes it spawns: not
+# whichever checkout the environment happens to have installed.
+sys.path.insert(1, str(REPO))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
 
 # Always override: the shell may point at a domain with real robots in it.
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)

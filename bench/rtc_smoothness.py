@@ -79,16 +79,16 @@ def run(checkpoint: str, inject_delay_s: float, seconds: float, warmup_s: float,
 
 
 def _wait_for_server(node, namespace: str, processes, timeout_s: float = 180.0) -> None:
-    from lerobot_ros.srv import GetStatus
+    from lerobot_ros.session_client import SessionClient
 
-    client = node.create_client(GetStatus, f"{namespace}/get_status")
+    client = SessionClient(node, namespace, "bench_rtc_smoothness")
     deadline = time.monotonic() + timeout_s
     try:
-        while not client.wait_for_service(timeout_sec=0.5):
+        while not client.wait_for_server(timeout_s=0.5):
             if time.monotonic() > deadline or any(process.poll() is not None for _, process in processes):
                 raise RuntimeError(f"policy_server_node did not come up within {timeout_s:g} s")
     finally:
-        node.destroy_client(client)
+        client.destroy()
 
 
 def _spin(node, seconds: float) -> None:

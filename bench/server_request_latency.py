@@ -7,9 +7,10 @@ servers run side by side on this machine, each an OS process of its own:
 
 * ours: policy_server_node with an audit log; the client in this process
   plays the executor's request path with the executor's own code: the
-  camera frames arrive as raw rgb8 ``sensor_msgs/Image`` (as a USB camera
-  driver publishes them) and ``executor.observation.to_message`` JPEG-encodes
-  them (q90) into the Observation; the chunk is read with
+  product's ``SessionClient`` opens the session and matches each chunk to its
+  request, the camera frames arrive as raw rgb8 ``sensor_msgs/Image`` (as a
+  USB camera driver publishes them) and ``executor.observation.to_message``
+  JPEG-encodes them (q90) into the Observation; the chunk is read with
   ``data_plane.chunk_from_msg`` and merged into the executor's ``ActionQueue``
   (append mode, 15 rows still queued, as at 30 Hz with buffer_time_s 0.5);
 * theirs: ``python -m lerobot.async_inference.policy_server`` with
@@ -52,15 +53,14 @@ import numpy as np  # noqa: E402
 import rclpy  # noqa: E402
 
 from lerobot_ros import images  # noqa: E402
-from lerobot_ros.data_plane import RequestId, chunk_from_msg  # noqa: E402
+from lerobot_ros.contract import OpenRequest  # noqa: E402
+from lerobot_ros.data_plane import RequestId  # noqa: E402
 from lerobot_ros.executor.action_queue import ActionQueue  # noqa: E402
 from lerobot_ros.executor.observation import AssembledObservation, to_message  # noqa: E402
-from lerobot_ros.msg import ActionChunk, Observation  # noqa: E402
+from lerobot_ros.msg import Observation  # noqa: E402
 from lerobot_ros.processes import stop  # noqa: E402
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS  # noqa: E402
+from lerobot_ros.session_client import SessionClient  # noqa: E402
 from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES, build_act_checkpoint  # noqa: E402
-from lerobot_ros.srv import OpenSession  # noqa: E402
-from lerobot_ros.wire import seconds_from_duration  # noqa: E402
 
 from grpc_peer import GrpcPeer  # noqa: E402
 
@@ -86,63 +86,45 @@ def scene(height: int, width: int, seed: int) -> np.ndarray:
     return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
 
 
-def spin_until(node, predicate, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while not predicate() and time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.01)
-    return predicate()
-
-
 class OurClient:
-    """The executor's request path against one policy_server_node, one request in flight."""
+    """The executor's request path against one policy_server_node, one request in flight.
+
+    The product's session client opens the session, matches its data plane and
+    matches each chunk to its request; the executor's encoder builds the
+    message; the executor's ActionQueue merges the answer.
+    """
 
     def __init__(self, node, namespace: str, cameras: list[str]) -> None:
-        self.node = node
-        opener = node.create_client(OpenSession, f"{namespace}/open_session")
-        if not opener.wait_for_service(timeout_sec=30):
-            raise RuntimeError("open_session did not appear")
-        future = opener.call_async(OpenSession.Request(
-            client_id="bench", schema_version=Observation.CURRENT_SCHEMA_VERSION, action_names=list(SO101_JOINT_NAMES),
-            state_dim=6, camera_names=cameras, fps=float(FPS)))
-        spin_until(node, future.done, 30)
-        session = future.result()
-        assert session is not None and session.accepted, session
-        self.session_id = session.session_id
+        self.session = SessionClient(node, namespace, "bench")
+        grant = self.session.open_session(OpenRequest(
+            client_id="bench", schema_version=Observation.CURRENT_SCHEMA_VERSION, action_names=SO101_JOINT_NAMES,
+            state_dim=6, camera_names=tuple(cameras), fps=float(FPS)), timeout_s=30.0)
+        if isinstance(grant, str):
+            raise RuntimeError(f"no session: {grant}")
+        self.session_id = grant.session_id
         self.queue = ActionQueue(rtc_enabled=False, action_dim=6)
-        self.received: dict[int, dict] = {}
-        self.publisher = node.create_publisher(Observation, session.observation_topic, OBSERVATION_QOS)
-        self.subscription = node.create_subscription(ActionChunk, session.action_chunk_topic, self.on_chunk, ACTION_CHUNK_QOS)
-        if not spin_until(node, lambda: self.publisher.get_subscription_count() and self.subscription.get_publisher_count(), 20):
-            raise RuntimeError("data plane did not connect")
-
-    def on_chunk(self, msg: ActionChunk) -> None:
-        # What ServerLink.on_chunk + ExecutorCore.merge do with an answer.
-        arrived, arrived_wall = time.perf_counter(), time.time()
-        chunk = chunk_from_msg(msg)
-        while self.queue.qsize() > QUEUED_ROWS:  # untimed in the executor's life: the control timer pops these
-            self.queue.get()
-        merge_started = time.perf_counter()
-        self.queue.merge(chunk.actions_model, chunk.actions_robot, real_delay=0,
-                         action_index_before_inference=None, source_time_s=time.monotonic())
-        merged = time.perf_counter()
-        self.received[msg.seq] = {"msg": msg, "arrived": arrived, "arrived_wall": arrived_wall,
-                                  "merge": merged - arrived, "merged": merged, "merge_only": merged - merge_started}
 
     def request(self, seq: int, state: np.ndarray, frames: dict) -> dict:
-        started = time.perf_counter()
-        request = RequestId(self.session_id, "bench", seq, 0, 0, time.monotonic_ns())
+        started = time.monotonic_ns()
+        request = RequestId(self.session_id, "bench", seq, 0, 0, started)
         msg = to_message(request, "", AssembledObservation(state, frames, 0.0), 90)
-        encoded = time.perf_counter()
-        self.publisher.publish(msg)
-        if not spin_until(self.node, lambda: seq in self.received, 120):
-            raise RuntimeError(f"no chunk for request {seq} within 120 s")
-        got = self.received.pop(seq)
-        chunk = got["msg"]
-        assert chunk.status == ActionChunk.STATUS_OK, chunk.error
-        row = {name: seconds_from_duration(getattr(chunk, name)) for name in ("queue_wait", "preprocess", "inference", "postprocess")}
-        row.update(encode=encoded - started, wire=got["arrived"] - encoded, merge=got["merge"],
-                   round_trip=got["merged"] - started, arrived_wall=got["arrived_wall"],
-                   jpeg_bytes=sum(len(c.data) for c in msg.compressed_images))
+        encoded = time.monotonic_ns()
+        answer = self.session.request_chunk(request, msg, timeout_s=120.0)
+        if answer.chunk is None:
+            raise RuntimeError(f"no chunk for request {seq}: {answer.refusal or 'none within 120 s'}")
+        # Measured from the chunk callback, where the message is decoded: what
+        # ServerLink's chunk callback + ExecutorCore.merge do with an answer.
+        arrived_wall = time.time() - (time.monotonic_ns() - answer.received_ns) / 1e9
+        while self.queue.qsize() > QUEUED_ROWS:  # untimed in the executor's life: the control timer pops these
+            self.queue.get()
+        chunk = answer.chunk
+        self.queue.merge(chunk.actions_model, chunk.actions_robot, real_delay=0,
+                         action_index_before_inference=None, source_time_s=time.monotonic())
+        merged = time.monotonic_ns()
+        row = {name: chunk.server_durations_s[name] for name in ("queue_wait", "preprocess", "inference", "postprocess")}
+        row.update(encode=(encoded - started) / 1e9, wire=(answer.received_ns - encoded) / 1e9,
+                   merge=(merged - answer.received_ns) / 1e9, round_trip=(merged - started) / 1e9,
+                   arrived_wall=arrived_wall, jpeg_bytes=sum(len(c.data) for c in msg.compressed_images))
         return row
 
 
@@ -155,6 +137,7 @@ def run_config(node, peer: GrpcPeer, tmp: Path, height: int, width: int, count: 
     # session open (the default closes it after 10 s without an observation).
     server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
                                                                "session_idle_timeout_s": 3600.0})
+    ours_client = None
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras)
         peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: (height, width) for name in cameras})
@@ -169,6 +152,8 @@ def run_config(node, peer: GrpcPeer, tmp: Path, height: int, width: int, count: 
     except RuntimeError as error:
         raise RuntimeError(f"{error}\nserver log:\n" + (tmp / f"bench_latency_{tag}.log").read_text()[-3000:]) from error
     finally:
+        if ours_client is not None:
+            ours_client.session.destroy()  # the server goes with its session; the next config opens its own
         stop(server)
     ours, theirs = ours[WARMUP:], theirs[WARMUP:]
     records = {r["seq"]: r for r in map(json.loads, audit.read_text().splitlines())}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -26,11 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402,F401  (isolation and this checkout first)
 from report import write_section  # noqa: E402
-
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ["HF_HUB_OFFLINE"] = "1"
 
 from lerobot_ros.processes import spawn_node, stop  # noqa: E402
 from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint  # noqa: E402
@@ -60,26 +56,26 @@ def main() -> None:
 
     import rclpy
 
-    from lerobot_ros.srv import GetStatus
+    from lerobot_ros.session_client import SessionClient
 
     checkpoint = default_checkpoint()
     rclpy.init()
     node = rclpy.create_node("bench_client")
-    client = node.create_client(GetStatus, "/lerobot/get_status")
+    client = SessionClient(node, "/lerobot", "bench_client")
     startups, loads, warmups, round_trips, handshakes = [], [], [], [], []
     for run in range(args.runs):
         with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
             started = time.perf_counter()
             server = spawn_node("lerobot_ros.server.node", {"checkpoint": str(checkpoint)}, log=log)
-            while not client.wait_for_service(timeout_sec=0.01):
+            while not client.wait_for_server(timeout_s=0.01):
                 if time.perf_counter() - started > 300:
                     raise SystemExit("server did not start")
             startups.append(time.perf_counter() - started)
             if run == 0:
                 for _ in range(args.calls):
                     sent = time.perf_counter()
-                    future = client.call_async(GetStatus.Request())
-                    rclpy.spin_until_future_complete(node, future, timeout_sec=5)
+                    if isinstance(client.get_status(timeout_s=5.0), str):
+                        raise SystemExit("GetStatus did not answer")
                     round_trips.append(time.perf_counter() - sent)
             handshakes.append(
                 timed([sys.executable, "-m", "lerobot_ros.executor.node", "--ros-args",

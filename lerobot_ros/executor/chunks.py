@@ -10,8 +10,9 @@ Invariants (architecture §4):
 * never a malformed chunk: shape [T >= 1, action_dim] in both spaces, every
   value finite, status OK.
 
-Plain Python: the node's chunk callback hands decoded chunks to
-``InFlight.offer``; the network worker waits in ``InFlight.wait``.
+Plain Python: the session client's chunk callback hands decoded chunks to
+``InFlight.offer_chunk`` (through the executor core, or directly for a
+standalone client); the requester waits in ``InFlight.wait``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.contract import truncated
+from lerobot_ros.contract import ServerCapabilities, truncated
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
 
 STATUS_OK = 0  # ActionChunk.STATUS_OK
@@ -52,12 +53,16 @@ class ValidatedModel:
             return None
         return "the server now serves a different model (" + "; ".join(changes) + "): never executing its chunks"
 
+    @classmethod
+    def of(cls, capabilities: ServerCapabilities) -> ValidatedModel:
+        return cls(capabilities.model_fingerprint, capabilities.model_revision, capabilities.action_names)
 
-def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedModel) -> tuple[str, str] | None:
+
+def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedModel | None) -> tuple[str, str] | None:
     """(reason code, explanation) why ``chunk`` must not be merged, or None to merge it.
 
     ``pending`` is the request in flight (None: nothing is awaited, so any
-    chunk is late).
+    chunk is late) and ``model`` the one it must come from (set with it).
     """
     got = chunk.request
     if pending is None:
@@ -97,40 +102,54 @@ class Answer:
         return self.chunk is None and not self.cancelled and not self.refusal
 
 
+@dataclass(frozen=True)
+class Drops:
+    """The chunks dropped so far: how many per reason code, and the latest explanation."""
+
+    counts: dict[str, int]
+    last: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 class InFlight:
     """The one request in flight and the chunk answering it (thread-safe).
 
-    The worker calls ``start`` before publishing (so a fast answer is never
-    missed), then ``wait``; the chunk subscription calls ``offer``.
+    The requester calls ``start`` before publishing (so a fast answer is never
+    missed), then ``wait``; the chunk subscription calls ``offer_chunk``, or
+    ``drop_chunk`` for a message that did not even decode.
     """
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._pending: RequestId | None = None
+        self._model: ValidatedModel | None = None
         self._answer: tuple[ReceivedChunk, int] | None = None  # (chunk, received monotonic ns)
         self._refusal = ""
         self._cancelled = False
-        self.dropped: Counter[str] = Counter()
-        self.last_drop = ""
+        self._dropped: Counter[str] = Counter()
+        self._last_drop = ""
 
-    @property
-    def pending(self) -> RequestId | None:
+    def start(self, request: RequestId, model: ValidatedModel) -> None:
+        """``request`` is now the one in flight; only a chunk of ``model`` may answer it."""
         with self._condition:
-            return self._pending
+            self._pending, self._model = request, model
+            self._answer, self._refusal, self._cancelled = None, "", False
 
-    def start(self, request: RequestId) -> None:
-        with self._condition:
-            self._pending, self._answer, self._refusal, self._cancelled = request, None, "", False
+    def offer_chunk(self, chunk: ReceivedChunk, received_ns: int) -> str | None:
+        """Accept ``chunk`` for the waiting requester, or drop it; returns the drop reason code.
 
-    def offer(self, chunk: ReceivedChunk, model: ValidatedModel, received_ns: int) -> str | None:
-        """Accept ``chunk`` for the waiting worker, or drop it; returns the drop reason code.
-
-        ``received_ns``: the executor's monotonic clock when the chunk arrived.
+        ``received_ns``: the monotonic clock when the chunk arrived.
         """
         with self._condition:
-            verdict = rejection(chunk, self._pending, model) if self._answer is None else ("late", "request already answered")
+            if self._answer is not None:
+                verdict = ("late", "request already answered")
+            else:  # start() sets the model with the request: with nothing pending it is not read
+                verdict = rejection(chunk, self._pending, self._model)
             if verdict is not None:
-                self.drop(*verdict)
+                self.drop_chunk(*verdict)
                 if verdict[0] == "refused":
                     # It answers the request in flight, with an error: stop
                     # waiting now rather than at the request timeout.
@@ -141,10 +160,16 @@ class InFlight:
             self._condition.notify_all()
             return None
 
-    def drop(self, code: str, explanation: str) -> None:
+    def drop_chunk(self, code: str, explanation: str) -> None:
         with self._condition:
-            self.dropped[code] += 1
-            self.last_drop = f"{code}: {truncated(explanation, MAX_DROP_EXPLANATION_CHARS)}"
+            self._dropped[code] += 1
+            self._last_drop = f"{code}: {truncated(explanation, MAX_DROP_EXPLANATION_CHARS)}"
+
+    @property
+    def answered(self) -> bool:
+        """Whether ``wait`` would return at once (a chunk, a refusal or a cancel is in)."""
+        with self._condition:
+            return self._answer is not None or bool(self._refusal) or self._cancelled
 
     def wait(self, timeout_s: float) -> Answer:
         """The answer to the request in flight (or why there is none); ends the request."""
@@ -164,7 +189,6 @@ class InFlight:
             self._pending, self._answer, self._refusal, self._cancelled = None, None, "", True
             self._condition.notify_all()
 
-    @property
-    def dropped_total(self) -> int:
+    def drops(self) -> Drops:
         with self._condition:
-            return sum(self.dropped.values())
+            return Drops(dict(self._dropped), self._last_drop)

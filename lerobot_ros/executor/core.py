@@ -1,8 +1,9 @@
-"""The executor's state, shared by the control timer and the network worker.
+"""The executor's state, shared by the control timer, the chunk subscription and the network worker.
 
 Composes the finished plain parts — ``ActionQueue``, ``WindowedLatencyTracker``,
-``SafetyEnvelope``, ``FailSafe`` — with the observation holders and the
-request in flight. Invariants enforced here:
+``SafetyEnvelope``, ``FailSafe``, ``InFlight`` — with the observation holders,
+and offers callers verbs only: nothing outside reads or writes its parts.
+Invariants enforced here:
 
 * the control tick never blocks and never touches the network: it asks the
   fail-safe what to do, pops at most one action, passes whatever it will
@@ -12,11 +13,16 @@ request in flight. Invariants enforced here:
 * a merged chunk answers exactly the latest request of the current session,
   episode and epoch; its rows carry their observation's send time so the
   staleness bound holds per row;
-* the model validated by the FIRST handshake is the only one ever executed.
+* the model validated by the FIRST handshake is the only one ever executed;
+* the session identity (``SessionIdentity``) is one frozen value, replaced as
+  a whole under the lock (a session opens or re-opens, an episode resets), so
+  every reader sees one consistent session, episode and epoch.
 
-Plain Python and thread-safe: one lock guards the fail-safe and the
-counters (the fail-safe itself is not thread-safe); the queue, latency
-tracker and holders have their own locks. Times are the executor's
+Plain Python and thread-safe: one lock guards the fail-safe (not thread-safe
+itself), the identity, the counters and the smoothness figures; the queue,
+latency tracker, in-flight request and sensor holders have their own locks and
+are taken after the core's, never before. Readers get frozen values
+(``identity``, ``snapshot``, ``transitions_since``). Times are the executor's
 monotonic clock: ``now_s`` in seconds, ``*_ns`` in nanoseconds.
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,19 +39,24 @@ import numpy as np
 from lerobot_ros.contract import ServerCapabilities
 from lerobot_ros.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
-from lerobot_ros.executor.chunks import InFlight, ValidatedModel
+from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
+from lerobot_ros.executor.handshake import SessionGrant
 from lerobot_ros.executor.latency import WindowedLatencyTracker
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
-from lerobot_ros.executor.smoothness import SmoothnessTracker
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, fallback_action
+from lerobot_ros.executor.smoothness import SmoothnessTracker
+from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, Transition, fallback_action
 from lerobot_ros.telemetry import ExecutorTelemetry
 
 
 #: A pause longer than this re-opens the session on resume (seconds): the server
 #: closes sessions that sent nothing for its session_idle_timeout_s (10 s by default).
 REOPEN_AFTER_PAUSE_S = 5.0
+
+#: The counters since start-up, named as in ExecutorTelemetry.
+COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
+            "fallback_ticks", "observations_too_old", "safety_interventions")
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -53,15 +65,22 @@ def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
 
 
 @dataclass(frozen=True)
-class SessionGrant:
-    """An accepted OpenSession, as plain values."""
+class SessionIdentity:
+    """Which server, session, episode and epoch the executor is in, and what a chunk must match.
 
-    session_id: str
-    rtc_enabled: bool
-    observation_topic: str
-    action_chunk_topic: str
-    capabilities: ServerCapabilities
-    warnings: tuple[str, ...] = ()
+    ``model`` is the one of the FIRST handshake and never changes afterwards;
+    ``epoch`` counts re-opened sessions; ``episode`` counts resets.
+    """
+
+    model: ValidatedModel | None = None
+    instance_id: str = ""
+    session_id: str = ""
+    rtc_active: bool = False
+    rtc_horizon: int = 0
+    chunk_size: int = 0
+    policy_cameras: frozenset[str] | None = None  # None until a session is open
+    epoch: int = 0
+    episode: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,168 +94,194 @@ class PreparedRequest:
     rtc: bool
 
 
+@dataclass(frozen=True)
+class CoreSnapshot:
+    """One consistent read of the core: ``telemetry`` for ~/status and diagnostics, and the rest."""
+
+    telemetry: ExecutorTelemetry
+    identity: SessionIdentity
+    last_problem: str  # the latest reason a request could not be sent
+    drops: Drops
+    next_action_age_s: float | None
+
+
 class ExecutorCore:
     def __init__(self, settings: ExecutorSettings, now_s: float) -> None:
-        self.settings = settings
-        self.dim = len(settings.joint_names)
+        self.settings = settings  # frozen
+        self._dim = len(settings.joint_names)
         self._lock = threading.Lock()
-        self.failsafe = FailSafe(settings.failsafe, now_s)
-        self.queue = ActionQueue(rtc_enabled=False, action_dim=self.dim)
-        self.latency = WindowedLatencyTracker()
-        self.envelope = SafetyEnvelope.from_parameters(
+        self._failsafe = FailSafe(settings.failsafe, now_s)
+        self._queue = ActionQueue(rtc_enabled=False, action_dim=self._dim)
+        self._latency = WindowedLatencyTracker()
+        self._envelope = SafetyEnvelope.from_parameters(
             settings.joint_names,
             settings.joint_lower_limits,
             settings.joint_upper_limits,
             settings.max_step_per_tick,
             reject_non_finite=settings.reject_non_finite,
         )
-        self.sensors = ObservationAssembler(
+        self._sensors = ObservationAssembler(
             settings.joint_names, settings.camera_names, settings.state_include_velocity, settings.max_observation_age_s
         )
-        self.in_flight = InFlight()
-        # Session identity: the model of the FIRST handshake, the current session.
-        self.model: ValidatedModel | None = None
-        self.instance_id = ""
-        self.session_id = ""
-        self.rtc_active = False
-        self.rtc_horizon = 0
-        self.chunk_size = 0
-        self.epoch = 0
-        self.episode = 0
+        self._in_flight = InFlight()
+        self._identity = SessionIdentity()
         self._seq = 0
-        self._sessions_opened = 0
-        self.last_commanded: np.ndarray | None = None
-        self.last_problem = ""  # the latest reason a request could not be sent
+        self._last_commanded: np.ndarray | None = None
+        self._last_problem = ""
         self._paused_since: float | None = None
-        self.policy_cameras: frozenset[str] | None = None  # known once a session is open
-        # Counters since start-up.
-        self.commands_published = 0
-        self.requests_sent = 0
-        self.chunks_merged = 0
-        self.request_timeouts = 0
-        self.starvation_ticks = 0
-        self.fallback_ticks = 0
-        self.observations_too_old = 0
-        self.safety_interventions = 0
-        self.smoothness = SmoothnessTracker()
-        self.last_delay_steps = 0  # the latest merged chunk's latency, in control steps
-        self.last_trimmed_rows = 0  # rows of it replace mode skipped
+        self._counts: Counter[str] = Counter()
+        self._smoothness = SmoothnessTracker()
+        self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
+        self._last_trimmed_rows = 0  # rows of it replace mode skipped
+
+    # ------------------------------------------------------------- sensors
+
+    def on_joint_state(self, names, positions, velocities, now_s: float) -> None:
+        self._sensors.on_joint_state(names, positions, velocities, now_s)
+
+    def on_camera(self, name: str, msg, now_s: float) -> None:
+        self._sensors.on_camera(name, msg, now_s)
 
     # ------------------------------------------------------------ control tick
 
     def control_tick(self, now_s: float) -> np.ndarray | None:
         """This period's command in joint order, or None to publish nothing."""
         with self._lock:
-            depth = self.queue.qsize()
-            decision = self.failsafe.tick(now_s, depth, self.queue.next_action_age_s(now_s))
+            depth = self._queue.qsize()
+            decision = self._failsafe.tick(now_s, depth, self._queue.next_action_age_s(now_s))
             if decision.clear_queue:
-                self.queue.clear()
-                self.smoothness.queue_cleared()
+                self._queue.clear()
+                self._smoothness.queue_cleared()
             if decision.action is TickAction.NOTHING:
                 return None
-            if depth == 0 and not self.failsafe.paused:
-                self.starvation_ticks += 1
-            action = self.queue.get() if decision.action is TickAction.EXECUTE else None
+            if depth == 0 and not self._failsafe.paused:
+                self._counts["starvation_ticks"] += 1
+            action = self._queue.get() if decision.action is TickAction.EXECUTE else None
             if action is not None:
-                self.smoothness.action_executed(action)
-            measured = self.sensors.measured_positions()
+                self._smoothness.action_executed(action)
+            measured = self._sensors.measured_positions()
             if action is None:
-                self.fallback_ticks += 1
+                self._counts["fallback_ticks"] += 1
                 action = fallback_action(
-                    decision.fallback_mode or self.settings.fallback, self.last_commanded, measured, self.dim
+                    decision.fallback_mode or self.settings.fallback, self._last_commanded, measured, self._dim
                 )
                 if action is None:
                     return None
-            reference = self.last_commanded if self.last_commanded is not None else measured
-            result = self.envelope.apply(action, reference)
+            reference = self._last_commanded if self._last_commanded is not None else measured
+            result = self._envelope.apply(action, reference)
             if result.intervened:
-                self.safety_interventions += 1
+                self._counts["safety_interventions"] += 1
             if result.action is None:
                 return None
-            self.last_commanded = result.action
-            self.commands_published += 1
+            self._last_commanded = result.action
+            self._counts["commands_published"] += 1
             return result.action
 
     # -------------------------------------------------- network worker's side
 
     def reconnect_due(self, now_s: float) -> bool:
         with self._lock:
-            return self.failsafe.reconnect_due(now_s)
+            return self._failsafe.reconnect_due(now_s)
 
     def request_due(self, now_s: float) -> bool:
         with self._lock:
-            if not self.failsafe.accepting_chunks or self.failsafe.paused:
+            if not self._failsafe.accepting_chunks or self._failsafe.paused:
                 return False
-        return request_due(self.queue.queued_time_s(self.settings.fps), self.settings.buffer_time_s)
+        return request_due(self._queue.queued_time_s(self.settings.fps), self.settings.buffer_time_s)
 
     def prepare_request(self, now_s: float, now_ns: int) -> PreparedRequest | NotSent:
         """Assemble the next observation and give it a request id, or say why not."""
-        observation = self.sensors.assemble(now_s)
+        observation = self._sensors.assemble(now_s)
         with self._lock:
             if isinstance(observation, NotSent):
                 if observation.too_old:
-                    self.observations_too_old += 1
-                self.last_problem = observation.reason
+                    self._counts["observations_too_old"] += 1
+                self._last_problem = observation.reason
                 return observation
-            if self.policy_cameras is not None:
+            identity = self._identity
+            if identity.policy_cameras is not None:
                 # Only what the policy reads: a robot may have more cameras than the
                 # policy, and the server refuses cameras it does not know.
                 observation = dataclasses.replace(
-                    observation, cameras={n: f for n, f in observation.cameras.items() if n in self.policy_cameras}
+                    observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
                 )
-            rtc = self.rtc_active
+            rtc = identity.rtc_active
             # Also taken in append mode (sent only with RTC): the merge measures
             # how the new chunk continues the rows executed meanwhile.
-            snapshot = self.queue.snapshot(max_steps=self.rtc_horizon or self.chunk_size)
-            delay = self.latency.delay_steps(self.settings.fps) if rtc else 0
+            snapshot = self._queue.snapshot(max_steps=identity.rtc_horizon or identity.chunk_size)
+            delay = self._latency.delay_steps(self.settings.fps) if rtc else 0
             self._seq += 1
-            request = RequestId(self.session_id, self.settings.client_id, self._seq, self.episode, self.epoch, now_ns)
-            self.requests_sent += 1
+            request = RequestId(
+                identity.session_id, self.settings.client_id, self._seq, identity.episode, identity.epoch, now_ns
+            )
+            self._counts["requests_sent"] += 1
             return PreparedRequest(request, observation, snapshot, delay, rtc)
 
+    def begin_request(self, request: RequestId) -> None:
+        """``request`` is about to be sent: from now on only its chunk may answer (call before publishing)."""
+        with self._lock:
+            self._in_flight.start(request, self._identity.model)
+
+    def request_not_sent(self, problem: str) -> None:
+        """Publishing the begun request failed: it is over, and ``problem`` is the latest reason."""
+        with self._lock:
+            self._in_flight.cancel()
+            self._last_problem = problem
+
+    def cancel_request(self) -> None:
+        """End the request in flight (shutdown): the waiter returns at once, a late chunk is dropped."""
+        self._in_flight.cancel()
+
     def offer_chunk(self, chunk: ReceivedChunk, received_ns: int) -> str | None:
-        """From the chunk subscription: hand the chunk to the waiting worker or drop it."""
-        model = self.model
-        if model is None:
-            self.in_flight.drop("late", "chunk arrived before any session was opened")
-            return "late"
-        return self.in_flight.offer(chunk, model, received_ns)
+        """From the chunk subscription: hand the chunk to the waiting worker, or drop it (the reason code)."""
+        return self._in_flight.offer_chunk(chunk, received_ns)
+
+    def drop_chunk(self, code: str, explanation: str) -> None:
+        """From the chunk subscription: a chunk message that did not even decode."""
+        self._in_flight.drop_chunk(code, explanation)
+
+    def wait_for_answer(self, timeout_s: float) -> Answer:
+        """The answer to the request in flight, or why there is none; ends the request."""
+        return self._in_flight.wait(timeout_s)
 
     def merge(self, prepared: PreparedRequest, chunk: ReceivedChunk, received_ns: int, now_s: float) -> bool:
         """Merge the chunk answering ``prepared``; False when it went stale meanwhile."""
         request = prepared.request
         latency_s = max(0.0, (received_ns - request.sent_monotonic_ns) / 1e9)
         with self._lock:
-            current = (self.session_id, self.episode, self.epoch)
-            if (request.session_id, request.episode, request.epoch) != current or not self.failsafe.accepting_chunks:
-                self.in_flight.drop("stale_episode", "a reset or reconnect happened while the chunk was on its way")
+            identity = self._identity
+            current = (identity.session_id, identity.episode, identity.epoch)
+            if (request.session_id, request.episode, request.epoch) != current or not self._failsafe.accepting_chunks:
+                self._in_flight.drop_chunk(
+                    "stale_episode", "a reset or reconnect happened while the chunk was on its way"
+                )
                 return False
-            self.latency.add(latency_s)
-            queued_before = self.queue.get_processed_left_over()
-            consumed = self.queue.get_action_index() - prepared.snapshot.action_index
+            self._latency.add(latency_s)
+            queued_before = self._queue.get_processed_left_over()
+            consumed = self._queue.get_action_index() - prepared.snapshot.action_index
             if prepared.snapshot.left_over_robot is not None and consumed > 0:
-                self.smoothness.overlap_measured(prepared.snapshot.left_over_robot[:consumed], chunk.actions_robot)
-            self.last_delay_steps = math.ceil(latency_s * self.settings.fps - 1e-9)
-            self.last_trimmed_rows = self.queue.merge(
+                self._smoothness.overlap_measured(prepared.snapshot.left_over_robot[:consumed], chunk.actions_robot)
+            self._last_delay_steps = math.ceil(latency_s * self.settings.fps - 1e-9)
+            self._last_trimmed_rows = self._queue.merge(
                 chunk.actions_model,
                 chunk.actions_robot,
-                real_delay=self.last_delay_steps,
+                real_delay=self._last_delay_steps,
                 action_index_before_inference=prepared.snapshot.action_index,
                 # Age counts from when the oldest sensor sample was read, not
                 # from the send: the policy planned from that moment's world.
                 source_time_s=request.sent_monotonic_ns / 1e9 - prepared.observation.oldest_age_s,
             )
-            self.smoothness.chunk_merged(
-                queued_before if queued_before is not None else np.empty((0, self.dim)), self.queue.rtc_enabled
+            self._smoothness.chunk_merged(
+                queued_before if queued_before is not None else np.empty((0, self._dim)), self._queue.rtc_enabled
             )
-            self.chunks_merged += 1
-            self.failsafe.on_chunk_merged(now_s)
+            self._counts["chunks_merged"] += 1
+            self._failsafe.on_chunk_merged(now_s)
             return True
 
     def on_request_timeout(self, now_s: float) -> None:
         with self._lock:
-            self.request_timeouts += 1
-            self.failsafe.on_request_timeout(now_s)
+            self._counts["request_timeouts"] += 1
+            self._failsafe.on_request_timeout(now_s)
 
     def on_request_refused(self, reason: str, now_s: float) -> None:
         """The server answered with an error (REJECTED/FAILED): a failed request, like a timeout.
@@ -245,8 +290,8 @@ class ExecutorCore:
         server has closed meanwhile (e.g. after its idle timeout).
         """
         with self._lock:
-            self.last_problem = f"server refused the request: {reason}"
-            self.failsafe.on_request_timeout(now_s)
+            self._last_problem = f"server refused the request: {reason}"
+            self._failsafe.on_request_timeout(now_s)
 
     # ----------------------------------------------------------- connection
 
@@ -256,49 +301,51 @@ class ExecutorCore:
         Returns the reason (and goes DEAD) when it does not; None when it does
         or when this is the first handshake.
         """
-        offered = ValidatedModel(capabilities.model_fingerprint, capabilities.model_revision, capabilities.action_names)
         with self._lock:
-            if self.model is None:
+            validated = self._identity.model
+            if validated is None:
                 return None
-            difference = self.model.difference(offered)
+            difference = validated.difference(ValidatedModel.of(capabilities))
             if difference:
-                self.failsafe.on_model_changed(now_s, difference)
+                self._failsafe.on_model_changed(now_s, difference)
             return difference
 
     def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float) -> None:
+        """A session is open (the first, or a re-opened one): the identity is replaced as a whole."""
         capabilities = grant.capabilities
         with self._lock:
-            if self.model is None:
-                self.model = ValidatedModel(
-                    capabilities.model_fingerprint, capabilities.model_revision, capabilities.action_names
-                )
-            else:
-                self.epoch += 1
-            self._sessions_opened += 1
-            self.instance_id = instance_id
-            self.session_id = grant.session_id
-            self.chunk_size = capabilities.chunk_size
-            self.policy_cameras = frozenset(capabilities.camera_names)
-            self.rtc_horizon = capabilities.rtc_execution_horizon
-            if grant.rtc_enabled != self.rtc_active or self._sessions_opened == 1:
+            previous = self._identity
+            first = previous.model is None
+            self._identity = SessionIdentity(
+                model=ValidatedModel.of(capabilities) if first else previous.model,
+                instance_id=instance_id,
+                session_id=grant.session_id,
+                rtc_active=grant.rtc_enabled,
+                rtc_horizon=capabilities.rtc_execution_horizon,
+                chunk_size=capabilities.chunk_size,
+                policy_cameras=frozenset(capabilities.camera_names),
+                epoch=0 if first else previous.epoch + 1,
+                episode=previous.episode,
+            )
+            if first or grant.rtc_enabled != previous.rtc_active:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
-                self.queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self.dim)
-                self.smoothness.queue_cleared()
-            self.rtc_active = grant.rtc_enabled
-            self.failsafe.on_handshake_ok(now_s)
+                self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
+                self._smoothness.queue_cleared()
+            self._failsafe.on_handshake_ok(now_s)
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
         with self._lock:
-            self.failsafe.on_handshake_failed(now_s, reason)
+            self._failsafe.on_handshake_failed(now_s, reason)
 
     def on_heartbeat(self, instance_id: str, now_s: float) -> None:
         with self._lock:
-            if self.instance_id and instance_id != self.instance_id:
-                self.failsafe.on_server_restarted(
-                    now_s, f"server restarted (instance {self.instance_id} -> {instance_id}): its sessions are gone"
+            known = self._identity.instance_id
+            if known and instance_id != known:
+                self._failsafe.on_server_restarted(
+                    now_s, f"server restarted (instance {known} -> {instance_id}): its sessions are gone"
                 )
             else:
-                self.failsafe.on_heartbeat(now_s)
+                self._failsafe.on_heartbeat(now_s)
 
     # ------------------------------------------------------------- operator
 
@@ -306,75 +353,85 @@ class ExecutorCore:
         with self._lock:
             if self._paused_since is None:
                 self._paused_since = now_s
-            self.failsafe.pause(now_s)
+            self._failsafe.pause(now_s)
 
     def resume(self, now_s: float) -> None:
         with self._lock:
             paused_since, self._paused_since = self._paused_since, None
-            self.failsafe.resume(now_s)
+            self._failsafe.resume(now_s)
             paused_s = now_s - paused_since if paused_since is not None else 0.0
             if paused_s > REOPEN_AFTER_PAUSE_S:
                 # Nothing was sent while paused, so the server may have closed
                 # the session as idle; re-open it now rather than after two
                 # unanswered requests.
-                self.failsafe.on_server_restarted(
+                self._failsafe.on_server_restarted(
                     now_s, f"resumed after a {paused_s:.0f} s pause: re-opening the session"
                 )
 
     def reset_episode(self) -> tuple[str, int]:
         """Clear the queue and bump the episode; returns (session id, new episode) for the server."""
         with self._lock:
-            self.queue.clear()
-            self.smoothness.episode_reset()
-            self.episode += 1
-            self.in_flight.cancel()
-            return self.session_id, self.episode
+            self._queue.clear()
+            self._smoothness.episode_reset()
+            self._identity = dataclasses.replace(self._identity, episode=self._identity.episode + 1)
+            self._in_flight.cancel()
+            return self._identity.session_id, self._identity.episode
 
-    # ------------------------------------------------------------ telemetry
+    # ------------------------------------------------------------ readers
+
+    @property
+    def identity(self) -> SessionIdentity:
+        with self._lock:
+            return self._identity
 
     @property
     def state(self) -> ExecutorState:
         with self._lock:
-            return self.failsafe.state
+            return self._failsafe.state
 
-    def telemetry(self, now_s: float) -> ExecutorTelemetry:
+    def transitions_since(self, count: int) -> tuple[tuple[Transition, ...], int]:
+        """The fail-safe transitions after the first ``count`` ones (as far as the bounded log
+        still holds them), and the total to pass next time."""
         with self._lock:
-            state = self.failsafe.state
-            reason = self.failsafe.reason
-            paused = self.failsafe.paused
-        depth = self.queue.qsize()
-        return ExecutorTelemetry(
-            client_id=self.settings.client_id,
-            session_id=self.session_id,
-            server_namespace=self.settings.server_namespace,
-            state=int(state),
-            state_name=state.name,
-            reason=reason,
-            paused=paused,
-            episode=self.episode,
-            epoch=self.epoch,
-            rtc_active=self.rtc_active,
-            queue_depth=depth,
-            queued_time_s=depth / self.settings.fps,
-            latency_ms_p50=self.latency.p50 * 1000.0,
-            latency_ms_p95=self.latency.p95 * 1000.0,
-            latency_ms_max=self.latency.max * 1000.0,
-            commands_published=self.commands_published,
-            requests_sent=self.requests_sent,
-            chunks_merged=self.chunks_merged,
-            chunks_dropped=self.in_flight.dropped_total,
-            request_timeouts=self.request_timeouts,
-            starvation_ticks=self.starvation_ticks,
-            fallback_ticks=self.fallback_ticks,
-            observations_too_old=self.observations_too_old,
-            safety_interventions=self.safety_interventions,
-            fallback=self.settings.fallback,
-            last_delay_steps=self.last_delay_steps,
-            last_trimmed_rows=self.last_trimmed_rows,
-            chunk_boundaries=self.smoothness.boundaries,
-            boundary_jump_mean=self.smoothness.jump_mean,
-            boundary_jump_max=self.smoothness.jump_max,
-            action_step_mean=self.smoothness.step_mean,
-            prefix_deviation_mean=self.smoothness.deviation_mean,
-            prefix_deviation_max=self.smoothness.deviation_max,
-        )
+            total = self._failsafe.transition_count
+            new = max(0, total - count)
+            return (self._failsafe.transitions[-new:] if new else ()), total
+
+    def queued_actions(self) -> QueueSnapshot:
+        """Every unexecuted row, in model and robot space (the RTC parity test reads what the queue built)."""
+        return self._queue.snapshot()
+
+    def snapshot(self, now_s: float) -> CoreSnapshot:
+        with self._lock:
+            identity, failsafe, smoothness = self._identity, self._failsafe, self._smoothness
+            drops = self._in_flight.drops()
+            depth = self._queue.qsize()
+            telemetry = ExecutorTelemetry(
+                client_id=self.settings.client_id,
+                session_id=identity.session_id,
+                server_namespace=self.settings.server_namespace,
+                state=int(failsafe.state),
+                state_name=failsafe.state.name,
+                reason=failsafe.reason,
+                paused=failsafe.paused,
+                episode=identity.episode,
+                epoch=identity.epoch,
+                rtc_active=identity.rtc_active,
+                queue_depth=depth,
+                queued_time_s=depth / self.settings.fps,
+                latency_ms_p50=self._latency.p50 * 1000.0,
+                latency_ms_p95=self._latency.p95 * 1000.0,
+                latency_ms_max=self._latency.max * 1000.0,
+                chunks_dropped=drops.total,
+                fallback=self.settings.fallback,
+                last_delay_steps=self._last_delay_steps,
+                last_trimmed_rows=self._last_trimmed_rows,
+                chunk_boundaries=smoothness.boundaries,
+                boundary_jump_mean=smoothness.jump_mean,
+                boundary_jump_max=smoothness.jump_max,
+                action_step_mean=smoothness.step_mean,
+                prefix_deviation_mean=smoothness.deviation_mean,
+                prefix_deviation_max=smoothness.deviation_max,
+                **{name: self._counts[name] for name in COUNTERS},
+            )
+            return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

@@ -41,21 +41,21 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
 from lerobot_ros import wire
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
+from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.worker import NetworkWorker, handshake
+from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
 from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from lerobot_ros.session_client import SessionClient
 
 NODE_NAME = "chunk_executor"
 
@@ -87,18 +87,19 @@ class ChunkExecutorNode(Node):
         result = handshake(self.core, self.link, self.robot, time.monotonic)  # before any command entity exists
         if not result.accepted:
             self._refuse(result.reason, result)
-        report(result.as_dict() | {"session_id": self.core.session_id, "client_id": settings.client_id,
-                                   "rtc_enabled": self.core.rtc_active})
-        for warning in timing_warnings(settings, self.core.chunk_size, replace_mode=self.core.rtc_active):
+        session = self.core.identity
+        report(result.as_dict() | {"session_id": session.session_id, "client_id": settings.client_id,
+                                   "rtc_enabled": session.rtc_active})
+        for warning in timing_warnings(settings, session.chunk_size, replace_mode=session.rtc_active):
             self.get_logger().warning(warning)
 
         # Robot side: sensors in, commands out.
-        sensors = self.core.sensors
+        core = self.core
         self.create_subscription(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
         for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
             message_type = CompressedImage if transport == "compressed" else Image
             self.create_subscription(
-                message_type, topic, lambda msg, name=name: sensors.on_camera(name, msg, time.monotonic()), SENSOR_QOS
+                message_type, topic, lambda msg, name=name: core.on_camera(name, msg, time.monotonic()), SENSOR_QOS
             )
         self.output = OUTPUT_MODES[settings.output_mode]
         self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
@@ -118,12 +119,12 @@ class ChunkExecutorNode(Node):
         self.create_timer(settings.status_period_s, self.on_status)
         self._transitions_logged = 0
 
-        self.link.spinning = True
+        self.link.session.spinning = True
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
         self.get_logger().info(
             f"streaming {settings.output_mode} on {self.command_pub.topic_name} at {settings.fps:g} Hz "
-            f"as client {settings.client_id} (session {self.core.session_id}, rtc {self.core.rtc_active})"
+            f"as client {settings.client_id} (session {session.session_id}, rtc {session.rtc_active})"
         )
 
     # ---- start-up -------------------------------------------------------
@@ -134,7 +135,8 @@ class ChunkExecutorNode(Node):
 
     def _check_only(self) -> None:
         """handshake_only: get_status and the contract check, then exit (0 accepted, 1 refused)."""
-        view = RosServerLink(self, self.settings).get_status(self.settings.handshake_timeout_s)
+        session = SessionClient(self, self.settings.server_namespace, self.settings.client_id)
+        view = session.get_status(self.settings.handshake_timeout_s)
         if isinstance(view, str):
             self._refuse(view)
         result = evaluate(self.robot, view.capabilities, view.ready, view.instance_id)
@@ -146,7 +148,7 @@ class ChunkExecutorNode(Node):
     # ---- callbacks ------------------------------------------------------
 
     def on_joint_state(self, msg: JointState) -> None:
-        self.core.sensors.on_joint_state(msg.name, msg.position, msg.velocity, time.monotonic())
+        self.core.on_joint_state(msg.name, msg.position, msg.velocity, time.monotonic())
 
     def on_control_tick(self) -> None:
         action = self.core.control_tick(time.monotonic())
@@ -170,20 +172,7 @@ class ChunkExecutorNode(Node):
     async def on_reset_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Clear the queue and bump the episode at once, then tell the server (bounded wait)."""
         session_id, episode = self.core.reset_episode()
-        client = self.link.reset_episode_client
-        future = client.call_async(self.link.reset_episode_request(session_id, episode))
-        # Await a future of our own that the answer or the timeout resolves,
-        # whichever comes first: awaiting a cancelled call future never ends
-        # on older rclpy releases (Jazzy).
-        outcome = Future()
-        future.add_done_callback(lambda done: outcome.done() or outcome.set_result(done.result()))
-        timer = self.create_timer(RESET_TIMEOUT_S, lambda: outcome.done() or outcome.set_result(None))
-        try:
-            answer = await outcome
-        finally:
-            self.destroy_timer(timer)
-        if not future.done():
-            client.remove_pending_request(future)
+        answer = await self.link.session.reset_episode_async(session_id, episode, RESET_TIMEOUT_S)
         if answer is None:
             response.success = False
             response.message = f"episode {episode} started locally; the server did not answer within {RESET_TIMEOUT_S:g} s"
@@ -193,7 +182,7 @@ class ChunkExecutorNode(Node):
         return response
 
     def on_status(self) -> None:
-        telemetry = self.core.telemetry(time.monotonic())
+        telemetry = self.core.snapshot(time.monotonic()).telemetry
         stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(wire.executor_status_to_msg(telemetry, stamp))
         diagnostics = DiagnosticArray(status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
@@ -202,12 +191,8 @@ class ChunkExecutorNode(Node):
         self._log_transitions()
 
     def _log_transitions(self) -> None:
-        failsafe = self.core.failsafe
-        new = failsafe.transition_count - self._transitions_logged
-        if new <= 0:
-            return
-        self._transitions_logged = failsafe.transition_count
-        for transition in failsafe.transitions[-new:]:
+        transitions, self._transitions_logged = self.core.transitions_since(self._transitions_logged)
+        for transition in transitions:
             text = f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
             # Recoveries are news, not trouble: a saturated link flips STALLED <->
             # STREAMING every chunk, and only the first half deserves a warning.
@@ -235,14 +220,12 @@ class ChunkExecutorNode(Node):
         deadline = time.monotonic() + WORKER_JOIN_TIMEOUT_S
         while self.worker.is_alive() and time.monotonic() < deadline:
             spin_once()  # a re-handshake in progress waits on futures the executor completes
-        if not self.core.session_id:
+        session_id = self.core.identity.session_id
+        if not session_id:
             return
-        future = self.link.close_session_client.call_async(self.link.close_session_request())
-        deadline = time.monotonic() + CLOSE_TIMEOUT_S
-        while not future.done() and time.monotonic() < deadline:
-            spin_once()
-        outcome = future.result().message if future.done() and future.result() else "no answer"
-        self.get_logger().info(f"session {self.core.session_id} closed ({outcome or 'ok'})")
+        answer = self.link.session.close_session(session_id, CLOSE_TIMEOUT_S, spin_once=spin_once)
+        outcome = answer if isinstance(answer, str) else answer.message
+        self.get_logger().info(f"session {session_id} closed ({outcome or 'ok'})")
 
 
 def main(args: list[str] | None = None) -> None:

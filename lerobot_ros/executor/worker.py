@@ -1,4 +1,4 @@
-"""The network worker: handshakes and the one-request-in-flight cycle.
+"""The network worker: re-handshakes and the one-request-in-flight cycle.
 
 Invariants:
 
@@ -6,12 +6,11 @@ Invariants:
   waits (up to ``request_timeout_s``) for the chunk answering exactly it,
   merges it, and only then may send the next;
 * it never runs on the control timer's thread, so no network wait can delay
-  a command;
-* every re-handshake checks the server's model against the FIRST one before
-  opening a session: a different model is never executed (DEAD).
+  a command.
 
-Plain Python: everything ROS goes through a ``ServerLink`` (the node's
-service clients and data plane topics), so tests drive the cycle with a fake.
+Plain Python: everything ROS goes through a ``ServerLink`` (the executor's
+session client), so tests drive the cycle with a fake; the core is reached
+only through its verbs.
 """
 
 from __future__ import annotations
@@ -19,69 +18,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
-from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.executor.core import ExecutorCore, PreparedRequest, SessionGrant
-from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate
+from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
+from lerobot_ros.executor.handshake import RobotDeclaration, SessionOpener, handshake
 
 
-@dataclass(frozen=True)
-class ServerView:
-    """A GetStatus answer, as plain values."""
-
-    ready: bool
-    instance_id: str
-    capabilities: ServerCapabilities
-
-
-class ServerLink(Protocol):
-    """What the worker needs from ROS. Each call is bounded by ``timeout_s``; errors are returned as text."""
-
-    def get_status(self, timeout_s: float) -> ServerView | str: ...
-
-    def open_session(self, timeout_s: float) -> SessionGrant | str: ...
-
-    def connect_data_plane(self, grant: SessionGrant, timeout_s: float) -> str | None: ...
+class ServerLink(SessionOpener, Protocol):
+    """The handshake's calls, and publishing one prepared observation (an error is returned as text)."""
 
     def send_observation(self, prepared: PreparedRequest) -> str | None: ...
-
-
-def handshake(core: ExecutorCore, link: ServerLink, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
-    """GetStatus, contract and model checks, OpenSession, data plane; reports to the core.
-
-    Used for the first handshake (at start-up) and every re-handshake.
-    """
-    timeout = core.settings.handshake_timeout_s
-    view = link.get_status(timeout)
-    if isinstance(view, str):
-        core.handshake_failed(view, clock())
-        return HandshakeResult(False, view)
-    # A re-handshaken server serving another model is DEAD, not merely a mismatch to retry.
-    changed = core.check_model(view.capabilities, clock())
-    if changed:
-        return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
-    checked = evaluate(robot, view.capabilities, view.ready, view.instance_id)
-    if not checked.accepted:
-        core.handshake_failed(checked.reason, clock())
-        return checked
-    grant = link.open_session(timeout)
-    if isinstance(grant, str):
-        core.handshake_failed(grant, clock())
-        return HandshakeResult(False, grant, view.instance_id, view.capabilities.model_fingerprint)
-    # The session's capabilities are what the server validated us against: check them too.
-    changed = core.check_model(grant.capabilities, clock())
-    if changed:
-        return HandshakeResult(False, changed, view.instance_id, grant.capabilities.model_fingerprint)
-    problem = link.connect_data_plane(grant, timeout)
-    if problem:
-        core.handshake_failed(problem, clock())
-        return HandshakeResult(False, problem, view.instance_id, grant.capabilities.model_fingerprint)
-    core.session_opened(grant, view.instance_id, clock())
-    return HandshakeResult(
-        True, "session opened", view.instance_id, grant.capabilities.model_fingerprint, grant.capabilities.policy_type
-    )
 
 
 class NetworkWorker(threading.Thread):
@@ -102,7 +48,7 @@ class NetworkWorker(threading.Thread):
         stopping = getattr(self.link, "stopping", None)
         if stopping is not None:
             stopping.set()
-        self.core.in_flight.cancel()
+        self.core.cancel_request()
 
     @property
     def stopping(self) -> bool:
@@ -129,16 +75,15 @@ class NetworkWorker(threading.Thread):
         prepared = self.core.prepare_request(self.clock(), self.clock_ns())
         if not isinstance(prepared, PreparedRequest):
             return False
-        self.core.in_flight.start(prepared.request)
-        if self._stop_event.is_set():  # a stop between prepare and start would otherwise be lost
-            self.core.in_flight.cancel()
+        self.core.begin_request(prepared.request)
+        if self._stop_event.is_set():  # a stop between prepare and begin would otherwise be lost
+            self.core.cancel_request()
             return False
         problem = self.link.send_observation(prepared)
         if problem:
-            self.core.in_flight.cancel()
-            self.core.last_problem = problem
+            self.core.request_not_sent(problem)
             return False
-        answer = self.core.in_flight.wait(self.core.settings.request_timeout_s)
+        answer = self.core.wait_for_answer(self.core.settings.request_timeout_s)
         if answer.chunk is not None:
             self.core.merge(prepared, answer.chunk, answer.received_ns, self.clock())
         elif answer.refusal and not self._stop_event.is_set():

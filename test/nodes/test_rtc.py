@@ -26,10 +26,9 @@ from support.servers import start_server
 from sensor_msgs.msg import Image
 
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
-from lerobot_ros.executor.handshake import RobotDeclaration
+from lerobot_ros.executor.handshake import RobotDeclaration, handshake
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
-from lerobot_ros.executor.worker import handshake
 from lerobot_ros.parameters import defaults
 from lerobot_ros.server.inference import request_noise_seed
 from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES, VLM_DIR
@@ -118,7 +117,7 @@ class SteppedExecutor:
         robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
         result = handshake(self.core, self.link, robot, time.monotonic)
         assert result.accepted, result.reason
-        self.link.spinning = True
+        self.link.session.spinning = True
         self._executor = SingleThreadedExecutor()
         self._executor.add_node(self.node)
         self._spinner = threading.Thread(target=self._executor.spin, daemon=True)
@@ -126,18 +125,18 @@ class SteppedExecutor:
 
     def observe(self, state: np.ndarray, rgb: np.ndarray) -> None:
         now = time.monotonic()
-        self.core.sensors.on_joint_state(list(SO101_JOINT_NAMES), state.tolist(), [], now)
-        self.core.sensors.on_camera(FRONT_CAMERA, _raw_image(rgb), now)
+        self.core.on_joint_state(list(SO101_JOINT_NAMES), state.tolist(), [], now)
+        self.core.on_camera(FRONT_CAMERA, _raw_image(rgb), now)
 
     def send(self) -> PreparedRequest:
         prepared = self.core.prepare_request(time.monotonic(), time.monotonic_ns())
         assert isinstance(prepared, PreparedRequest), prepared
-        self.core.in_flight.start(prepared.request)
+        self.core.begin_request(prepared.request)
         assert self.link.send_observation(prepared) is None
         return prepared
 
     def receive(self, timeout_s: float = 30.0):
-        answer = self.core.in_flight.wait(timeout_s)
+        answer = self.core.wait_for_answer(timeout_s)
         assert answer.chunk is not None, f"no chunk: refusal={answer.refusal!r}, timed out={answer.timed_out}"
         return answer.chunk
 
@@ -145,6 +144,12 @@ class SteppedExecutor:
         # A latency just under `delay_steps` control periods: the executor measures exactly that delay.
         latency_ns = max(0, int((delay_steps - 0.5) / FPS * 1e9))
         assert self.core.merge(prepared, chunk, prepared.request.sent_monotonic_ns + latency_ns, time.monotonic())
+
+    def telemetry(self):
+        return self.core.snapshot(time.monotonic()).telemetry
+
+    def drops(self) -> dict[str, int]:
+        return self.core.snapshot(time.monotonic()).drops.counts
 
     def play(self, count: int) -> None:
         for _ in range(count):
@@ -199,7 +204,7 @@ def _run_both(rtc_server, smolvla_checkpoint, client_id: str, jpeg_quality: int)
     remote = SteppedExecutor(rtc_server.namespace, client_id, jpeg_quality)
     steps = []
     try:
-        assert remote.core.rtc_active, "the server must grant RTC for the tiny SmolVLA"
+        assert remote.core.identity.rtc_active, "the server must grant RTC for the tiny SmolVLA"
         for (state, rgb), before, during in zip(
             _observations(len(PLAYED_BEFORE_REQUEST)), PLAYED_BEFORE_REQUEST, PLAYED_DURING_INFERENCE
         ):
@@ -216,7 +221,8 @@ def _run_both(rtc_server, smolvla_checkpoint, client_id: str, jpeg_quality: int)
                 local.get()
             remote.merge(prepared, chunk, during)
             local.merge(original, processed, real_delay=during, action_index_before_inference=local_index)
-            steps.append((prepared, chunk, remote.core.queue.get_left_over(), remote.core.queue.get_processed_left_over(),
+            queued = remote.core.queued_actions()
+            steps.append((prepared, chunk, queued.left_over_model, queued.left_over_robot,
                           local.get_left_over().numpy(), local.get_processed_left_over().numpy()))
     finally:
         remote.close()
@@ -275,7 +281,7 @@ def test_executor_node_streams_in_replace_mode_with_measured_delays(rtc_server, 
 def _chunk_arrived_and_dropped(stepped: SteppedExecutor, code: str, timeout_s: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if stepped.core.in_flight.dropped[code]:
+        if stepped.drops().get(code):
             return True
         time.sleep(0.01)
     return False
@@ -293,10 +299,10 @@ def test_a_reset_during_an_rtc_request_never_merges_the_old_episode(rtc_server, 
         stepped.observe(state2, rgb2)
         old = stepped.send()
         assert old.snapshot.left_over_model is not None and len(old.snapshot.left_over_model), "an RTC prefix is on its way"
-        merged = stepped.core.chunks_merged
+        merged = stepped.telemetry().chunks_merged
         if reset_while == "chunk_on_its_way":
             stepped.core.reset_episode()  # what ~/reset_episode does first
-            answer = stepped.core.in_flight.wait(0.0)
+            answer = stepped.core.wait_for_answer(0.0)
             assert answer.chunk is None and answer.cancelled
             assert _chunk_arrived_and_dropped(stepped, "late"), "the old episode's chunk still arrives, and is dropped"
         else:
@@ -305,8 +311,9 @@ def test_a_reset_during_an_rtc_request_never_merges_the_old_episode(rtc_server, 
             stepped.core.reset_episode()
             latency_ns = int(0.05e9)
             assert not stepped.core.merge(old, chunk, old.request.sent_monotonic_ns + latency_ns, time.monotonic())
-            assert stepped.core.in_flight.dropped["stale_episode"] == 1
-        assert stepped.core.chunks_merged == merged and stepped.core.queue.qsize() == 0, "nothing of it was queued"
+            assert stepped.drops().get("stale_episode", 0) == 1
+        telemetry = stepped.telemetry()
+        assert telemetry.chunks_merged == merged and telemetry.queue_depth == 0, "nothing of it was queued"
 
         stepped.observe(state2, rgb2)
         fresh = stepped.send()
@@ -315,7 +322,7 @@ def test_a_reset_during_an_rtc_request_never_merges_the_old_episode(rtc_server, 
         chunk = stepped.receive()
         assert chunk.request.episode == 1 and not chunk.rtc_applied
         stepped.merge(fresh, chunk, 1)
-        assert stepped.core.chunks_merged == merged + 1
+        assert stepped.telemetry().chunks_merged == merged + 1
     finally:
         stepped.close()
 

@@ -4,7 +4,7 @@ reason, while the node keeps running and a healthy client keeps streaming.
 
 Breadth runs in-process against the real request path (a real ACT
 checkpoint, ``RequestHandler``) and the executor's real chunk validation
-(``RosServerLink.on_chunk`` -> ``chunk_from_msg`` -> ``ExecutorCore.offer_chunk``);
+(``session_client.deliver_chunk`` -> ``chunk_from_msg`` -> ``ExecutorCore.offer_chunk``);
 depth runs across processes: malformed observations into the suite's
 ``policy_server_node`` while a second robot streams, and forged chunks onto
 a running ``chunk_executor_node``'s chunk topic while the real server
@@ -23,25 +23,24 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
 import pytest
-from support.paths import PROCESSES, REPO
+from support.paths import PROCESSES
 from support.ros import spin_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from support.reliability_log import record
 from support.robot_client import RobotClient
 from sensor_msgs.msg import Image
-from test_executor_logic import CAPABILITIES, JOINTS, connected, feed
+from support.executor_harness import CAPABILITIES, JOINTS, connected, feed
 from support.request_harness import Harness
 
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestLimits
-from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.msg import ActionChunk, Observation
+from lerobot_ros.session_client import deliver_chunk
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -407,7 +406,7 @@ def _executor(**overrides):
     clock, core, link, worker = connected(**overrides)
     feed(core, clock)
     prepared = core.prepare_request(clock(), clock.ns())
-    core.in_flight.start(prepared.request)
+    core.begin_request(prepared.request)
     return clock, core, prepared
 
 
@@ -432,8 +431,8 @@ def _chunk_msg(request, actions_robot, actions_model=None, names=JOINTS, chunk_l
 
 
 def _deliver(core, msg) -> None:
-    """The executor node's chunk callback itself, on a link holding only the core it feeds."""
-    RosServerLink.on_chunk(SimpleNamespace(core=core), msg)
+    """What the executor's chunk subscription does with a message: decode it, hand it to the core."""
+    deliver_chunk(msg, core, time.monotonic_ns())
 
 
 GOOD = np.tile(np.linspace(-0.5, 0.5, 10, dtype=np.float32)[:, None], (1, 3))
@@ -512,16 +511,18 @@ def test_malformed_chunks_are_dropped_with_their_reason_and_the_real_answer_stil
         tally.labels.add(code)
         clock, core, prepared = _executor()
         _deliver(core, build(prepared.request))
-        ok = core.in_flight.dropped == {code: 1} and core.in_flight.last_drop.startswith(code + ":")
+        drops = core.snapshot(clock()).drops
+        ok = drops.counts == {code: 1} and drops.last.startswith(code + ":")
         # The one request in flight is still open: the server's real answer merges.
         _deliver(core, _chunk_msg(prepared.request, GOOD))
-        answer = core.in_flight.wait(0.0)
+        answer = core.wait_for_answer(0.0)
         merged = answer.chunk is not None and core.merge(prepared, answer.chunk, answer.received_ns, clock())
         if not merged:
             tally.lost += 1
         tally.survived += ok and merged
-        assert ok, f"{kind}: expected one drop {code!r}, got {dict(core.in_flight.dropped)} ({core.in_flight.last_drop})"
-        assert merged and core.chunks_merged == 1 and core.queue.qsize() == 10
+        assert ok, f"{kind}: expected one drop {code!r}, got {drops.counts} ({drops.last})"
+        telemetry = core.snapshot(clock()).telemetry
+        assert merged and telemetry.chunks_merged == 1 and telemetry.queue_depth == 10
 
     try:
         dropped()
@@ -534,12 +535,14 @@ def test_a_forged_chunk_cannot_make_the_drop_reason_arbitrarily_long():
 
     clock, core, prepared = _executor()
     _deliver(core, _chunk_msg(prepared.request, GOOD, status=ActionChunk.STATUS_REJECTED, error="e" * 1_000_000))
-    assert core.in_flight.dropped == {"refused": 1} and core.in_flight.last_drop.startswith("refused:")
-    assert len(core.in_flight.last_drop) <= MAX_DROP_EXPLANATION_CHARS + 100
+    drops = core.snapshot(clock()).drops
+    assert drops.counts == {"refused": 1} and drops.last.startswith("refused:")
+    assert len(drops.last) <= MAX_DROP_EXPLANATION_CHARS + 100
     clock, core, prepared = _executor()
     _deliver(core, _chunk_msg(prepared.request, GOOD, names=["n" * 100_000] * 3))
-    assert core.in_flight.dropped == {"wrong_action_names": 1}
-    assert "(300" in core.in_flight.last_drop and len(core.in_flight.last_drop) <= MAX_DROP_EXPLANATION_CHARS + 100
+    drops = core.snapshot(clock()).drops
+    assert drops.counts == {"wrong_action_names": 1}
+    assert "(300" in drops.last and len(drops.last) <= MAX_DROP_EXPLANATION_CHARS + 100
 
 
 LOWER, UPPER, MAX_STEP = -1.0, 1.0, 0.1
@@ -561,7 +564,7 @@ def test_out_of_limit_chunks_are_clamped_to_the_joint_limits_and_step():
             joint_lower_limits=[LOWER] * 3, joint_upper_limits=[UPPER] * 3, max_step_per_tick=MAX_STEP
         )
         _deliver(core, _chunk_msg(prepared.request, actions))
-        answer = core.in_flight.wait(0.0)
+        answer = core.wait_for_answer(0.0)
         assert answer.chunk is not None and core.merge(prepared, answer.chunk, answer.received_ns, clock())
         previous = np.array([0.1, 0.2, 0.3])  # the measured position feed() gives, joints mapped by name
         commanded = []
@@ -575,7 +578,7 @@ def test_out_of_limit_chunks_are_clamped_to_the_joint_limits_and_step():
         outside = bool(((actions < LOWER) | (actions > UPPER)).any())
         tally.survived += within
         assert within, f"commands left the envelope: {commanded} (steps {steps.max()})"
-        assert core.safety_interventions >= 1 or not outside
+        assert core.snapshot(clock()).telemetry.safety_interventions >= 1 or not outside
 
     try:
         clamped()

@@ -1,7 +1,9 @@
-"""A scripted robot for server tests: opens a session, sends observations, collects chunks.
+"""A scripted robot for server tests: the product's session client, plus what tests need to look at.
 
 It runs in the test process on the shared test node, so every exchange
-crosses a real process boundary to the server under test.
+crosses a real process boundary to the server under test. Unlike the
+executor it may send anything (a test builds malformed observations on
+purpose) and it keeps every chunk message as it arrived, refusals included.
 """
 
 from __future__ import annotations
@@ -14,24 +16,44 @@ from support.ros import spin_until
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestId, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.session_client import SessionClient, grant_of
 from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 
+CALL_TIMEOUT_S = 20.0
+MATCH_TIMEOUT_S = 10.0
 
-def call(node, client, request, timeout_s=20.0):
+
+def call(node, client, request, timeout_s=CALL_TIMEOUT_S):
     assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} not available"
     future = client.call_async(request)
     assert spin_until(node, future.done, timeout_s), f"{client.srv_name} did not answer"
     return future.result()
 
 
+def _answered(response, what: str):
+    assert not isinstance(response, str), f"{what}: {response}"
+    return response
+
+
+class _RecordingClient(SessionClient):
+    """The product client, keeping every chunk message as it arrived."""
+
+    def __init__(self, node, namespace: str, client_id: str) -> None:
+        super().__init__(node, namespace, client_id)
+        self.messages: list[ActionChunk] = []
+
+    def on_chunk_message(self, msg: ActionChunk) -> None:
+        self.messages.append(msg)
+        super().on_chunk_message(msg)
+
+
 class RobotClient:
     def __init__(self, node, client_id: str, namespace: str = "/lerobot"):
         self.node, self.client_id, self.namespace = node, client_id, namespace
         self.session_id = ""
-        self.chunks: list[ActionChunk] = []
-        self._publisher = self._subscription = None
+        self._session = _RecordingClient(node, namespace, client_id)
+        self.chunks: list[ActionChunk] = self._session.messages
 
     def open(self, **overrides) -> OpenSession.Response:
         request = OpenSession.Request(
@@ -44,35 +66,12 @@ class RobotClient:
         )
         for name, value in overrides.items():
             setattr(request, name, value)
-        client = self.node.create_client(OpenSession, f"{self.namespace}/open_session")
-        try:
-            response = call(self.node, client, request)
-        finally:
-            self.node.destroy_client(client)
+        response = _answered(self._session.request_session(request, CALL_TIMEOUT_S), "open_session")
         if response.accepted:
             self.session_id = response.session_id
-            self._connect(response.observation_topic, response.action_chunk_topic)
+            problem = self._session.connect_data_plane(grant_of(response), MATCH_TIMEOUT_S)
+            assert problem is None, f"data plane of {self.client_id} not matched: {problem}"
         return response
-
-    def _connect(self, observation_topic: str, action_chunk_topic: str) -> None:
-        self._disconnect()
-        self._publisher = self.node.create_publisher(Observation, observation_topic, OBSERVATION_QOS)
-        self._subscription = self.node.create_subscription(
-            ActionChunk, action_chunk_topic, self.chunks.append, ACTION_CHUNK_QOS
-        )
-        # Volatile topics: wait until the server's ends are matched, or the first message is lost.
-        matched = spin_until(
-            self.node,
-            lambda: self._publisher.get_subscription_count() > 0 and self._subscription.get_publisher_count() > 0,
-            10.0,
-        )
-        assert matched, f"data plane of {self.client_id} not matched"
-
-    def _disconnect(self) -> None:
-        if self._publisher is not None:
-            self.node.destroy_publisher(self._publisher)
-            self.node.destroy_subscription(self._subscription)
-            self._publisher = self._subscription = None
 
     def observation(self, seq: int, state=None, rgb=None, episode: int = 0, **fields) -> Observation:
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
@@ -84,26 +83,20 @@ class RobotClient:
         return msg
 
     def send(self, msg: Observation) -> None:
-        self._publisher.publish(msg)
+        self._session.send_observation(msg)
 
     def request(self, msg: Observation, timeout_s: float = 20.0) -> ActionChunk:
-        """Send one observation and wait for the chunk answering it."""
+        """Send one observation and wait for the chunk message with its seq (a refusal included)."""
         self.send(msg)
         answered = lambda: any(chunk.seq == msg.seq for chunk in self.chunks)  # noqa: E731
         assert spin_until(self.node, answered, timeout_s), f"no chunk for seq {msg.seq} of {self.client_id}"
         return next(chunk for chunk in self.chunks if chunk.seq == msg.seq)
 
     def reset_episode(self, episode: int) -> ResetEpisode.Response:
-        client = self.node.create_client(ResetEpisode, f"{self.namespace}/reset_episode")
-        try:
-            return call(self.node, client, ResetEpisode.Request(client_id=self.client_id, session_id=self.session_id, episode=episode))
-        finally:
-            self.node.destroy_client(client)
+        return _answered(self._session.reset_episode(self.session_id, episode, CALL_TIMEOUT_S), "reset_episode")
 
     def close(self) -> CloseSession.Response:
-        self._disconnect()
-        client = self.node.create_client(CloseSession, f"{self.namespace}/close_session")
-        try:
-            return call(self.node, client, CloseSession.Request(client_id=self.client_id, session_id=self.session_id))
-        finally:
-            self.node.destroy_client(client)
+        return _answered(self._session.close_session(self.session_id, CALL_TIMEOUT_S), "close_session")
+
+    def _disconnect(self) -> None:
+        self._session.disconnect()

@@ -16,11 +16,10 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_ros import images
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.data_plane import ReceivedChunk, RequestId
-from lerobot_ros.executor.chunks import InFlight, ValidatedModel, rejection
-from lerobot_ros.executor.core import ExecutorCore, SessionGrant, request_due
-from lerobot_ros.executor.handshake import RobotDeclaration
+from lerobot_ros.contract import ServerCapabilities
+from lerobot_ros.data_plane import RequestId
+from lerobot_ros.executor.chunks import InFlight, rejection
+from lerobot_ros.executor.core import request_due
 from lerobot_ros.executor.observation import (
     JointStateError,
     NotSent,
@@ -28,27 +27,21 @@ from lerobot_ros.executor.observation import (
     map_joint_state,
     to_message,
 )
-from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings, default_client_id, timing_warnings
+from lerobot_ros.executor.settings import ExecutorSettings, default_client_id, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.worker import NetworkWorker, ServerView, handshake
 from lerobot_ros.output_modes import output_mode
-from lerobot_ros.parameters import defaults
-
-JOINTS = ("a", "b", "c")
-CAMERA = "observation.images.front"
-MODEL = ValidatedModel("f" * 16, "", JOINTS)
-
-
-def params(**overrides) -> dict:
-    values = defaults(PARAMETERS)
-    values.update(joint_names=list(JOINTS), camera_names=[CAMERA], camera_topics=["/cam"], client_id="arm")
-    values.update(overrides)
-    return values
-
-
-def settings(**overrides):
-    return ExecutorSettings.from_values(params(**overrides), node_namespace="/", hostname="host")
-
+from support.executor_harness import (
+    CAMERA,
+    CAPABILITIES,
+    JOINTS,
+    MODEL,
+    chunk,
+    connected,
+    counts,
+    feed,
+    params,
+    settings,
+)
 
 # ---------------------------------------------------------------- parameters
 
@@ -177,14 +170,6 @@ def test_observation_message_carries_ids_state_cameras_and_prefix():
 # ----------------------------------------------------------- chunk acceptance
 
 
-def chunk(request: RequestId, actions=None, **fields) -> ReceivedChunk:
-    actions = np.zeros((5, 3), np.float32) if actions is None else np.asarray(actions, np.float32)
-    values = dict(request=request, status=0, error="", model_fingerprint=MODEL.fingerprint, action_names=JOINTS,
-                  actions_model=actions, actions_robot=actions, rtc_applied=False, inference_delay_steps=0)
-    values.update(fields)
-    return ReceivedChunk(**values)
-
-
 PENDING = RequestId("s1", "arm", 5, 2, 1, 1000)
 
 
@@ -219,32 +204,33 @@ def test_wrong_model_names_shape_nan_and_refusals_are_rejected():
 
 def test_in_flight_hands_over_only_the_answer_and_counts_drops():
     in_flight = InFlight()
-    in_flight.start(PENDING)
+    in_flight.start(PENDING, MODEL)
     stale = RequestId(**{**PENDING.__dict__, "seq": 4})
-    assert in_flight.offer(chunk(stale), MODEL, 5) == "stale_seq"
-    threading.Timer(0.05, lambda: in_flight.offer(chunk(PENDING), MODEL, 2000)).start()
+    assert in_flight.offer_chunk(chunk(stale), 5) == "stale_seq"
+    threading.Timer(0.05, lambda: in_flight.offer_chunk(chunk(PENDING), 2000)).start()
     answer = in_flight.wait(2.0)
     assert answer.chunk is not None and answer.received_ns == 2000 and not answer.timed_out
-    assert in_flight.offer(chunk(PENDING), MODEL, 3000) == "late"  # the request is over
-    in_flight.start(PENDING)
+    assert in_flight.offer_chunk(chunk(PENDING), 3000) == "late"  # the request is over
+    in_flight.start(PENDING, MODEL)
     assert in_flight.wait(0.01).timed_out
-    in_flight.start(PENDING)
+    in_flight.start(PENDING, MODEL)
     in_flight.cancel()
     cancelled = in_flight.wait(1.0)
     assert cancelled.cancelled and not cancelled.timed_out
-    assert in_flight.dropped == {"stale_seq": 1, "late": 1} and in_flight.dropped_total == 2
+    drops = in_flight.drops()
+    assert drops.counts == {"stale_seq": 1, "late": 1} and drops.total == 2
 
 
 def test_a_refusal_of_the_request_in_flight_ends_the_wait_at_once():
     in_flight = InFlight()
-    in_flight.start(PENDING)
-    threading.Timer(0.05, lambda: in_flight.offer(chunk(PENDING, status=1, error="state has 4 values"), MODEL, 7)).start()
+    in_flight.start(PENDING, MODEL)
+    threading.Timer(0.05, lambda: in_flight.offer_chunk(chunk(PENDING, status=1, error="state has 4 values"), 7)).start()
     started = time.monotonic()
     answer = in_flight.wait(5.0)
     assert time.monotonic() - started < 2.0, "waited for the timeout despite the refusal"
     assert answer.chunk is None and not answer.timed_out and not answer.cancelled
     assert answer.refusal == "server answered status 1: state has 4 values"
-    assert in_flight.dropped == {"refused": 1}
+    assert in_flight.drops().counts == {"refused": 1}
 
 
 # ------------------------------------------------------------ output messages
@@ -277,79 +263,16 @@ def test_a_request_is_due_when_the_queue_covers_at_most_the_buffer_time():
 # ------------------------------------------------ core and the network worker
 
 
-CAPABILITIES = ServerCapabilities(
-    model_id="m", model_fingerprint=MODEL.fingerprint, policy_type="act", action_names=JOINTS, state_dim=3,
-    cameras=(CameraSpec(CAMERA, 8, 8),), chunk_size=10, trained_fps=10.0,
-)
-
-
-class FakeLink:
-    """A server that answers every observation at once (or never, when ``silent``)."""
-
-    def __init__(self, core: ExecutorCore, capabilities=CAPABILITIES) -> None:
-        self.core, self.capabilities = core, capabilities
-        self.silent = False
-        self.instance = "i1"
-        self.sent: list = []
-        self.sessions = 0
-
-    def get_status(self, timeout_s):
-        return ServerView(True, self.instance, self.capabilities)
-
-    def open_session(self, timeout_s):
-        self.sessions += 1
-        return SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
-
-    def connect_data_plane(self, grant, timeout_s):
-        return None
-
-    def send_observation(self, prepared):
-        self.sent.append(prepared)
-        if not self.silent:
-            actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
-            reply = chunk(prepared.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
-                          action_names=self.capabilities.action_names)
-            self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + 20_000_000)
-        return None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def ns(self) -> int:
-        return int(self.t * 1e9)
-
-
-def connected(**overrides):
-    clock = Clock()
-    made = settings(fps=10.0, buffer_time_s=0.25, request_timeout_s=0.01, **overrides)
-    core = ExecutorCore(made, clock())
-    link = FakeLink(core)
-    robot = RobotDeclaration(JOINTS, (CAMERA,), 3)
-    assert handshake(core, link, robot, clock).accepted
-    worker = NetworkWorker(core, link, robot, clock=clock, clock_ns=clock.ns)
-    return clock, core, link, worker
-
-
-def feed(core, clock) -> None:
-    core.sensors.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
-    core.sensors.on_camera(CAMERA, Image(), clock())
-
-
 def test_one_request_in_flight_merges_and_then_waits_for_the_buffer_to_drain():
     clock, core, link, worker = connected()
     assert core.state is ExecutorState.STREAMING
     assert not worker.step(), "no observation without sensor data"
-    assert core.last_problem.startswith("no joint state")
+    assert core.snapshot(clock()).last_problem.startswith("no joint state")
     feed(core, clock)
-    assert worker.step() and core.chunks_merged == 1 and core.queue.qsize() == 10
+    assert worker.step() and counts(core, clock).chunks_merged == 1 and counts(core, clock).queue_depth == 10
     assert not worker.step(), "queue covers 1 s > buffer 0.25 s: no request"
     assert len(link.sent) == 1
-    assert core.latency.p50 == pytest.approx(0.02)
+    assert counts(core, clock).latency_ms_p50 == pytest.approx(20.0)
     for _ in range(8):
         clock.t += 0.1
         assert core.control_tick(clock()) is not None
@@ -364,10 +287,10 @@ def test_control_tick_executes_in_order_then_holds_the_measured_position():
     assert core.control_tick(clock()) is None, "nothing measured, nothing commanded: nothing to hold"
     feed(core, clock)
     assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])  # empty queue: hold, by name
-    assert core.starvation_ticks == 2 and core.fallback_ticks == 2
+    assert counts(core, clock).starvation_ticks == 2 and counts(core, clock).fallback_ticks == 2
     worker.step()
     assert [core.control_tick(clock())[0] for _ in range(3)] == [0.0, 1.0, 2.0]
-    assert core.commands_published == 4 and core.state is ExecutorState.STREAMING
+    assert counts(core, clock).commands_published == 4 and core.state is ExecutorState.STREAMING
 
 
 def test_stale_actions_are_never_executed():
@@ -377,7 +300,7 @@ def test_stale_actions_are_never_executed():
     clock.t += 0.35
     action = core.control_tick(clock())
     assert action.tolist() == pytest.approx([0.1, 0.2, 0.3]), "stale: hold, not the queued action"
-    assert core.queue.qsize() == 0 and core.state is ExecutorState.STALLED
+    assert counts(core, clock).queue_depth == 0 and core.state is ExecutorState.STALLED
 
 
 def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
@@ -386,14 +309,15 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     link.silent = True
     worker.step()
     worker.step()
-    assert core.request_timeouts == 2 and core.state is ExecutorState.RECONNECTING
+    assert counts(core, clock).request_timeouts == 2 and core.state is ExecutorState.RECONNECTING
     clock.t += 1.0
     link.silent, link.instance = False, "i2"
     assert worker.step() and core.state is ExecutorState.STREAMING
-    assert (core.epoch, core.session_id, core.instance_id) == (1, "s2", "i2")
+    identity = core.identity
+    assert (identity.epoch, identity.session_id, identity.instance_id) == (1, "s2", "i2")
     feed(core, clock)
     worker.step()
-    assert link.sent[-1].request.epoch == 1 and core.chunks_merged == 1
+    assert link.sent[-1].request.epoch == 1 and counts(core, clock).chunks_merged == 1
     # The server restarts with the joints in another order.
     core.on_heartbeat("i3", clock())
     assert core.state is ExecutorState.RECONNECTING
@@ -401,7 +325,7 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     link.instance = "i3"
     clock.t += 1.0
     worker.step()
-    assert core.state is ExecutorState.DEAD and "action names" in core.failsafe.reason
+    assert core.state is ExecutorState.DEAD and "action names" in counts(core, clock).reason
     assert link.sessions == 2, "no session is opened with a different model"
     assert core.control_tick(clock()) is not None  # one final fallback
     assert core.control_tick(clock()) is None
@@ -412,7 +336,7 @@ def test_reset_clears_the_queue_bumps_the_episode_and_drops_the_old_answer():
     feed(core, clock)
     worker.step()
     session, episode = core.reset_episode()
-    assert (session, episode, core.queue.qsize()) == ("s1", 1, 0)
+    assert (session, episode, counts(core, clock).queue_depth) == ("s1", 1, 0)
     feed(core, clock)
     worker.step()
     assert link.sent[-1].request.episode == 1
@@ -424,13 +348,13 @@ def test_pause_holds_and_sends_nothing():
     worker.step()
     core.pause(clock())
     assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])
-    assert core.queue.qsize() == 10
+    assert counts(core, clock).queue_depth == 10
     clock.t += 100.0
     assert not core.request_due(clock()) and core.state is not ExecutorState.DEAD
     core.resume(clock())
-    assert core.telemetry(clock()).paused is False
+    assert counts(core, clock).paused is False
     # A long pause re-opens the session (the server may have closed it as idle).
-    assert core.state is ExecutorState.RECONNECTING and "pause" in core.failsafe.reason
+    assert core.state is ExecutorState.RECONNECTING and "pause" in counts(core, clock).reason
 
 
 def test_a_short_pause_keeps_the_session():
@@ -444,13 +368,24 @@ def test_a_short_pause_keeps_the_session():
     assert core.state is state
 
 
+def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
+    clock, core, link, worker = connected()
+    before = core.identity
+    core.reset_episode()
+    assert (before.episode, core.identity.episode) == (0, 1), "a reader's identity never changes under it"
+    assert core.identity.session_id == before.session_id == "s1"
+    transitions, seen = core.transitions_since(0)
+    assert [t.to_state for t in transitions] == [ExecutorState.STREAMING] and seen == 1
+    assert core.transitions_since(seen) == ((), seen)
+
+
 def test_telemetry_fills_every_status_field():
     from lerobot_ros import wire
 
     clock, core, link, worker = connected()
     feed(core, clock)
     worker.step()
-    telemetry = core.telemetry(clock())
+    telemetry = counts(core, clock)
     msg = wire.executor_status_to_msg(telemetry, _time())
     assert msg.state_name == "STREAMING" and msg.queue_depth == 10 and msg.requests_sent == 1
     assert msg.latency_ms_p50 == pytest.approx(20.0) and msg.client_id == "arm" and msg.fallback == "hold"
@@ -473,7 +408,7 @@ def test_worker_thread_stops_promptly():
     worker.stop()
     worker.join(2.0)
     assert not worker.is_alive() and time.monotonic() - started < 1.0
-    assert math.isfinite(core.telemetry(clock()).queued_time_s)
+    assert math.isfinite(counts(core, clock).queued_time_s)
 
 
 def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_sensor():
@@ -481,12 +416,12 @@ def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_
         camera_names=[CAMERA, "observation.images.extra"], camera_topics=["/cam", "/extra"]
     )
     feed(core, clock)
-    core.sensors.on_camera("observation.images.extra", Image(), clock())
-    core.sensors.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
+    core.on_camera("observation.images.extra", Image(), clock())
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
     clock.t += 0.3
     assert worker.step()
     prepared = link.sent[-1]
     assert list(prepared.observation.cameras) == [CAMERA], "the server refuses cameras its policy does not read"
     assert prepared.observation.oldest_age_s == pytest.approx(0.3)
     # The first action's source is the 0.3 s old camera frame, not the send time.
-    assert core.queue.next_action_age_s(clock()) == pytest.approx(0.3)
+    assert core.snapshot(clock()).next_action_age_s == pytest.approx(0.3)

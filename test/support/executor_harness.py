@@ -1,0 +1,110 @@
+"""The executor's core and network worker in the test process, against a fake server link.
+
+``connected()`` gives a core that has completed its handshake with
+``FakeLink``, a server that answers every observation at once (or never, when
+``silent``), on a hand-stepped ``Clock``: the network boundary is the fake,
+everything behind it is the product's own code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sensor_msgs.msg import Image
+
+from lerobot_ros.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.executor.chunks import ValidatedModel
+from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.handshake import RobotDeclaration, ServerView, SessionGrant, handshake
+from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
+from lerobot_ros.executor.worker import NetworkWorker
+from lerobot_ros.parameters import defaults
+
+JOINTS = ("a", "b", "c")
+CAMERA = "observation.images.front"
+MODEL = ValidatedModel("f" * 16, "", JOINTS)
+
+
+def params(**overrides) -> dict:
+    values = defaults(PARAMETERS)
+    values.update(joint_names=list(JOINTS), camera_names=[CAMERA], camera_topics=["/cam"], client_id="arm")
+    values.update(overrides)
+    return values
+
+
+def settings(**overrides):
+    return ExecutorSettings.from_values(params(**overrides), node_namespace="/", hostname="host")
+
+
+def chunk(request: RequestId, actions=None, **fields) -> ReceivedChunk:
+    actions = np.zeros((5, 3), np.float32) if actions is None else np.asarray(actions, np.float32)
+    values = dict(request=request, status=0, error="", model_fingerprint=MODEL.fingerprint, action_names=JOINTS,
+                  actions_model=actions, actions_robot=actions, rtc_applied=False, inference_delay_steps=0)
+    values.update(fields)
+    return ReceivedChunk(**values)
+
+
+CAPABILITIES = ServerCapabilities(
+    model_id="m", model_fingerprint=MODEL.fingerprint, policy_type="act", action_names=JOINTS, state_dim=3,
+    cameras=(CameraSpec(CAMERA, 8, 8),), chunk_size=10, trained_fps=10.0,
+)
+
+
+class FakeLink:
+    """A server that answers every observation at once (or never, when ``silent``)."""
+
+    def __init__(self, core: ExecutorCore, capabilities=CAPABILITIES) -> None:
+        self.core, self.capabilities = core, capabilities
+        self.silent = False
+        self.instance = "i1"
+        self.sent: list = []
+        self.sessions = 0
+
+    def get_status(self, timeout_s):
+        return ServerView(True, self.instance, self.capabilities)
+
+    def open_session(self, timeout_s, check):
+        self.sessions += 1
+        grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
+        return check(grant) or grant
+
+    def send_observation(self, prepared):
+        self.sent.append(prepared)
+        if not self.silent:
+            actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
+            reply = chunk(prepared.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
+                          action_names=self.capabilities.action_names)
+            self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + 20_000_000)
+        return None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def ns(self) -> int:
+        return int(self.t * 1e9)
+
+
+def connected(**overrides):
+    clock = Clock()
+    made = settings(fps=10.0, buffer_time_s=0.25, request_timeout_s=0.01, **overrides)
+    core = ExecutorCore(made, clock())
+    link = FakeLink(core)
+    robot = RobotDeclaration(JOINTS, (CAMERA,), 3)
+    assert handshake(core, link, robot, clock).accepted
+    worker = NetworkWorker(core, link, robot, clock=clock, clock_ns=clock.ns)
+    return clock, core, link, worker
+
+
+def feed(core, clock) -> None:
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
+    core.on_camera(CAMERA, Image(), clock())
+
+
+def counts(core, clock):
+    """The core's status snapshot (the telemetry ~/status publishes)."""
+    return core.snapshot(clock()).telemetry
