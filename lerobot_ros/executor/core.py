@@ -29,7 +29,6 @@ monotonic clock: ``now_s`` in seconds, ``*_ns`` in nanoseconds.
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from lerobot_ros.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import SessionGrant
-from lerobot_ros.executor.latency import WindowedLatencyTracker
+from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
 from lerobot_ros.executor.settings import ExecutorSettings
@@ -261,7 +260,7 @@ class ExecutorCore:
             consumed = self._queue.get_action_index() - prepared.snapshot.action_index
             if prepared.snapshot.left_over_robot is not None and consumed > 0:
                 self._smoothness.overlap_measured(prepared.snapshot.left_over_robot[:consumed], chunk.actions_robot)
-            self._last_delay_steps = math.ceil(latency_s * self.settings.fps - 1e-9)
+            self._last_delay_steps = control_steps(latency_s, self.settings.fps)
             self._last_trimmed_rows = self._queue.merge(
                 chunk.actions_model,
                 chunk.actions_robot,
