@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolation first)
 from common import median, percentile  # noqa: E402
 
-from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES, build_act_checkpoint  # noqa: E402
+from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
 
 PROCESSES = common.REPO / "test" / "processes"
 CAMERAS = ["observation.images.cam0", "observation.images.cam1"]

@@ -34,7 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolation first)
 
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES, default_checkpoint  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
 
 PROCESSES = common.REPO / "test" / "processes"
 MODES = {"act": [("ACT, append", False)], "smolvla": [("SmolVLA, append", False), ("SmolVLA, RTC replace", True)]}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 SOURCES = ("package.xml", "CMakeLists.txt", "setup.py", "README.md", "cmake", "msg", "srv", "lerobot_ros", "bin", "launch", "config")
 

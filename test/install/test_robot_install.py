@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 
 def clean_env(**extra) -> dict:

@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from support.executor_processes import EXECUTOR, is_hold, trigger
 
 from lerobot_ros.processes import spawn_node
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 
 def test_streams_commands_at_fps_without_starving(policy_server, launched):

@@ -9,7 +9,7 @@ from support.ros import spin_until
 from lerobot_ros import wire
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.processes import run_handshake
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import GetStatus
 
 

@@ -31,7 +31,8 @@ from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.parameters import defaults
 from lerobot_ros.server.inference import request_noise_seed
-from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES, VLM_DIR
+from lerobot_ros.sim.default_policy import VLM_DIR
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES
 
 NOISE_SEED = 1234
 HORIZON = 10

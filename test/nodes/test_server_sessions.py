@@ -17,7 +17,7 @@ from support.robot_client import RobotClient
 
 from lerobot_ros.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.srv import OpenSession
 
 

@@ -41,7 +41,7 @@ from lerobot_ros import images
 from lerobot_ros.data_plane import RequestLimits
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.session_client import deliver_chunk
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SERVER_IN_PROCESS = "bad input: server request path (in-process)"

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.paths import PROCESSES, REPO
+from support.paths import PROCESSES
 from support.ros import spin_until
 from support.servers import start_server
 from support.executor_processes import Executor, Robot, is_hold, trigger
@@ -36,7 +36,7 @@ from lerobot_ros import wire
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus
 from lerobot_ros.processes import stop
 from lerobot_ros.qos import ACTION_CHUNK_QOS
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 CHAOS_SERVER = "lerobot_chaos"
 # Above buffer_time_s + a chunk (1.2 + 1.67 s) plus the drained model's 1 s latency.

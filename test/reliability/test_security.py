@@ -28,7 +28,7 @@ from lerobot_ros import names
 from lerobot_ros.contract import CLIENT_ID_PATTERN, OpenRequest
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.server.admission import Refusal, ServerLoad, admit
-from lerobot_ros.sim.default_policy import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 
 CATEGORY = "security"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES
 
 
 def _stats(dim: int) -> dict:

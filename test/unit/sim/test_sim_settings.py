@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.sim.settings import SimRobotSettings
 
 
