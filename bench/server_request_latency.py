@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -60,7 +59,8 @@ from lerobot_ros.executor.observation import AssembledObservation, to_message  #
 from lerobot_ros.msg import Observation  # noqa: E402
 from lerobot_ros.processes import stop  # noqa: E402
 from lerobot_ros.session_client import SessionClient  # noqa: E402
-from lerobot_ros.sim.default_policy import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES, build_act_checkpoint  # noqa: E402
+from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
 
 from grpc_peer import GrpcPeer  # noqa: E402
 

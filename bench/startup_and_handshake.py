@@ -25,22 +25,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402,F401  (isolation and this checkout first)
+import common  # noqa: E402  (isolation and this checkout first; the shared statistics)
 from report import write_section  # noqa: E402
 
 from lerobot_ros.processes import spawn_node, stop  # noqa: E402
-from lerobot_ros.sim.default_policy import SO101_JOINT_NAMES, default_checkpoint  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES  # noqa: E402
 
 
 def timed(command: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
     return time.perf_counter() - started
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def main() -> None:
@@ -85,7 +81,7 @@ def main() -> None:
             stop(server)
             log.seek(0)
             text = log.read()
-            loads.append(float(re.search(r"loaded in ([\d.]+) s", text).group(1)))
+            loads.append(float(re.search(r"loaded \S+ in ([\d.]+) s", text).group(1)))
             warmups.append([int(ms) for ms in re.findall(r"(\d+) ms", text.split("warm-up done:")[1].splitlines()[0])])
     node.destroy_node()
     rclpy.shutdown()
@@ -101,7 +97,7 @@ def main() -> None:
 | server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
 | of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
 | of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |
-| GetStatus round trip, client in another process | {ms(statistics.median(round_trips))} | p95 {ms(percentile(round_trips, 0.95))}, max {ms(max(round_trips))} over {args.calls} |
+| GetStatus round trip, client in another process | {ms(statistics.median(round_trips))} | p95 {ms(common.percentile(round_trips, 0.95))}, max {ms(max(round_trips))} over {args.calls} |
 | whole executor handshake (process start -> exit 0) | {statistics.median(handshakes):.2f} s | {min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs} |
 
 Most of the server's start-up is importing torch and LeRobot (the second row); the robot side,
