@@ -11,7 +11,8 @@ and what arrived. One module per job:
 * ``fields``: the request header and float32 arrays both messages share;
 * ``limits``: every size bound an observation must respect (``RequestLimits``);
 * ``cameras``: camera payloads out (forward, re-encode, raw) and bounded frames in;
-* ``observation`` and ``chunk``: the two messages.
+* ``observation`` and ``chunk``: the two messages;
+* ``record``: an Observation as a plain record and back (capture and replay).
 """
 
 from lerobot_ros.data_plane.cameras import camera_payload, camera_payloads
@@ -19,6 +20,7 @@ from lerobot_ros.data_plane.chunk import ChunkReply, ReceivedChunk, chunk_from_m
 from lerobot_ros.data_plane.fields import DataPlaneError, RequestId, request_id_of
 from lerobot_ros.data_plane.limits import RequestLimits, check_sizes
 from lerobot_ros.data_plane.observation import ObservationFrame, observation_from_msg, observation_to_msg
+from lerobot_ros.data_plane.record import observation_from_record, observation_record
 
 __all__ = [
     "ChunkReply",
@@ -33,6 +35,8 @@ __all__ = [
     "chunk_from_msg",
     "chunk_to_msg",
     "observation_from_msg",
+    "observation_from_record",
+    "observation_record",
     "observation_to_msg",
     "request_id_of",
 ]

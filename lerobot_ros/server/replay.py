@@ -23,35 +23,12 @@ import time
 from collections.abc import Iterable
 
 import numpy as np
-from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.data_plane import RequestId, observation_to_msg
-from lerobot_ros.msg import Observation
+from lerobot_ros.data_plane import observation_from_record
 from lerobot_ros.server.capture import read_capture
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import Ready
 from lerobot_ros.server.sessions import Session, SessionRegistry
-
-
-def observation_from_record(request: dict) -> Observation:
-    """The Observation message a capture record's request half was made from."""
-    compressed = {
-        name: CompressedImage(format=image["format"], data=image["data"])
-        for name, image in request["compressed_images"].items()
-    }
-    raw = {
-        name: Image(height=image["height"], width=image["width"], step=image["step"],
-                    encoding=image["encoding"], data=image["data"])
-        for name, image in request["raw_images"].items()
-    }
-    ids = RequestId(request["session_id"], request["client_id"], request["seq"], request["episode"],
-                    request["epoch"], time.monotonic_ns())
-    msg = observation_to_msg(
-        ids, request["task"], request["state"], compressed, raw, request["inference_delay_steps"],
-        request["prefix_model"], request["prefix_robot"],
-    )
-    msg.schema_version = request.get("schema_version", Observation.CURRENT_SCHEMA_VERSION)
-    return msg
 
 
 def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task: str = "") -> dict:
@@ -73,7 +50,6 @@ def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task
                               rtc_enabled=runner.rtc_active, opened_at=time.monotonic(),
                               session_id=request["session_id"])
             session.processors = runner.new_session_processors()
-            session.processors_stale = True
             sessions.open(session)
         outcome = handler.handle(Ready(request["client_id"], observation_from_record(request), time.monotonic(), 0))
         compared += 1

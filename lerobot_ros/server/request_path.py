@@ -25,6 +25,7 @@ from lerobot_ros.data_plane import (
     RequestLimits,
     chunk_to_msg,
     observation_from_msg,
+    observation_record,
     request_id_of,
 )
 from lerobot_ros.msg import ActionChunk
@@ -229,33 +230,9 @@ def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
 def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:
     """A self-contained request/response pair for offline replay (no pickle)."""
     record = {
-        "request": {
-            "schema_version": msg.schema_version,
-            "session_id": msg.session_id,
-            "client_id": msg.client_id,
-            "seq": msg.seq,
-            "episode": msg.episode,
-            "epoch": msg.epoch,
-            "task": msg.task,
-            "state": np.frombuffer(msg.state, dtype=np.float32) if len(msg.state) else np.zeros(0, np.float32),
-            "compressed_images": {
-                name: {"format": image.format, "data": bytes(image.data)}
-                for name, image in zip(msg.compressed_camera_names, msg.compressed_images)
-            },
-            "raw_images": {
-                name: {
-                    "encoding": image.encoding,
-                    "height": image.height,
-                    "width": image.width,
-                    "step": image.step,
-                    "data": bytes(image.data),
-                }
-                for name, image in zip(msg.raw_camera_names, msg.raw_images)
-            },
-            "inference_delay_steps": msg.inference_delay_steps,
-            "prefix_model": frame.prefix_model if frame is not None else None,
-            "prefix_robot": frame.prefix_robot if frame is not None else None,
-        },
+        "request": observation_record(
+            msg, frame.prefix_model if frame is not None else None, frame.prefix_robot if frame is not None else None
+        ),
         "response": {
             "outcome": outcome,
             "status": reply.status,

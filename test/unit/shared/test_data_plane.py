@@ -16,6 +16,8 @@ from lerobot_ros.data_plane import (
     chunk_from_msg,
     chunk_to_msg,
     observation_from_msg,
+    observation_from_record,
+    observation_record,
     observation_to_msg,
 )
 from lerobot_ros.msg import ActionChunk
@@ -142,3 +144,30 @@ def test_every_size_bound_comes_from_one_limits_value():
         observation_from_msg(msg, 6, RequestLimits(max_image_pixels=100))
     with pytest.raises(DataPlaneError, match="state has 6 values; at most 5"):
         observation_from_msg(msg, 6, RequestLimits(max_state_dim=5))
+
+
+def test_an_observation_record_rebuilds_the_message_the_robot_sent():
+    prefix_model = np.arange(12, dtype=np.float32).reshape(2, 6)
+    msg = observation_to_msg(
+        REQUEST,
+        "pick",
+        np.array([0.5, -1, 2, 0, 0, 1], np.float32),
+        {"front": images.rgb_to_compressed(frame((255, 0, 0)), 95)},
+        {"wrist": images.rgb_to_raw(frame((0, 0, 255)))},
+        inference_delay_steps=4,
+        prefix_model=prefix_model,
+        prefix_robot=prefix_model + 1,
+    )
+    parsed = observation_from_msg(msg, 6)
+    rebuilt = observation_from_record(observation_record(msg, parsed.prefix_model, parsed.prefix_robot))
+    for field in ("schema_version", "session_id", "client_id", "seq", "episode", "epoch", "task",
+                  "compressed_camera_names", "raw_camera_names", "inference_delay_steps"):
+        assert getattr(rebuilt, field) == getattr(msg, field), field
+    assert bytes(rebuilt.state) == bytes(msg.state)
+    assert [bytes(image.data) for image in rebuilt.compressed_images] == [bytes(image.data) for image in msg.compressed_images]
+    assert [(image.encoding, image.height, image.width, image.step, bytes(image.data)) for image in rebuilt.raw_images] == [
+        (image.encoding, image.height, image.width, image.step, bytes(image.data)) for image in msg.raw_images
+    ]
+    again = observation_from_msg(rebuilt, 6)
+    np.testing.assert_array_equal(again.prefix_model, prefix_model)
+    np.testing.assert_array_equal(again.prefix_robot, prefix_model + 1)
