@@ -46,7 +46,7 @@ from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.sessions import Session, SessionRegistry
-from lerobot_ros.server.startup import StartupFailed, load_runner, warm_up_runner
+from lerobot_ros.server.startup import StartupFailed, ready_runner
 from lerobot_ros.server.worker import InferenceWorker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 from lerobot_ros.telemetry import ServerHealth, ServerStats
@@ -112,27 +112,10 @@ class PolicyServerNode(Node):
         return name + ("/" + self.settings.service_name if self.settings.service_name else "")
 
     def _ready_policy(self):
-        log = self.get_logger()
         try:
-            runner = load_runner(
-                self.settings.checkpoint,
-                revision=self.settings.revision,
-                device=self.settings.device,
-                dtype=self.settings.dtype,
-                action_names=self.settings.action_names,
-                trained_fps=self.settings.trained_fps,
-                serving_mode=self.settings.serving_mode,
-                rtc_enabled=self.settings.rtc_enabled,
-                rtc_execution_horizon=self.settings.rtc_execution_horizon,
-                pinned_task=self.settings.default_task if self.settings.pin_task else "",
-                noise_seed=self.settings.noise_seed if self.settings.noise_seed >= 0 else None,
-                inject_delay_s=self.settings.inject_delay_s,
-                log=log,
-            )
-            warm_up_runner(runner, self.settings.warmup_inferences, self.settings.default_task, log)
+            return ready_runner(self.settings, self.get_logger())
         except StartupFailed as error:
             raise NodeStartupError(str(error)) from error
-        return runner
 
     def _start_worker(self):
         handler = RequestHandler(

@@ -13,9 +13,8 @@ cleanly.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-
 from lerobot_ros.server.policy_families import UnsupportedPolicyError
+from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.warmup import warm_up
 
 
@@ -23,43 +22,35 @@ class StartupFailed(RuntimeError):
     """The policy cannot be served; the message says why."""
 
 
-def load_runner(
-    checkpoint: str,
-    *,
-    revision: str,
-    device: str,
-    dtype: str,
-    action_names: Sequence[str],
-    trained_fps: float,
-    serving_mode: str,
-    rtc_enabled: bool,
-    rtc_execution_horizon: int,
-    pinned_task: str,
-    noise_seed: int | None,
-    inject_delay_s: float,
-    log,
-):
-    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint.
+def ready_runner(settings: ServerSettings, log):
+    """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
     ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
     """
+    runner = load_runner(settings, log)
+    warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log)
+    return runner
+
+
+def load_runner(settings: ServerSettings, log):
+    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint."""
     from lerobot_ros.server.checkpoint import CheckpointError, load_policy
     from lerobot_ros.server.inference import PolicyRunner
 
-    log.info(f"loading {checkpoint} on {device} as {dtype}")
+    log.info(f"loading {settings.checkpoint} on {settings.device} as {settings.dtype}")
     started = time.monotonic()
     try:
         loaded = load_policy(
-            checkpoint,
-            revision=revision,
-            device=device,
-            dtype=dtype,
-            action_names=list(action_names) or None,
-            trained_fps=trained_fps,
-            serving_mode=serving_mode,
-            rtc_enabled=rtc_enabled,
-            rtc_execution_horizon=rtc_execution_horizon,
-            pinned_task=pinned_task,
+            settings.checkpoint,
+            revision=settings.revision,
+            device=settings.device,
+            dtype=settings.dtype,
+            action_names=list(settings.action_names) or None,
+            trained_fps=settings.trained_fps,
+            serving_mode=settings.serving_mode,
+            rtc_enabled=settings.rtc_enabled,
+            rtc_execution_horizon=settings.rtc_execution_horizon,
+            pinned_task=settings.default_task if settings.pin_task else "",
         )
     except (CheckpointError, UnsupportedPolicyError) as error:
         raise StartupFailed(str(error)) from error
@@ -67,10 +58,14 @@ def load_runner(
         f"loaded {loaded.capabilities.policy_type} in {time.monotonic() - started:.1f} s; "
         f"serving mode {loaded.capabilities.serving_mode}: {loaded.serving_reason}"
     )
-    if inject_delay_s > 0:
-        log.warning(f"fault injection: every inference is delayed by {inject_delay_s} s")
+    if settings.inject_delay_s > 0:
+        log.warning(f"fault injection: every inference is delayed by {settings.inject_delay_s} s")
     return PolicyRunner(
-        loaded, rtc_enabled, rtc_execution_horizon, noise_seed=noise_seed, inject_delay_s=inject_delay_s
+        loaded,
+        settings.rtc_enabled,
+        settings.rtc_execution_horizon,
+        noise_seed=settings.noise_seed if settings.noise_seed >= 0 else None,
+        inject_delay_s=settings.inject_delay_s,
     )
 
 
