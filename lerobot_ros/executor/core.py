@@ -401,6 +401,9 @@ class ExecutorCore:
         return self._queue.snapshot()
 
     def snapshot(self, now_s: float) -> CoreSnapshot:
+        # Percentiles sort the window: read them under the tracker's own lock,
+        # not the core's, which the control tick needs.
+        latency_p50, latency_p95, latency_max = self._latency.p50, self._latency.p95, self._latency.max
         with self._lock:
             identity, failsafe, smoothness = self._identity, self._failsafe, self._smoothness
             drops = self._in_flight.drops()
@@ -418,9 +421,9 @@ class ExecutorCore:
                 rtc_active=identity.rtc_active,
                 queue_depth=depth,
                 queued_time_s=depth / self.settings.fps,
-                latency_ms_p50=self._latency.p50 * 1000.0,
-                latency_ms_p95=self._latency.p95 * 1000.0,
-                latency_ms_max=self._latency.max * 1000.0,
+                latency_ms_p50=latency_p50 * 1000.0,
+                latency_ms_p95=latency_p95 * 1000.0,
+                latency_ms_max=latency_max * 1000.0,
                 chunks_dropped=drops.total,
                 fallback=self.settings.fallback,
                 last_delay_steps=self._last_delay_steps,

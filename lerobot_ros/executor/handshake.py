@@ -125,11 +125,18 @@ def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, 
         core.handshake_failed(checked.reason, clock())
         return checked
     # The session's capabilities are what the server validated us against: check them too.
-    grant = link.open_session(timeout, check=lambda offered: core.check_model(offered.capabilities, clock()))
+    offered_fingerprints = [view.capabilities.model_fingerprint]
+
+    def check_offered(offered: SessionGrant) -> str | None:
+        offered_fingerprints.append(offered.capabilities.model_fingerprint)
+        return core.check_model(offered.capabilities, clock())
+
+    grant = link.open_session(timeout, check=check_offered)
     if isinstance(grant, str):
         # After a changed model the core is already DEAD, which a failed handshake leaves alone.
         core.handshake_failed(grant, clock())
-        return HandshakeResult(False, grant, view.instance_id, view.capabilities.model_fingerprint)
+        # The result names the model the grant offered, when there was a grant.
+        return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
     core.session_opened(grant, view.instance_id, clock())
     return HandshakeResult(
         True, "session opened", view.instance_id, grant.capabilities.model_fingerprint, grant.capabilities.policy_type
