@@ -44,6 +44,8 @@ class ImageError(ValueError):
 # Channels per pixel of each raw encoding we accept; all are 8 bits per channel.
 _RAW_ENCODING_CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
 ACCEPTED_RAW_ENCODINGS = tuple(_RAW_ENCODING_CHANNELS)
+#: How a camera topic carries frames: sensor_msgs/Image or sensor_msgs/CompressedImage.
+CAMERA_TRANSPORTS = ("raw", "compressed")
 
 # cvtColor codes that turn each encoding into RGB (rgb8 needs none).
 _TO_RGB = {

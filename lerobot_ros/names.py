@@ -14,6 +14,11 @@ RESET_EPISODE = "reset_episode"
 STATUS = "status"
 
 
+def in_namespace(server_namespace: str, name: str) -> str:
+    """The absolute name of a server entity, e.g. ("/lerobot", STATUS) -> "/lerobot/status"."""
+    return server_namespace.rstrip("/") + "/" + name
+
+
 def observation_topic(client_id: str) -> str:
     return f"clients/{client_id}/observation"
 

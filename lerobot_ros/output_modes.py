@@ -184,8 +184,6 @@ OUTPUT_MODES: dict[str, OutputMode] = {
     )
 }
 DEFAULT_OUTPUT_MODE = "forward_command"
-#: The output topic used when ``output_topic`` is empty, per output mode.
-DEFAULT_OUTPUT_TOPICS = {name: mode.default_topic for name, mode in OUTPUT_MODES.items()}
 
 
 def output_mode(name: str) -> OutputMode:

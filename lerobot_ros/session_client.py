@@ -94,11 +94,13 @@ class SessionClient:
         self.node, self.client_id = node, client_id
         self._own_answers = InFlight() if sink is None else None
         self._sink: ChunkSink = sink if sink is not None else self._own_answers
-        prefix = server_namespace.rstrip("/") + "/"
-        self._get_status = node.create_client(GetStatus, prefix + names.GET_STATUS, callback_group=callback_group)
-        self._open = node.create_client(OpenSession, prefix + names.OPEN_SESSION, callback_group=callback_group)
-        self._close = node.create_client(CloseSession, prefix + names.CLOSE_SESSION, callback_group=callback_group)
-        self._reset = node.create_client(ResetEpisode, prefix + names.RESET_EPISODE, callback_group=callback_group)
+        def client(kind, name):
+            return node.create_client(kind, names.in_namespace(server_namespace, name), callback_group=callback_group)
+
+        self._get_status = client(GetStatus, names.GET_STATUS)
+        self._open = client(OpenSession, names.OPEN_SESSION)
+        self._close = client(CloseSession, names.CLOSE_SESSION)
+        self._reset = client(ResetEpisode, names.RESET_EPISODE)
         self._publisher = None
         self._subscription = None
         self._model: ValidatedModel | None = None  # of the latest connected session (the own matcher's)
@@ -258,6 +260,9 @@ class SessionClient:
         """
         if self._own_answers is None:
             raise RuntimeError("this client's chunks go to its sink: begin and await requests there")
+        if self._model is None:
+            # Every answer is checked against the model the session validated.
+            raise RuntimeError("no session is open: open_session (and its data plane) before requesting chunks")
         self._own_answers.start(request, self._model)
         self.send_observation(msg)
         deadline = time.monotonic() + timeout_s

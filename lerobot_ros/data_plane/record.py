@@ -14,7 +14,7 @@ import time
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.data_plane.fields import RequestId
+from lerobot_ros.data_plane.fields import RequestId, float_array
 from lerobot_ros.data_plane.observation import observation_to_msg
 from lerobot_ros.msg import Observation
 
@@ -29,7 +29,7 @@ def observation_record(msg: Observation, prefix_model: np.ndarray | None, prefix
         "episode": msg.episode,
         "epoch": msg.epoch,
         "task": msg.task,
-        "state": np.frombuffer(msg.state, dtype=np.float32) if len(msg.state) else np.zeros(0, np.float32),
+        "state": float_array(msg.state),
         "compressed_images": {
             name: {"format": image.format, "data": bytes(image.data)}
             for name, image in zip(msg.compressed_camera_names, msg.compressed_images)

@@ -44,7 +44,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
-from lerobot_ros import wire
+from lerobot_ros import names, wire
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
 from lerobot_ros.executor.server_link import RosServerLink
@@ -106,7 +106,7 @@ class ChunkExecutorNode(Node):
         self.create_timer(1.0 / settings.fps, self.on_control_tick)
 
         # Server side: heartbeat watchdog (the data plane was created by the handshake).
-        self.create_subscription(ServerStatus, settings.service("status"), self.on_heartbeat, STATUS_QOS)
+        self.create_subscription(ServerStatus, names.in_namespace(settings.server_namespace, names.STATUS), self.on_heartbeat, STATUS_QOS)
 
         # Operator and telemetry.
         self.create_service(Trigger, "~/pause", self.on_pause)

@@ -16,7 +16,8 @@ from dataclasses import replace
 from functools import cached_property
 
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
-from lerobot_ros.output_modes import DEFAULT_OUTPUT_TOPICS, OUTPUT_MODES
+from lerobot_ros.images import CAMERA_TRANSPORTS
+from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
 from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
 from lerobot_ros.parameters import (
     BOOL,
@@ -40,7 +41,6 @@ from lerobot_ros.parameters import (
     table_problems,
 )
 
-CAMERA_TRANSPORTS = ("raw", "compressed")
 
 
 def _client_id(name: str, value: str) -> str | None:
@@ -72,8 +72,7 @@ PARAMETERS = (
               (required("name the sensor_msgs/JointState topic"),)),
     Parameter("state_include_velocity", BOOL, False,
               "Append the joint velocities to the state vector (state = positions + velocities)"),
-    Parameter("output_mode", STRING, "forward_command",
-              "forward_command (Float64MultiArray), joint_trajectory (JointTrajectory) or joint_state (JointState)",
+    Parameter("output_mode", STRING, DEFAULT_OUTPUT_MODE, choices_text(),
               (one_of(OUTPUT_MODES),)),
     Parameter("output_topic", STRING, "", "Topic commands are published on; empty: the output mode's default"),
     Parameter("jpeg_quality", INTEGER, 90,
@@ -193,7 +192,8 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
         return replace(
             settings,
             client_id=settings.client_id or default_client_id(hostname or socket.gethostname(), node_namespace),
-            output_topic=settings.output_topic or DEFAULT_OUTPUT_TOPICS.get(settings.output_mode, ""),
+            # handshake_only skips the output checks: an unknown mode then has no default topic.
+            output_topic=settings.output_topic or getattr(OUTPUT_MODES.get(settings.output_mode), "default_topic", ""),
             camera_transports=settings.camera_transports or ("raw",) * len(settings.camera_names),
         )
 
@@ -205,9 +205,6 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
     @property
     def state_dim(self) -> int:
         return len(self.joint_names) * (2 if self.state_include_velocity else 1)
-
-    def service(self, name: str) -> str:
-        return self.server_namespace.rstrip("/") + "/" + name
 
     @cached_property
     def failsafe(self) -> FailSafeConfig | None:

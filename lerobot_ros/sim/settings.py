@@ -7,6 +7,7 @@ the same names and defaults (a test checks both). Plain Python (no rclpy).
 
 from __future__ import annotations
 
+from lerobot_ros.images import CAMERA_TRANSPORTS
 from lerobot_ros.parameters import (
     FLOAT,
     INTEGER,
@@ -30,7 +31,7 @@ PARAMETERS = (
     Parameter("camera_topics", STRING_LIST, ["camera/front/image_raw"],
               "One topic per simulated camera (viewpoints alternate sides)"),
     Parameter("camera_transport", STRING, "raw", "raw (sensor_msgs/Image rgb8) or compressed (CompressedImage JPEG)",
-              (one_of(("raw", "compressed")),)),
+              (one_of(CAMERA_TRANSPORTS),)),
     Parameter("camera_height", INTEGER, DEFAULT_IMAGE_SHAPE[0], "Rendered image height (pixels)"),
     Parameter("camera_width", INTEGER, DEFAULT_IMAGE_SHAPE[1], "Rendered image width (pixels)"),
     Parameter("camera_rate_hz", FLOAT, 30.0, "Camera publishing rate (Hz)", (more_than(0),)),

@@ -11,7 +11,6 @@ from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_ros.output_modes import (
     DEFAULT_OUTPUT_MODE,
-    DEFAULT_OUTPUT_TOPICS,
     OUTPUT_MODES,
     choices_text,
     help_text,
@@ -29,7 +28,7 @@ def test_the_modes_their_messages_and_topics_are_the_ros_surface():
     assert DEFAULT_OUTPUT_MODE == "forward_command"
     assert {name: mode.message_type for name, mode in OUTPUT_MODES.items()} == {
         "forward_command": Float64MultiArray, "joint_trajectory": JointTrajectory, "joint_state": JointState}
-    assert DEFAULT_OUTPUT_TOPICS == {
+    assert {name: mode.default_topic for name, mode in OUTPUT_MODES.items()} == {
         "forward_command": "/forward_position_controller/commands",
         "joint_trajectory": "/joint_trajectory_controller/joint_trajectory",
         "joint_state": "joint_commands",
