@@ -62,7 +62,7 @@ class Session:
     publisher_missing_since: float | None = None
     # An episode boundary passed or the session is new; the worker resets
     # the processors before the next request.
-    processors_stale: bool = False
+    processors_stale: bool = True
 
     def __post_init__(self) -> None:
         self.last_seen = self.last_seen or self.opened_at
@@ -92,7 +92,6 @@ class SessionRegistry:
 
     def open(self, session: Session) -> Session | None:
         """Add ``session``; return the session it replaced for the same client, if any."""
-        session.processors_stale = True
         with self._lock:
             previous = self._by_client.get(session.client_id)
             self._by_client[session.client_id] = session
