@@ -81,7 +81,6 @@ def sweep_point(watcher, directory: Path, count: int, seconds: float, settle_s: 
         time.sleep(seconds)
         ended = time.monotonic_ns()
         after = {n: common.counters(watcher.latest(n)) for n in names}
-        cpu = {e.pid: common.cpu_seconds(e.pid) for e in executors}
     finally:
         common.stop_all([robot, *executors])
     with watcher.lock:

@@ -58,7 +58,7 @@ from lerobot_ros.executor.action_queue import ActionQueue  # noqa: E402
 from lerobot_ros.executor.observation import AssembledObservation, to_message  # noqa: E402
 from lerobot_ros.msg import Observation  # noqa: E402
 from lerobot_ros.processes import stop  # noqa: E402
-from lerobot_ros.session_client import SessionClient  # noqa: E402
+from lerobot_ros.executor.session_client import SessionClient  # noqa: E402
 from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
 

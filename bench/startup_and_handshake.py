@@ -52,7 +52,7 @@ def main() -> None:
 
     import rclpy
 
-    from lerobot_ros.session_client import SessionClient
+    from lerobot_ros.executor.session_client import SessionClient
 
     checkpoint = default_checkpoint()
     rclpy.init()

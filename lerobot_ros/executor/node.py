@@ -55,7 +55,7 @@ from lerobot_ros.msg import ExecutorStatus, ServerStatus
 from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
-from lerobot_ros.session_client import SessionClient
+from lerobot_ros.executor.session_client import SessionClient
 
 NODE_NAME = "chunk_executor"
 

@@ -20,7 +20,7 @@ from lerobot_ros.executor.observation import to_message
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.images import ImageError
 from lerobot_ros.msg import Observation
-from lerobot_ros.session_client import SessionClient
+from lerobot_ros.executor.session_client import SessionClient
 
 
 class RosServerLink:

@@ -40,7 +40,7 @@ from support.request_harness import Harness
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestLimits
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.session_client import deliver_chunk
+from lerobot_ros.executor.session_client import deliver_chunk
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -16,7 +16,7 @@ from support.ros import spin_until
 from lerobot_ros import images
 from lerobot_ros.data_plane import RequestId, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.session_client import SessionClient, grant_of
+from lerobot_ros.executor.session_client import SessionClient, grant_of
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 

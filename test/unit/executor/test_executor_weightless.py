@@ -30,7 +30,7 @@ def test_executor_code_path_imports_neither_torch_nor_lerobot():
         "lerobot_ros.executor.core",
         "lerobot_ros.executor.worker",
         "lerobot_ros.executor.server_link",
-        "lerobot_ros.session_client",
+        "lerobot_ros.executor.session_client",
         "lerobot_ros.data_plane",
         "lerobot_ros.images",
         "lerobot_ros.qos",
