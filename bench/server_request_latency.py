@@ -10,8 +10,9 @@ servers run side by side on this machine, each an OS process of its own:
   product's ``SessionClient`` opens the session and matches each chunk to its
   request, the camera frames arrive as raw rgb8 ``sensor_msgs/Image`` (as a
   USB camera driver publishes them) and ``executor.observation.to_message``
-  JPEG-encodes them (q90) into the Observation; the chunk is read with
-  ``data_plane.chunk_from_msg`` and merged into the executor's ``ActionQueue``
+  JPEG-encodes them (q90) into the Observation; the client's chunk callback
+  decodes the answer (as the executor's does) and it is merged into the
+  executor's ``ActionQueue``
   (append mode, 15 rows still queued, as at 30 Hz with buffer_time_s 0.5);
 * theirs: ``python -m lerobot.async_inference.policy_server`` with
   ``inference_latency=0``, driven with RobotClient's calls (bench/grpc_peer.py):
@@ -26,7 +27,7 @@ machine load; only ratios taken in this run are compared. Stages, ours:
   inference     predict_action_chunk
   post+publish  postprocessing, chunk message, publish call
   transport down  end of the server's publish -> the client's chunk callback (shared wall clock)
-  merge         chunk message -> arrays, ActionQueue.merge
+  merge         the chunk callback (message -> arrays, matched to the request) -> ActionQueue.merge done
 Theirs, from their server's DEBUG log: pickle; send (SendObservations,
 incl. their unpickle); their prepare + preprocess, inference, postprocess;
 the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
