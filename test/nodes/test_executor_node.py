@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+from support.jsonl import read_jsonl
 from support.ros import spin_until
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from support.executor_processes import EXECUTOR, is_hold, trigger
@@ -126,7 +127,7 @@ def test_pause_resume_and_reset_episode(policy_server, launched, ros_node):
     executor.wait(lambda s: s.episode == 1 and s.state_name == "STREAMING", 15, "streaming in episode 1")
 
     def audited_episodes():
-        lines = [json.loads(line) for line in policy_server.audit.read_text().splitlines() if '"operator_arm"' in line]
+        lines = read_jsonl(policy_server.audit, '"operator_arm"')
         return {line["episode"] for line in lines if line["outcome"] == "ok"}
 
     assert spin_until(ros_node, lambda: 1 in audited_episodes(), 10), "the server served episode 1"

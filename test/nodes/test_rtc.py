@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from support.jsonl import read_jsonl
 from support.servers import start_server
 from sensor_msgs.msg import Image
 
@@ -270,7 +271,7 @@ def test_executor_node_streams_in_replace_mode_with_measured_delays(rtc_server, 
     # this policy's chunks start ~0.7 rad away: bench/rtc_smoothness.py). Steps played beyond
     # the delay hint are guided more softly, so a loaded machine raises the figure a little.
     assert 0 < last.prefix_deviation_mean < 0.1, last.prefix_deviation_mean
-    audit = [json.loads(line) for line in rtc_server.audit.read_text().splitlines()]
+    audit = read_jsonl(rtc_server.audit)
     answered = [record for record in audit if record["client"] == "rtc_robot" and record["outcome"] == "ok"]
     guided = [record for record in answered if record["rtc_applied"]]
     # A request sent while the queue is empty has no prefix (a loaded CI machine can starve the
@@ -337,7 +338,7 @@ def test_rtc_asked_of_a_policy_without_it_is_downgraded_to_append_mode(policy_se
     assert not any(status.rtc_active for status in history)
     assert all(status.last_trimmed_rows == 0 for status in history), "append mode never trims"
     assert "RTC requested but act cannot condition on a prefix" in executor.log.read_text()
-    audit = [json.loads(line) for line in policy_server.audit.read_text().splitlines()]
+    audit = read_jsonl(policy_server.audit)
     assert not any(record["rtc_applied"] for record in audit if record["client"] == "append_robot")
 
 

@@ -12,6 +12,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+from support.jsonl import read_jsonl
 from support.ros import spin_until
 from support.robot_client import RobotClient
 
@@ -170,7 +171,7 @@ def test_audit_log_has_one_line_per_request(robots, policy_server):
     robot.request(robot.observation(4, state=np.zeros(3)))  # rejected requests are audited too
 
     def lines():
-        return [json.loads(line) for line in policy_server.audit.read_text().splitlines() if '"audited_arm"' in line]
+        return read_jsonl(policy_server.audit, '"audited_arm"')
 
     assert spin_until(robot.node, lambda: len(lines()) == 5, 5), lines()
     records = lines()

@@ -17,7 +17,6 @@ reproducible) and without its example database (nothing written to the tree).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from support.jsonl import read_jsonl
 from support.paths import PROCESSES
 from support.ros import spin_until
 from hypothesis import HealthCheck, Phase, given, settings
@@ -702,7 +702,7 @@ def test_a_real_server_refuses_malformed_observations_while_a_second_robot_keeps
         after_end = time.monotonic()
         rejected = _metric(policy_server, "lerobot_ros_requests_rejected_total") - rejected_before
         assert rejected == tally.tried, f"{tally.tried} malformed observations, {rejected} counted as rejected"
-        audit = [json.loads(line) for line in policy_server.audit.read_text().splitlines() if '"fuzzed_arm"' in line]
+        audit = read_jsonl(policy_server.audit, '"fuzzed_arm"')
         assert len([line for line in audit if line["outcome"] == "rejected"]) == tally.tried, "one audit line each"
         before, during = stream.rate(baseline_start, baseline_end), stream.rate(flood_start, flood_end)
         after = stream.rate(flood_end, after_end)

@@ -17,7 +17,6 @@ with ``reliability_log.record`` for docs/reliability.md.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jsonl import read_jsonl
 from support.paths import PROCESSES
 from support.ros import spin_until
 from support.servers import start_server
@@ -143,7 +143,7 @@ def server_endpoints(ros_node, server: str, client_id: str) -> int:
 def audit_lines(server, client_id: str) -> list[dict]:
     if not server.audit.exists():
         return []
-    lines = [json.loads(line) for line in server.audit.read_text().splitlines() if line.strip()]
+    lines = read_jsonl(server.audit)
     return [line for line in lines if line["client"] == client_id]
 
 

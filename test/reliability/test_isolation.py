@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.jsonl import read_jsonl
 from support.ros import spin_until
 from support.reliability_log import record
 from support.robot_client import RobotClient
@@ -108,7 +109,7 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
                         separation = min(separation, distance)
                         foreign += distance <= 1e-4
 
-        audit = [json.loads(line) for line in policy_server.audit.read_text().splitlines()]
+        audit = read_jsonl(policy_server.audit)
         audit_problems = []
         for robot in robots:
             lines = [line for line in audit if line["client"] == robot.client_id and line["session"] == robot.session_id]

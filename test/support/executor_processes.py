@@ -9,13 +9,13 @@ whatever was started.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.jsonl import read_jsonl
 from support.paths import PROCESSES
 from support.ros import spin_until
 
@@ -43,7 +43,7 @@ class Robot:
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
     def commands(self, topic: str | None = None) -> list[dict]:
-        lines = [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+        lines = read_jsonl(self.out)
         return [line for line in lines if topic is None or line["topic"] == topic]
 
     def executor_parameters(self, server_namespace: str = "/lerobot", **overrides) -> dict:
