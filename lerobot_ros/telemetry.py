@@ -108,3 +108,4 @@ class ExecutorTelemetry:
     action_step_mean: float
     prefix_deviation_mean: float
     prefix_deviation_max: float
+    request_threshold_s: float

@@ -60,7 +60,8 @@ class ActionQueue:
     Additions: per-row source-observation time (``merge(..., source_time_s=)``
     and ``next_action_age_s``) so the control loop can refuse stale actions,
     ``snapshot`` for an atomic (index, prefixes) read capped to an execution
-    horizon, and ``queued_time_s``.
+    horizon, ``queued_time_s``, and ``peek`` (the interpolating control loop
+    reads the rows it moves toward before their time comes).
     """
 
     def __init__(self, rtc_enabled: bool, action_dim: int | None = None) -> None:
@@ -96,6 +97,17 @@ class ActionQueue:
             action = self._processed[self._index].copy()
             self._index += 1
             return action
+
+    def peek(self, offset: int = 0) -> tuple[np.ndarray, float] | None:
+        """The robot-space row ``offset`` places after the read index (a copy) and its source time
+        (NaN: unknown), without popping; None when the queue holds no such row."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        with self._lock:
+            if self._processed is None or self._index + offset >= len(self._processed):
+                return None
+            row = self._index + offset
+            return self._processed[row].copy(), float(self._source_time_s[row])
 
     def qsize(self) -> int:
         with self._lock:

@@ -7,9 +7,15 @@ Invariants enforced here:
 
 * the control tick never blocks and never touches the network: it asks the
   fail-safe what to do, pops at most one action, passes whatever it will
-  publish through the safety envelope, and returns it;
-* the next request is due only when the queued playback time is at most
-  ``buffer_time_s`` (``request_due``), with a session open and not paused;
+  publish through the safety envelope, and returns it; at a control rate
+  above ``fps`` it commands the point between the playing action and the
+  next one (``interpolation.Playback``), and the fail-safe judges that
+  segment's older end, every tick;
+* the next request is due only when the queued playback time is at most the
+  request threshold (``trigger.request_threshold_s``: ``buffer_time_s`` or
+  more when the round trip needs it), with a session open and not paused;
+  the control tick wakes the network worker when it is (or a reconnect is)
+  due, so the idle worker waits on an event, not a poll;
 * a merged chunk answers exactly the latest request of the current session,
   episode and epoch; its rows carry their observation's send time so the
   staleness bound holds per row;
@@ -40,12 +46,14 @@ from lerobot_ros.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import SessionGrant
+from lerobot_ros.executor.interpolation import Playback, Row, step_per_tick
 from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.smoothness import SmoothnessTracker
 from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, Transition, fallback_action
+from lerobot_ros.executor.trigger import request_threshold_s
 from lerobot_ros.telemetry import ExecutorTelemetry
 
 
@@ -116,9 +124,12 @@ class ExecutorCore:
             settings.joint_names,
             settings.joint_lower_limits,
             settings.joint_upper_limits,
-            settings.max_step_per_tick,
+            step_per_tick(settings.max_step_per_tick, settings.fps, settings.command_rate_hz),
             reject_non_finite=settings.reject_non_finite,
         )
+        self._playback = Playback(settings.fps, settings.command_rate_hz)
+        self._threshold_s = self._threshold(chunk_size=0)
+        self._work = threading.Event()  # set by the control tick when the worker has something to do
         self._sensors = ObservationAssembler(
             settings.joint_names, settings.camera_names, settings.state_include_velocity, settings.max_observation_age_s
         )
@@ -143,38 +154,56 @@ class ExecutorCore:
 
     # ------------------------------------------------------------ control tick
 
+    def _row(self, offset: int) -> Row | None:
+        peeked = self._queue.peek(offset)
+        return None if peeked is None else Row(*peeked)
+
     def control_tick(self, now_s: float) -> np.ndarray | None:
-        """This period's command in joint order, or None to publish nothing."""
+        """This control tick's command in joint order, or None to publish nothing."""
         with self._lock:
-            depth = self._queue.qsize()
-            decision = self._failsafe.tick(now_s, depth, self._queue.next_action_age_s(now_s))
-            if decision.clear_queue:
-                self._queue.clear()
-                self._smoothness.queue_cleared()
-            if decision.action is TickAction.NOTHING:
-                return None
-            if depth == 0 and not self._failsafe.paused:
-                self._counts["starvation_ticks"] += 1
-            action = self._queue.get() if decision.action is TickAction.EXECUTE else None
-            if action is not None:
-                self._smoothness.action_executed(action)
-            measured = self._sensors.measured_positions()
+            try:
+                return self._control_tick(now_s)
+            finally:
+                if self._work_due(now_s):
+                    self._work.set()
+
+    def _control_tick(self, now_s: float) -> np.ndarray | None:
+        position = self._playback.next_position()
+        segment = self._playback.segment(position, self._row(0), self._row(1) if position.new_row else None)
+        # A row that is playing covers its own period: only a tick due to pop
+        # the next row can find the queue empty.
+        depth = self._queue.qsize() + (0 if position.new_row else 1)
+        decision = self._failsafe.tick(now_s, depth, None if segment is None else segment.age_s(now_s))
+        if decision.clear_queue:
+            self._queue.clear()
+            self._smoothness.queue_cleared()
+        if decision.action is not TickAction.EXECUTE:
+            self._playback.stop()
+        if decision.action is TickAction.NOTHING:
+            return None
+        if depth == 0 and not self._failsafe.paused:
+            self._counts["starvation_ticks"] += 1
+        action = None
+        if decision.action is TickAction.EXECUTE:
+            if position.new_row:
+                self._smoothness.action_executed(self._queue.get())
+            self._playback.played(segment)
+            action = segment.command()
+        if action is None:
+            self._counts["fallback_ticks"] += 1
+            action = fallback_action(decision.fallback_mode or self.settings.fallback, self._last_commanded,
+                                     self._sensors.measured_positions(), self._dim)
             if action is None:
-                self._counts["fallback_ticks"] += 1
-                action = fallback_action(
-                    decision.fallback_mode or self.settings.fallback, self._last_commanded, measured, self._dim
-                )
-                if action is None:
-                    return None
-            reference = self._last_commanded if self._last_commanded is not None else measured
-            result = self._envelope.apply(action, reference)
-            if result.intervened:
-                self._counts["safety_interventions"] += 1
-            if result.action is None:
                 return None
-            self._last_commanded = result.action
-            self._counts["commands_published"] += 1
-            return result.action
+        reference = self._last_commanded if self._last_commanded is not None else self._sensors.measured_positions()
+        result = self._envelope.apply(action, reference)
+        if result.intervened:
+            self._counts["safety_interventions"] += 1
+        if result.action is None:
+            return None
+        self._last_commanded = result.action
+        self._counts["commands_published"] += 1
+        return result.action
 
     # -------------------------------------------------- network worker's side
 
@@ -184,9 +213,34 @@ class ExecutorCore:
 
     def request_due(self, now_s: float) -> bool:
         with self._lock:
-            if not self._failsafe.accepting_chunks or self._failsafe.paused:
-                return False
-        return request_due(self._queue.queued_time_s(self.settings.fps), self.settings.buffer_time_s)
+            return self._request_due()
+
+    def _request_due(self) -> bool:
+        if not self._failsafe.accepting_chunks or self._failsafe.paused:
+            return False
+        return request_due(self._queue.queued_time_s(self.settings.fps), self._threshold_s)
+
+    def _work_due(self, now_s: float) -> bool:
+        return self._request_due() or self._failsafe.reconnect_due(now_s)
+
+    def _threshold(self, chunk_size: int) -> float:
+        return request_threshold_s(self.settings.buffer_time_s, self._latency.p95, self.settings.request_latency_margin,
+                                   self.settings.fps, chunk_size)
+
+    @property
+    def request_threshold_s(self) -> float:
+        """The queued playback time at which the next request is due (``trigger.py``), as of the latest merge."""
+        with self._lock:
+            return self._threshold_s
+
+    def wait_for_work(self, timeout_s: float) -> None:
+        """The idle network worker's wait: until the control tick says a request or reconnect is due,
+        ``wake_worker`` is called, or ``timeout_s`` passes."""
+        self._work.wait(timeout_s)
+        self._work.clear()
+
+    def wake_worker(self) -> None:
+        self._work.set()
 
     def prepare_request(self, now_s: float, now_ns: int) -> PreparedRequest | NotSent:
         """Assemble the next observation and give it a request id, or say why not."""
@@ -256,6 +310,7 @@ class ExecutorCore:
                 )
                 return False
             self._latency.add(latency_s)
+            self._threshold_s = self._threshold(identity.chunk_size)
             queued_before = self._queue.get_processed_left_over()
             consumed = self._queue.get_action_index() - prepared.snapshot.action_index
             if prepared.snapshot.left_over_robot is not None and consumed > 0:
@@ -330,6 +385,8 @@ class ExecutorCore:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
                 self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
                 self._smoothness.queue_cleared()
+                self._playback.stop()
+            self._threshold_s = self._threshold(capabilities.chunk_size)
             self._failsafe.on_handshake_ok(now_s)
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
@@ -371,6 +428,7 @@ class ExecutorCore:
         """Clear the queue and bump the episode; returns (session id, new episode) for the server."""
         with self._lock:
             self._queue.clear()
+            self._playback.stop()
             self._smoothness.episode_reset()
             self._identity = dataclasses.replace(self._identity, episode=self._identity.episode + 1)
             self._in_flight.cancel()
@@ -434,6 +492,7 @@ class ExecutorCore:
                 action_step_mean=smoothness.step_mean,
                 prefix_deviation_mean=smoothness.deviation_mean,
                 prefix_deviation_max=smoothness.deviation_max,
+                request_threshold_s=self._threshold_s,
                 **{name: self._counts[name] for name in COUNTERS},
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

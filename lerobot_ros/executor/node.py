@@ -1,7 +1,7 @@
 """chunk_executor_node: the robot-side end of lerobot_ros (no torch, no LeRobot).
 
 Turns action chunks from a policy_server_node into smooth, safe joint
-commands at ``fps``. Start-up validates every parameter, then handshakes
+commands at ``control_rate_hz`` (default ``fps``, the policy's rate). Start-up validates every parameter, then handshakes
 (get_status + open_session); a refused or failed first handshake prints
 ``{"handshake": "refused", "reason": ...}`` on stdout and exits 1 before any
 command is published. An accepted one prints ``{"handshake": "accepted",
@@ -10,8 +10,8 @@ command is published. An accepted one prints ``{"handshake": "accepted",
 
 ROS entities (``~`` is the node's name, default chunk_executor):
   <state_topic>                          sensor_msgs/JointState (sub; mapped by joint name)
-  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub)
-  <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at fps)
+  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub: kept serialized)
+  <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
   ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
@@ -19,13 +19,16 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <server_namespace>/get_status, open_session, close_session, reset_episode   (service clients)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
-Threads: one SingleThreadedExecutor spins every callback above (control
-timer, sensors, chunks, heartbeat, services); the network worker thread
-(``worker.NetworkWorker``) sends one observation at a time and waits for its
-chunk. The control timer never does network I/O and never blocks.
+Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
+ticks the core and publishes each command; one SingleThreadedExecutor spins
+every callback above (sensors, chunks, heartbeat, services, status); the
+network worker thread (``worker.NetworkWorker``) sends one observation at a
+time and waits for its chunk. The control loop never waits on a callback,
+never does network I/O and never blocks. Camera frames arrive serialized and
+are deserialized only when a request is built (``serialized.py``).
 
 joint_trajectory mode publishes one single-point trajectory per control tick
-(``time_from_start`` = 1/fps), not the queued chunk as one timed trajectory:
+(``time_from_start`` = one control period), not the queued chunk as one timed trajectory:
 every point passes the same fail-safe tick and safety envelope as the other
 modes, so a controller never keeps playing actions that went stale, or that
 the operator paused, after the executor decided so (see output_modes.py).
@@ -37,17 +40,21 @@ import json
 import socket
 import sys
 import time
+from functools import partial
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
 from lerobot_ros import names, wire
+from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
 from lerobot_ros.executor.server_link import RosServerLink
+from lerobot_ros.executor.serialized import SerializedMessage
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
@@ -62,6 +69,7 @@ NODE_NAME = "chunk_executor"
 CLOSE_TIMEOUT_S = 2.0
 RESET_TIMEOUT_S = 2.0
 WORKER_JOIN_TIMEOUT_S = 3.0
+CONTROL_JOIN_TIMEOUT_S = 1.0
 
 
 def report(result: dict) -> None:
@@ -90,7 +98,8 @@ class ChunkExecutorNode(Node):
         session = self.core.identity
         report(result.as_dict() | {"session_id": session.session_id, "client_id": settings.client_id,
                                    "rtc_enabled": session.rtc_active})
-        for warning in timing_warnings(settings, session.chunk_size, replace_mode=session.rtc_active):
+        for warning in timing_warnings(settings, session.chunk_size, replace_mode=session.rtc_active,
+                                       threshold_s=self.core.request_threshold_s):
             self.get_logger().warning(warning)
 
         # Robot side: sensors in, commands out.
@@ -98,12 +107,17 @@ class ChunkExecutorNode(Node):
         self.create_subscription(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
         for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
             message_type = CompressedImage if transport == "compressed" else Image
+            decode = partial(deserialize_message, message_type=message_type)
+            # raw: the callback keeps the bytes; a frame is deserialized only if a request uses it.
             self.create_subscription(
-                message_type, topic, lambda msg, name=name: core.on_camera(name, msg, time.monotonic()), SENSOR_QOS
+                message_type, topic,
+                lambda data, name=name, decode=decode: core.on_camera(name, SerializedMessage(data, decode),
+                                                                      time.monotonic()),
+                SENSOR_QOS, raw=True,
             )
         self.output = OUTPUT_MODES[settings.output_mode]
         self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
-        self.create_timer(1.0 / settings.fps, self.on_control_tick)
+        self.control_period_s = 1.0 / settings.command_rate_hz
 
         # Server side: heartbeat watchdog (the data plane was created by the handshake).
         self.create_subscription(ServerStatus, names.in_namespace(settings.server_namespace, names.STATUS), self.on_heartbeat, STATUS_QOS)
@@ -122,8 +136,11 @@ class ChunkExecutorNode(Node):
         self.link.session.spinning = True
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
+        self.control_loop = ControlLoop(settings.command_rate_hz, self.on_control_tick, self.on_control_error)
+        self.control_loop.start()
         self.get_logger().info(
-            f"streaming {settings.output_mode} on {self.command_pub.topic_name} at {settings.fps:g} Hz "
+            f"streaming {settings.output_mode} on {self.command_pub.topic_name} at {settings.command_rate_hz:g} Hz "
+            f"(policy {settings.fps:g} Hz) "
             f"as client {settings.client_id} (session {session.session_id}, rtc {session.rtc_active})"
         )
 
@@ -150,11 +167,15 @@ class ChunkExecutorNode(Node):
     def on_joint_state(self, msg: JointState) -> None:
         self.core.on_joint_state(msg.name, msg.position, msg.velocity, time.monotonic())
 
-    def on_control_tick(self) -> None:
-        action = self.core.control_tick(time.monotonic())
+    def on_control_tick(self, now_s: float) -> None:
+        """On the control loop's thread: the core's command for this tick, published."""
+        action = self.core.control_tick(now_s)
         if action is not None:
             stamp = self.get_clock().now().to_msg()
-            self.command_pub.publish(self.output.build(self.settings.joint_names, action, 1.0 / self.settings.fps, stamp))
+            self.command_pub.publish(self.output.build(self.settings.joint_names, action, self.control_period_s, stamp))
+
+    def on_control_error(self, error: BaseException) -> None:
+        self.get_logger().error(f"control tick failed: {error!r}", throttle_duration_sec=1.0)
 
     def on_heartbeat(self, msg: ServerStatus) -> None:
         self.core.on_heartbeat(msg.instance_id, time.monotonic())
@@ -207,7 +228,11 @@ class ChunkExecutorNode(Node):
     # ---- shutdown -------------------------------------------------------
 
     def destroy_node(self) -> None:
-        # Also reached without a drain: never destroy entities under a running worker.
+        # Also reached without a drain: never destroy entities under a running worker or control loop.
+        control_loop = getattr(self, "control_loop", None)
+        if control_loop is not None:
+            control_loop.stop()
+            control_loop.join(timeout=CONTROL_JOIN_TIMEOUT_S)
         worker = getattr(self, "worker", None)
         if worker is not None:
             worker.stop()

@@ -7,6 +7,9 @@ Invariants:
 * joint-state messages are mapped by joint NAME, never by index (drivers
   publish joints in whatever order they like; columns map to motors by
   the policy's order);
+* cheap until needed: a camera frame may be held as its serialized bytes
+  (``serialized.SerializedMessage``, from an rclpy raw subscription) and is
+  deserialized only by ``assemble``, i.e. when a request is built;
 * an observation whose joint state or any camera frame is older than
   ``max_observation_age_s`` (or missing) is not sent: the policy would plan
   from a world that no longer exists. Ages are receive times on the
@@ -25,6 +28,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from lerobot_ros.data_plane import camera_payloads, observation_to_msg
+from lerobot_ros.executor.serialized import resolve
 
 T = TypeVar("T")
 
@@ -130,6 +134,7 @@ class ObservationAssembler:
             self.last_joint_state_error = str(error)
 
     def on_camera(self, name: str, msg, now_s: float) -> None:
+        """``msg``: an Image or CompressedImage, or its ``SerializedMessage`` (deserialized by ``assemble``)."""
         self.cameras[name].put(msg, now_s)
 
     # Readers ----------------------------------------------------------------
@@ -160,6 +165,11 @@ class ObservationAssembler:
             state = state_vector(sample, self.include_velocity)
         except JointStateError as error:
             return NotSent(str(error))
+        # Only now, with the observation due and fresh, are the frames deserialized.
+        try:
+            frames = {name: resolve(frame) for name, frame in frames.items()}
+        except Exception as error:  # noqa: BLE001 - bytes the RMW handed over that its own type cannot read
+            return NotSent(f"a camera frame could not be deserialized: {error}")
         return AssembledObservation(state, frames, max(ages.values()))
 
 

@@ -58,7 +58,11 @@ PARAMETERS = (
               (optional(_client_id),)),  # empty: generated from the host name
     Parameter("task", STRING, "",
               "Task sent with every observation (language-conditioned policies); empty: the server's default"),
-    Parameter("fps", FLOAT, 30.0, "Control rate: actions executed (and commands published) per second", (positive(),)),
+    Parameter("fps", FLOAT, 30.0, "Policy rate: actions executed per second (the rate the policy was trained at)",
+              (positive(),)),
+    Parameter("control_rate_hz", FLOAT, 0.0,
+              "Commands published per second, interpolated linearly between consecutive actions; 0: fps",
+              (at_least(0, "0 (= fps) or a rate >= fps"),)),
     Parameter("joint_names", STRING_LIST, [""], "Ordered joint (= action) names of this robot; must equal the policy's",
               (required("list the robot's ordered joint names"), distinct("joint"))),
     Parameter("camera_names", STRING_LIST, [""],
@@ -80,6 +84,9 @@ PARAMETERS = (
               (in_range(0, 100, "0 (raw) or 1..100"),)),
     Parameter("buffer_time_s", FLOAT, 0.5,
               "Request the next chunk when the queued actions cover at most this long (seconds)", (positive(),)),
+    Parameter("request_latency_margin", FLOAT, 1.5,
+              "Request earlier when the queue covers at most p95 round trip x this + one action (capped at a chunk)",
+              (positive(),)),
     Parameter("request_timeout_s", FLOAT, 1.0,
               "Give up waiting for the chunk answering a request after this long (seconds)", (positive(),)),
     Parameter("degraded_after_s", FLOAT, 2.5,
@@ -101,7 +108,7 @@ PARAMETERS = (
               _LIMIT_CHECKS),
     Parameter("joint_upper_limits", FLOAT_LIST, [], "Per-joint upper position limits, in joint order; empty: none",
               _LIMIT_CHECKS),
-    Parameter("max_step_per_tick", FLOAT, 0.0, "Largest change of any joint command per control tick; 0: no limit",
+    Parameter("max_step_per_tick", FLOAT, 0.0, "Largest change of any joint command per action (1/fps), scaled to each control tick; 0: no limit",
               (at_least(0, "0 (no limit) or more"),)),
     Parameter("reject_non_finite", BOOL, True, "Replace a non-finite action by holding the reference position"),
     Parameter("max_observation_age_s", FLOAT, 0.5,
@@ -168,8 +175,17 @@ def lower_limits_not_above_upper(settings: ExecutorSettings) -> str | None:
     return f"'joint_lower_limits' is above 'joint_upper_limits' for {crossed}" if crossed else None
 
 
+def control_rate_not_below_fps(settings: ExecutorSettings) -> str | None:
+    rate = settings.control_rate_hz
+    if rate == 0 or rate >= settings.fps:
+        return None
+    return (f"'control_rate_hz' {rate:g} is below 'fps' {settings.fps:g}; give 0 (= fps) or a rate of at least fps "
+            "(the control loop interpolates between actions, it never skips them)")
+
+
 RULES = (
     backoff_initial_not_above_max,
+    control_rate_not_below_fps,
     one_topic_per_camera,
     one_transport_per_camera_or_none,
     one_lower_limit_per_joint,
@@ -203,6 +219,11 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
         return super().problems()
 
     @property
+    def command_rate_hz(self) -> float:
+        """Commands per second: ``control_rate_hz``, or ``fps`` when it is 0."""
+        return self.control_rate_hz or self.fps
+
+    @property
     def state_dim(self) -> int:
         return len(self.joint_names) * (2 if self.state_include_velocity else 1)
 
@@ -226,22 +247,25 @@ def default_client_id(hostname: str, node_namespace: str) -> str:
     return sanitize_client_id(f"{hostname}_{node_namespace.strip('/')}")
 
 
-def timing_warnings(settings: ExecutorSettings, chunk_size: int, replace_mode: bool = False) -> list[str]:
+def timing_warnings(settings: ExecutorSettings, chunk_size: int, replace_mode: bool = False,
+                    threshold_s: float | None = None) -> list[str]:
     """Settings that work against a policy's chunk length (known after the handshake).
 
-    In append mode the last row of a chunk is executed ``buffer_time_s +
-    chunk_size / fps`` after its observation was taken, and chunks arrive
-    every ``chunk_size / fps`` (each one is played whole). In replace mode the
-    queue is refilled once it drains to the buffer: every
-    ``chunk_size / fps - buffer_time_s``.
+    ``threshold_s`` is the request threshold in force (``trigger.py``; None:
+    ``buffer_time_s``). In append mode the last row of a chunk is executed
+    ``threshold_s + chunk_size / fps`` after its observation was taken, and
+    chunks arrive every ``chunk_size / fps`` (each one is played whole). In
+    replace mode the queue is refilled once it drains to the threshold: every
+    ``chunk_size / fps - threshold_s``.
     """
     warnings = []
+    threshold_s = settings.buffer_time_s if threshold_s is None else threshold_s
     chunk_s = chunk_size / settings.fps
-    period_s = chunk_s - settings.buffer_time_s if replace_mode else chunk_s
-    if settings.buffer_time_s + chunk_s > settings.failsafe.max_action_age_s:
+    period_s = chunk_s - threshold_s if replace_mode else chunk_s
+    if threshold_s + chunk_s > settings.failsafe.max_action_age_s:
         warnings.append(
-            f"max_action_age_s {settings.failsafe.max_action_age_s} is below buffer_time_s + chunk duration "
-            f"({settings.buffer_time_s} + {chunk_s:.3f} s): the tail of every chunk will be dropped as stale"
+            f"max_action_age_s {settings.failsafe.max_action_age_s} is below the request threshold + chunk duration "
+            f"({threshold_s:.3f} + {chunk_s:.3f} s): the tail of every chunk will be dropped as stale"
         )
     if period_s >= settings.failsafe.degraded_after_s:
         warnings.append(

@@ -5,8 +5,11 @@ Invariants:
 * exactly one request in flight: the worker publishes one observation, then
   waits (up to ``request_timeout_s``) for the chunk answering exactly it,
   merges it, and only then may send the next;
-* it never runs on the control timer's thread, so no network wait can delay
-  a command.
+* it never runs on the control loop's thread, so no network wait can delay
+  a command;
+* idle, it sleeps on the core's work event, which the control tick sets when
+  a request or a re-handshake is due (no polling); ``idle_s`` only bounds one
+  wait.
 
 Plain Python: everything ROS goes through a ``ServerLink`` (the executor's
 session client), so tests drive the cycle with a fake; the core is reached
@@ -22,6 +25,10 @@ from typing import Protocol
 
 from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
 from lerobot_ros.executor.handshake import RobotDeclaration, SessionOpener, handshake
+
+
+#: Longest single idle wait (seconds); the control tick's wake-up normally ends it first.
+IDLE_WAIT_S = 1.0
 
 
 class ServerLink(SessionOpener, Protocol):
@@ -40,8 +47,8 @@ class NetworkWorker(threading.Thread):
         self.core, self.link, self.robot = core, link, robot
         self.clock, self.clock_ns, self.log = clock, clock_ns, log
         self._stop_event = threading.Event()
-        # Poll twice per control period while idle: the trigger is at most half a period late.
-        self.idle_s = 0.5 / core.settings.fps
+        # The control tick wakes the worker; this only bounds a wait if ticks stop (shutdown).
+        self.idle_s = IDLE_WAIT_S
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -49,6 +56,7 @@ class NetworkWorker(threading.Thread):
         if stopping is not None:
             stopping.set()
         self.core.cancel_request()
+        self.core.wake_worker()
 
     @property
     def stopping(self) -> bool:
@@ -56,8 +64,8 @@ class NetworkWorker(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            if not self.step():
-                self._stop_event.wait(self.idle_s)
+            if not self.step() and not self._stop_event.is_set():
+                self.core.wait_for_work(self.idle_s)
 
     def step(self) -> bool:
         """One unit of work; False when there was nothing to do (the caller idles)."""

@@ -56,6 +56,7 @@ class FakeLink:
     def __init__(self, core: ExecutorCore, capabilities=CAPABILITIES) -> None:
         self.core, self.capabilities = core, capabilities
         self.silent = False
+        self.latency_s = 0.02  # the round trip each answer reports (received - sent)
         self.instance = "i1"
         self.sent: list = []
         self.sessions = 0
@@ -74,7 +75,7 @@ class FakeLink:
             actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
             reply = chunk(prepared.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
                           action_names=self.capabilities.action_names)
-            self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + 20_000_000)
+            self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + round(self.latency_s * 1e9))
         return None
 
 

@@ -1,0 +1,45 @@
+"""When the next request leaves: a queue threshold that follows the measured round trip.
+
+The next chunk is requested once the queued playback time falls to
+
+    threshold = max(buffer_time_s, min(p95 round trip x margin + one policy step, chunk duration))
+
+Invariants:
+
+* never below ``buffer_time_s``: the operator's floor holds whatever the
+  latency does;
+* rises with latency, so the queue still holds actions when the answer
+  arrives, and falls back as the latency window (``statistics.py``) forgets
+  slow round trips;
+* the latency part never exceeds one chunk's duration: asking earlier than a
+  whole chunk ahead cannot help (one request is in flight at a time) and
+  would only make replace mode re-request at once;
+* one policy step, not one control tick, is added: the queue drains in whole
+  rows, so the threshold is crossed up to one row late.
+
+Plain Python; the executor core recomputes it when a chunk is merged or a
+session opens and keeps the value for ``request_due`` and ``~/status``.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def request_threshold_s(buffer_time_s: float, latency_p95_s: float, margin: float, fps: float,
+                        chunk_size: int) -> float:
+    """The queued playback time (seconds) at which the next request is due.
+
+    ``chunk_size`` 0 (no session yet) leaves the latency part unbounded.
+    """
+    for name, value in (("buffer_time_s", buffer_time_s), ("margin", margin), ("fps", fps)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    if not (math.isfinite(latency_p95_s) and latency_p95_s >= 0):
+        raise ValueError(f"latency_p95_s must be a finite number of seconds >= 0, got {latency_p95_s}")
+    if chunk_size < 0:
+        raise ValueError(f"chunk_size must be >= 0 (0: not known yet), got {chunk_size}")
+    latency_part = latency_p95_s * margin + 1.0 / fps
+    if chunk_size:
+        latency_part = min(latency_part, chunk_size / fps)
+    return max(buffer_time_s, latency_part)

@@ -1,0 +1,243 @@
+"""The executor's timing parts without a ROS graph: interpolation between policy actions at a control
+rate above fps, the adaptive request threshold, the control loop's deadlines, frames kept serialized
+until a request is built, and the worker woken by the control tick instead of polling.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import Image
+
+from lerobot_ros import images
+from lerobot_ros.executor.control_loop import ControlLoop
+from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
+from lerobot_ros.executor.serialized import SerializedMessage
+from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
+from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.trigger import request_threshold_s
+from lerobot_ros.statistics import WindowedDurations
+from support.executor_harness import CAMERA, connected, counts, feed, params, settings
+
+HOLD = [0.1, 0.2, 0.3]  # what feed() measures, in joint order
+
+
+def ticks(core, clock, count: int, dt: float) -> list:
+    commands = []
+    for _ in range(count):
+        command = core.control_tick(clock())
+        commands.append(None if command is None else command.tolist())
+        clock.t += dt
+    return commands
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def test_control_rate_defaults_to_fps_and_may_not_be_below_it():
+    assert settings().command_rate_hz == 30.0 and settings(control_rate_hz=200.0).command_rate_hz == 200.0
+    problems = ExecutorSettings.problems_of(params(fps=30.0, control_rate_hz=20.0))
+    assert any("'control_rate_hz' 20 is below 'fps' 30" in p for p in problems), problems
+    with pytest.raises(ValueError, match="control_rate_hz must be >= fps"):
+        Playback(30.0, 20.0)
+
+
+# ------------------------------------------------------------- interpolation
+
+
+def test_interpolated_commands_hit_every_action_exactly_and_lie_on_the_line_between():
+    clock, core, link, worker = connected(control_rate_hz=40.0)  # fps 10: four ticks per action
+    feed(core, clock)
+    assert worker.step()  # rows 0..9 (every joint equal to the row number)
+    commands = ticks(core, clock, 40, 0.025)
+    played = [c[0] for c in commands]
+    assert played[:13] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]
+    assert all(played[4 * k] == float(k) for k in range(10)), "a tick on an action's time commands it exactly"
+    assert played[37:40] == [9.0, 9.0, 9.0], "no following action: the last one is held, never extrapolated"
+    assert all(c[0] == c[1] == c[2] for c in commands)
+    telemetry = counts(core, clock)
+    assert telemetry.commands_published == 40 and telemetry.starvation_ticks == 0
+    assert telemetry.queue_depth == 0, "rows are consumed at the policy rate: ten actions in 40 ticks"
+    assert core.control_tick(clock()).tolist() == pytest.approx(HOLD), "then the queue is empty: fallback"
+    assert counts(core, clock).starvation_ticks == 1
+
+
+def test_at_control_rate_equal_to_fps_the_commands_are_the_actions():
+    clock, core, link, worker = connected()
+    feed(core, clock)
+    worker.step()
+    assert [c[0] for c in ticks(core, clock, 10, 0.1)] == [float(k) for k in range(10)]
+
+
+def test_max_step_is_scaled_to_the_control_tick():
+    assert step_per_tick(0.5, 10.0, 40.0) == 0.125 and step_per_tick(0.0, 10.0, 40.0) == 0.0
+    clock, core, link, worker = connected(control_rate_hz=40.0, max_step_per_tick=0.5)
+    feed(core, clock)
+    worker.step()
+    commands = np.array(ticks(core, clock, 40, 0.025))
+    steps = np.abs(np.diff(commands, axis=0))
+    assert steps.max() <= 0.125 + 1e-12, "per action 0.5, so per quarter-action tick 0.125"
+    assert counts(core, clock).safety_interventions > 0, "the actions move 1.0 per action: limited"
+
+
+def test_a_segment_is_as_old_as_its_older_end():
+    start, end = Row(np.zeros(3), 10.0), Row(np.ones(3), 11.0)
+    assert Segment(start, end, 0.5).age_s(12.0) == 2.0
+    assert Segment(end, start, 0.5).age_s(12.0) == 2.0
+    assert Segment(end, start, 0.0).age_s(12.0) == 1.0, "on the row's time only the row itself is used"
+    assert Segment(Row(np.zeros(3), math.nan), end, 0.5).age_s(12.0) is None, "unknown age: stale"
+    assert Segment(start, end, 0.25).command().tolist() == [0.25, 0.25, 0.25]
+
+
+def test_staleness_holds_inside_an_interpolated_segment():
+    clock, core, link, worker = connected(control_rate_hz=40.0, max_action_age_s=0.31)
+    feed(core, clock)
+    worker.step()
+    commands = ticks(core, clock, 14, 0.025)
+    # Tick 12 is 0.300 s after the observation, tick 13 0.325 s: a quarter into the segment from row 3 to 4.
+    assert [c[0] for c in commands[:13]] == [k / 4 for k in range(13)]
+    assert commands[13] == pytest.approx(HOLD), "stale mid-segment: the fallback, not the interpolated point"
+    assert core.state is ExecutorState.STALLED and counts(core, clock).queue_depth == 0
+
+
+# ---------------------------------------------------------- request threshold
+
+
+def test_threshold_rises_with_latency_is_floored_by_the_buffer_and_bounded_by_the_chunk():
+    assert request_threshold_s(0.5, 0.02, 1.5, 30.0, 50) == 0.5
+    assert request_threshold_s(0.5, 0.4, 1.5, 30.0, 50) == pytest.approx(0.4 * 1.5 + 1 / 30)
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50) == pytest.approx(50 / 30), "capped at one chunk"
+    assert request_threshold_s(2.0, 5.0, 1.5, 30.0, 50) == 2.0, "the operator's buffer is a floor, never cut"
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 0) == pytest.approx(7.5 + 1 / 30), "no chunk known yet"
+    with pytest.raises(ValueError, match="margin must be a finite number > 0, got 0"):
+        request_threshold_s(0.5, 0.1, 0.0, 30.0, 50)
+
+
+def test_threshold_falls_back_when_the_window_forgets_slow_round_trips():
+    window = WindowedDurations(window=20)
+    for _ in range(20):
+        window.add(0.6)
+    slow = request_threshold_s(0.5, window.percentile(95), 1.5, 30.0, 50)
+    for _ in range(20):
+        window.add(0.03)
+    assert slow == pytest.approx(0.6 * 1.5 + 1 / 30)
+    assert request_threshold_s(0.5, window.percentile(95), 1.5, 30.0, 50) == 0.5
+
+
+def test_the_core_requests_earlier_when_the_round_trip_grows_and_reports_the_threshold():
+    clock, core, link, worker = connected()  # fps 10, buffer 0.25, chunk of 10 (1 s)
+    assert core.request_threshold_s == 0.25
+    link.latency_s = 0.4
+    feed(core, clock)
+    assert worker.step()
+    threshold = counts(core, clock).request_threshold_s
+    assert threshold == pytest.approx(0.4 * 1.5 + 0.1) == core.request_threshold_s
+    ticks(core, clock, 3, 0.1)  # 7 rows left: 0.7 s <= 0.7 s
+    assert core.request_due(clock()), "due at the threshold, well above buffer_time_s 0.25"
+    assert timing_warnings(core.settings, 10, threshold_s=threshold) == []
+    warned = timing_warnings(settings(fps=10.0, max_action_age_s=1.5), 10, threshold_s=threshold)
+    assert any("0.700 + 1.000 s" in w for w in warned), warned
+
+
+# -------------------------------------------------------------- control loop
+
+
+def test_deadlines_are_absolute_and_whole_missed_periods_are_skipped():
+    loop = ControlLoop(100.0, lambda now: None)
+    assert loop.next_deadline(1.0, 1.005) == pytest.approx(1.01), "late by less than a period: no skip"
+    assert loop.skipped == 0
+    # 1.01 and 1.02 are a whole period past: skipped; 1.03 is less than one late: it runs at once.
+    assert loop.next_deadline(1.0, 1.0351) == pytest.approx(1.03) and loop.skipped == 2
+    with pytest.raises(ValueError, match="rate_hz must be a finite number > 0"):
+        ControlLoop(0.0, lambda now: None)
+
+
+def test_the_loop_ticks_on_its_own_thread_survives_a_failed_tick_and_stops_promptly():
+    seen, errors = [], []
+
+    def tick(now):
+        seen.append((threading.current_thread().name, now))
+        if len(seen) == 2:
+            raise RuntimeError("one bad tick")
+
+    loop = ControlLoop(200.0, tick, on_error=errors.append)
+    loop.start()
+    deadline = time.monotonic() + 10
+    while len(seen) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    loop.stop()
+    loop.join(2.0)
+    assert not loop.is_alive() and time.monotonic() - started < 1.0
+    assert len(seen) >= 5 and {name for name, _ in seen} == {"lerobot_ros_control_loop"}
+    assert [repr(e) for e in errors] == ["RuntimeError('one bad tick')"]
+    times = [now for _, now in seen]
+    assert times == sorted(times)
+
+
+# ---------------------------------------------------------- lazy camera frames
+
+
+def test_a_frame_is_deserialized_only_when_a_request_is_built_and_only_the_one_sent():
+    decoded = []
+
+    def decode(data):
+        decoded.append(len(data))
+        return deserialize_message(data, Image)
+
+    clock, core, link, worker = connected()
+    frames = [images.rgb_to_raw(np.full((8, 8, 3), k, np.uint8)) for k in range(5)]
+    serialized = [SerializedMessage(serialize_message(frame), decode) for frame in frames]
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
+    for frame in serialized[:4]:
+        core.on_camera(CAMERA, frame, clock())
+        core.control_tick(clock())
+    assert decoded == [], "frames replaced before any request are never deserialized"
+    assert worker.step()
+    assert len(decoded) == 1 and serialized[3].decoded and not any(f.decoded for f in serialized[:3])
+    assert bytes(link.sent[-1].observation.cameras[CAMERA].data) == bytes(frames[3].data)
+    core.on_camera(CAMERA, serialized[4], clock())
+    ticks(core, clock, 5, 0.1)
+    assert len(decoded) == 1, "no request due: the newest frame stays serialized"
+
+
+def test_a_frame_that_does_not_deserialize_is_not_sent():
+    def broken(data):
+        raise RuntimeError("truncated CDR")
+
+    clock, core, link, worker = connected()
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
+    core.on_camera(CAMERA, SerializedMessage(b"\x00", broken), clock())
+    assert not worker.step() and not link.sent
+    assert "could not be deserialized: truncated CDR" in core.snapshot(clock()).last_problem
+
+
+# ------------------------------------------------------ the worker is woken
+
+
+def test_the_idle_worker_sleeps_until_the_control_tick_says_a_request_is_due():
+    clock, core, link, worker = connected()
+    feed(core, clock)
+    assert worker.step()  # ten rows: 1 s, threshold 0.25 s
+    worker.idle_s = 60.0  # only the control tick's wake-up can end its wait in time
+    worker.start()
+    try:
+        time.sleep(0.2)
+        assert len(link.sent) == 1, "nothing due: the worker sleeps"
+        for _ in range(8):
+            clock.t += 0.1
+            feed(core, clock)
+            core.control_tick(clock())  # the eighth leaves 0.2 s queued
+        deadline = time.monotonic() + 10
+        while len(link.sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(link.sent) == 2, "the tick that crossed the threshold woke the worker"
+    finally:
+        worker.stop()
+        worker.join(2.0)
+    assert not worker.is_alive()
