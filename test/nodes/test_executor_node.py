@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 from support.jsonl import read_jsonl
 from support.ros import spin_until
@@ -57,6 +58,31 @@ def test_streams_commands_at_fps_without_starving(policy_server, launched):
     assert executor.stop() == 0, executor.log_text()
     assert spin_until(executor.node, lambda: f"session {session} of stream_arm closed: closed by the client"
                       in policy_server.log_text(), 5), "SIGINT must close the session"
+
+
+def test_a_control_rate_above_fps_publishes_interpolated_commands_at_that_rate(policy_server, launched):
+    robot = launched("/rate_arm", commands=[("joint_state", "/rate_arm/commands")])
+    executor = launched.executor("exec_rate", robot.executor_parameters(output_mode="joint_state",
+                                                                        control_rate_hz=200.0))
+    first = executor.wait(lambda s: s.state_name == "STREAMING" and s.chunks_merged >= 2, 30, "two chunks merged")
+    started = time.monotonic()
+    executor.spin(3.0)
+    last, elapsed = executor.status, time.monotonic() - started
+    published = last.commands_published - first.commands_published
+    assert abs(published - 200 * elapsed) <= 0.1 * 200 * elapsed, (published, elapsed)
+    assert last.starvation_ticks == first.starvation_ticks and last.state_name == "STREAMING", last.reason
+    assert last.request_threshold_s >= 0.5, "never below buffer_time_s"
+    steady = [c for c in robot.commands("/rate_arm/commands") if c["t"] >= started]
+    assert len(steady) >= 0.85 * 200 * elapsed
+    assert all(c["names"] == list(SO101_JOINT_NAMES) for c in steady)
+    # 30 Hz actions at 200 Hz: 6.7 ticks per action, on the straight line between two actions.
+    # Three consecutive commands in one segment are evenly spaced and moving (a staircase
+    # of repeated actions would be flat inside a segment and jump between them).
+    values = np.array([c["values"] for c in steady])
+    step = np.abs(np.diff(values, axis=0)).max(axis=1)
+    curvature = np.abs(values[2:] - 2 * values[1:-1] + values[:-2]).max(axis=1)
+    on_a_line = (curvature < 1e-9) & (step[1:] > 1e-7)
+    assert on_a_line.mean() >= 0.5, (on_a_line.mean(), values[:10])
 
 
 def test_each_output_mode_reaches_a_subscriber_with_names_and_shapes(policy_server, launched):
