@@ -138,11 +138,12 @@ def start_server(directory: Path, node_name: str, parameters: dict, timeout_s: f
     return server
 
 
-def start_executor(directory: Path, node_name: str, parameters: dict):
+def start_executor(directory: Path, node_name: str, parameters: dict, env: dict | None = None):
+    """chunk_executor_node; ``env`` overrides variables (e.g. PYTHONPATH: another checkout's executor)."""
     from lerobot_ros.processes import spawn_node
 
     with (directory / f"{node_name}.log").open("w") as log:
-        return spawn_node("lerobot_ros.executor.node", parameters, log=log, node_name=node_name)
+        return spawn_node("lerobot_ros.executor.node", parameters, log=log, node_name=node_name, env=env)
 
 
 def start_script(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:

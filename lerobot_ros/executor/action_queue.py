@@ -31,7 +31,7 @@ class QueueSnapshot(NamedTuple):
 
 
 class ActionQueue:
-    """Thread-safe queue of action chunks (control timer pops, network worker merges).
+    """Thread-safe queue of action chunks (control loop pops, network worker merges).
 
     Two merge modes, as in LeRobot:
 

@@ -1,4 +1,4 @@
-"""The executor's state, shared by the control timer, the chunk subscription and the network worker.
+"""The executor's state, shared by the control loop, the chunk subscription and the network worker.
 
 Composes the finished plain parts — ``ActionQueue``, ``WindowedLatencyTracker``,
 ``SafetyEnvelope``, ``FailSafe``, ``InFlight`` — with the observation holders,
@@ -223,9 +223,9 @@ class ExecutorCore:
     def _work_due(self, now_s: float) -> bool:
         return self._request_due() or self._failsafe.reconnect_due(now_s)
 
-    def _threshold(self, chunk_size: int) -> float:
+    def _threshold(self, chunk_size: int, replace_mode: bool = False) -> float:
         return request_threshold_s(self.settings.buffer_time_s, self._latency.p95, self.settings.request_latency_margin,
-                                   self.settings.fps, chunk_size)
+                                   self.settings.fps, chunk_size, self.settings.max_action_age_s, replace_mode)
 
     @property
     def request_threshold_s(self) -> float:
@@ -310,7 +310,7 @@ class ExecutorCore:
                 )
                 return False
             self._latency.add(latency_s)
-            self._threshold_s = self._threshold(identity.chunk_size)
+            self._threshold_s = self._threshold(identity.chunk_size, identity.rtc_active)
             queued_before = self._queue.get_processed_left_over()
             consumed = self._queue.get_action_index() - prepared.snapshot.action_index
             if prepared.snapshot.left_over_robot is not None and consumed > 0:
@@ -386,7 +386,7 @@ class ExecutorCore:
                 self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
                 self._smoothness.queue_cleared()
                 self._playback.stop()
-            self._threshold_s = self._threshold(capabilities.chunk_size)
+            self._threshold_s = self._threshold(capabilities.chunk_size, grant.rtc_enabled)
             self._failsafe.on_handshake_ok(now_s)
 
     def handshake_failed(self, reason: str, now_s: float) -> None:

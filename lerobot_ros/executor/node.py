@@ -136,6 +136,9 @@ class ChunkExecutorNode(Node):
         self.link.session.spinning = True
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
+        # A thread waiting for the GIL gets it only after the switch interval (5 ms by
+        # default, longer than a 250 Hz period): hand it over within a tenth of a period.
+        sys.setswitchinterval(min(sys.getswitchinterval(), self.control_period_s / 10))
         self.control_loop = ControlLoop(settings.command_rate_hz, self.on_control_tick, self.on_control_error)
         self.control_loop.start()
         self.get_logger().info(

@@ -112,8 +112,13 @@ def test_threshold_rises_with_latency_is_floored_by_the_buffer_and_bounded_by_th
     assert request_threshold_s(0.5, 0.02, 1.5, 30.0, 50) == 0.5
     assert request_threshold_s(0.5, 0.4, 1.5, 30.0, 50) == pytest.approx(0.4 * 1.5 + 1 / 30)
     assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50) == pytest.approx(50 / 30), "capped at one chunk"
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, replace_mode=True) == pytest.approx(50 / 30)
     assert request_threshold_s(2.0, 5.0, 1.5, 30.0, 50) == 2.0, "the operator's buffer is a floor, never cut"
     assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 0) == pytest.approx(7.5 + 1 / 30), "no chunk known yet"
+    # Append mode: a chunk asked for with T queued ends T + 1.67 s after its observation.
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5) == pytest.approx(2.5 - 50 / 30)
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5, replace_mode=True) == pytest.approx(50 / 30)
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=1.8) == 0.5, "never below the buffer"
     with pytest.raises(ValueError, match="margin must be a finite number > 0, got 0"):
         request_threshold_s(0.5, 0.1, 0.0, 30.0, 50)
 
