@@ -85,6 +85,7 @@ setup(
             "policy_server_node = lerobot_ros.server.node:main",
             "chunk_executor_node = lerobot_ros.executor.node:main",
             "sim_robot_node = lerobot_ros.sim.robot_node:main",
+            "episode_recorder_node = lerobot_ros.recording.node:main",
         ],
     },
 )
