@@ -40,8 +40,12 @@ class ExpertPlan:
         cube = np.asarray(cube, dtype=np.float64)
         # Noise is in units of the success radius (positions) and of the nominal durations (timing).
         radius = config.success_radius * scale
-        grasp_point = cube + _bounded(rng, 2, noise * radius, radius / 3)
-        grasp = self._pose(chain, grasp_point, start, GRIPPER_OPEN)
+        offset = _bounded(rng, 2, noise * radius, radius / 3)
+        # The cube is reachable (task.cube_position) but a point beside it may not be: halve the offset until it is.
+        for shrink in (1.0, 0.5, 0.25, 0.0):
+            grasp = self._pose(chain, cube + shrink * offset, start, GRIPPER_OPEN)
+            if grasp is not None:
+                break
         hover = grasp.copy()
         hover[1:4] += np.array([-HOVER_LIFT, 0.0, 0.0]) + _bounded(rng, 3, 0.1 * noise, 0.2)
         hover = np.clip(hover, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS)
@@ -52,10 +56,10 @@ class ExpertPlan:
         self._poses = np.stack([start, hover, grasp, closed])
 
     @staticmethod
-    def _pose(chain: Chain, point: np.ndarray, start: np.ndarray, gripper: float) -> np.ndarray:
+    def _pose(chain: Chain, point: np.ndarray, start: np.ndarray, gripper: float) -> np.ndarray | None:
         joints = chain.reach_down(point, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS)
         if joints is None:
-            raise ValueError(f"the hand cannot reach {point.tolist()} pointing down")
+            return None
         pose = start.copy()
         pose[0] = 0.0  # the task is in the camera's plane
         pose[1:4] = joints

@@ -95,5 +95,10 @@ def test_the_expert_starts_where_the_arm_is_and_ends_closed_on_the_cube():
     final = plan.command_at(plan.duration_s + 1.0)
     assert final[5] <= GRIPPER_CLOSED
     np.testing.assert_allclose(Chain(96, 128).tip(final), cube, atol=1e-9)
+    # Cubes at the edge of the reach: the noisy grasp point is pulled back until the hand reaches it.
+    edge = TaskConfig(96, 128, seed=3)
+    for episode in (75, 182):
+        plan = ExpertPlan(edge, HOME_POSE, cube_position(edge, episode), np.random.default_rng(episode), 1.0)
+        assert np.linalg.norm(Chain(96, 128).tip(plan.command_at(10.0)) - cube_position(edge, episode)) <= 0.06 * 96 / 3 + 1e-9
     with pytest.raises(ValueError, match="noise must not be negative"):
         ExpertPlan(CONFIG, HOME_POSE, cube, np.random.default_rng(0), -1.0)
