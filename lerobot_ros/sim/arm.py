@@ -2,8 +2,8 @@
 
 The arm tracks its commanded positions with first-order dynamics under
 velocity and position limits, like a position-controlled servo. The camera
-renders the arm from a fixed viewpoint with a target object, so frames change
-whenever the joints move. Everything is deterministic given the seed and the
+renders the arm from a fixed viewpoint with the task's cube, so frames change
+whenever the joints move or a new episode places the cube. Everything is deterministic given the seed and the
 sequence of commands and steps (no wall clock is read here).
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from lerobot_ros.sim.kinematics import Chain
 from lerobot_ros.sim.so101 import HOME_POSE, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS, SO101_JOINT_NAMES
 
 
@@ -54,11 +55,15 @@ class SimulatedArm:
     target: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        self._lower = np.array(self.config.lower)
+        self._upper = np.array(self.config.upper)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back at the initial pose, at rest, targeting it (a new episode)."""
         self.position = np.array(self.config.initial, dtype=np.float64)
         self.velocity = np.zeros_like(self.position)
         self.target = self.position.copy()
-        self._lower = np.array(self.config.lower)
-        self._upper = np.array(self.config.upper)
 
     def command(self, positions: np.ndarray) -> None:
         """A new position target; out-of-range targets are clipped like a servo's limits."""
@@ -76,14 +81,14 @@ class SimulatedArm:
 
 
 class ArmCamera:
-    """Renders the arm as a planar chain seen from the side, plus a target cube."""
+    """Renders the arm as a planar chain seen from the side (``kinematics.Chain``), plus the task's cube."""
 
     def __init__(self, height: int, width: int, seed: int = 0, viewpoint: int = 0) -> None:
         if height < 16 or width < 16:
             raise ValueError(f"camera resolution {height}x{width} is too small; at least 16x16")
         self.height, self.width = height, width
+        self._chain = Chain(height, width)
         rng = np.random.default_rng(seed + 1000 * viewpoint)
-        self._cube = (rng.uniform(0.55, 0.85), rng.uniform(0.65, 0.85))  # (x, y) as fractions of the frame
         self._cube_color = tuple(int(c) for c in rng.integers(40, 255, 3))
         self._mirror = viewpoint % 2 == 1
         self._background = self._draw_background(rng)
@@ -96,27 +101,22 @@ class ArmCamera:
         noise = rng.integers(-8, 9, (self.height, self.width, 1))
         return np.clip(image.astype(np.int16) + noise, 0, 255).astype(np.uint8)
 
-    def render(self, position: np.ndarray) -> np.ndarray:
-        """An RGB frame of the arm at ``position`` (radians, SO-101 joint order)."""
+    def render(self, position: np.ndarray, cube: tuple[float, float]) -> np.ndarray:
+        """An RGB frame of the arm at ``position`` (radians, SO-101 joint order) and the cube at ``cube``.
+
+        ``cube`` is the cube's centre in pixels of this frame, as the task
+        places it (``task.cube_position``).
+        """
         image = self._background.copy()
         scale = min(self.height, self.width)
-        cx, cy = self._cube
         size = max(3, scale // 12)
-        x0, y0 = int(cx * self.width), int(cy * self.height)
+        x0, y0 = int(round(cube[0])), int(round(cube[1]))
         cv2.rectangle(image, (x0 - size, y0 - size), (x0 + size, y0 + size), self._cube_color, -1)
 
         q = np.resize(np.asarray(position, dtype=np.float64), 6)
-        pan, lift, elbow, wrist, roll, grip = q
-        # Pan turns the arm about the vertical axis: seen from the side, the
-        # planar links shorten by cos(pan) and the base marker slides.
-        foreshorten = 0.35 + 0.65 * abs(math.cos(pan))
-        base = np.array([self.width * (0.3 + 0.05 * math.sin(pan)), self.height * 0.72])
-        lengths = np.array([0.32, 0.28, 0.12]) * scale
-        angles = np.cumsum([math.pi / 2 - lift, -elbow, -wrist])
-        points = [base]
-        for length, angle in zip(lengths, angles):
-            step = np.array([math.cos(angle) * foreshorten, -math.sin(angle)]) * length
-            points.append(points[-1] + step)
+        roll, grip = q[4], q[5]
+        points, direction = self._chain.points(q)
+        base = points[0]
         thickness = max(2, scale // 30)
         colors = [(60, 60, 70), (230, 120, 40), (40, 120, 230)]
         for start, end, color in zip(points, points[1:], colors):
@@ -125,7 +125,7 @@ class ArmCamera:
             cv2.circle(image, _pixel(point), thickness, (20, 20, 20), -1, cv2.LINE_AA)
         # Gripper: two fingers whose spread follows the gripper joint and
         # whose orientation follows the wrist roll.
-        tip, direction = points[-1], angles[-1]
+        tip = points[-1]
         spread = (0.2 + grip) * 0.06 * scale
         normal = np.array([-math.sin(direction), -math.cos(direction)]) * math.cos(roll)
         for sign in (-1, 1):

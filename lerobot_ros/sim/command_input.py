@@ -69,6 +69,11 @@ class CommandFollower:
             self._trajectory = TimedTrajectory(self._arm.position.copy(), command.time_from_start_s, command.positions)
             self._started_s = now_s
 
+    def reset(self) -> None:
+        """The arm back at its initial pose; the trajectory being followed is dropped."""
+        self._arm.reset()
+        self._trajectory = None
+
     def step(self, now_s: float, dt_s: float) -> None:
         if self._trajectory is not None:
             self._arm.command(self._trajectory.target_at(now_s - self._started_s))

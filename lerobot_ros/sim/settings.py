@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from lerobot_ros.images import CAMERA_TRANSPORTS
 from lerobot_ros.parameters import (
+    BOOL,
     FLOAT,
     INTEGER,
     STRING,
     STRING_LIST,
     Parameter,
+    at_least,
     in_range,
     more_than,
     one_of,
@@ -36,7 +38,18 @@ PARAMETERS = (
     Parameter("camera_width", INTEGER, DEFAULT_IMAGE_SHAPE[1], "Rendered image width (pixels)"),
     Parameter("camera_rate_hz", FLOAT, 30.0, "Camera publishing rate (Hz)", (more_than(0),)),
     Parameter("jpeg_quality", INTEGER, 90, "JPEG quality of compressed camera topics (1-100)", (in_range(1, 100),)),
-    Parameter("seed", INTEGER, 0, "Seed of the scene (target object placement and texture)"),
+    Parameter("seed", INTEGER, 0, "Seed of the scene (texture) and of each episode's cube placement"),
+    Parameter("task_timeout_s", FLOAT, 10.0, "An episode not solved this long after it started fails (seconds)",
+              (more_than(0),)),
+    Parameter("task_reset_delay_s", FLOAT, 0.5,
+              "Pause after an episode's outcome before the next starts from the home pose (seconds)", (at_least(0),)),
+    Parameter("task_success_radius", FLOAT, 0.06,
+              "Gripper tip within this of the cube centre (fraction of the smaller image side), closed: success",
+              (more_than(0),)),
+    Parameter("expert", BOOL, False,
+              "Drive the arm with the scripted expert (true cube position) on the forward_command topic"),
+    Parameter("expert_noise", FLOAT, 1.0,
+              "Expert noise scale, 0: the same plan each episode (grasp offset in success radii, timing spread 25 %)", (at_least(0),)),
 )
 
 

@@ -72,7 +72,7 @@ def config_parameters(name: str) -> dict:
 @pytest.mark.parametrize(
     ("config", "module"),
     [("server.yaml", "lerobot_ros.server.settings"), ("robot.yaml", "lerobot_ros.executor.settings"),
-     ("sim_robot.yaml", "lerobot_ros.sim.settings")],
+     ("sim_robot.yaml", "lerobot_ros.sim.settings"), ("episode_recorder.yaml", "lerobot_ros.recording.settings")],
 )
 def test_config_file_lists_every_parameter_with_its_default(config, module):
     table = importlib.import_module(module).PARAMETERS
@@ -85,7 +85,7 @@ def test_console_scripts_resolve_to_the_node_mains():
         for entry in importlib.metadata.entry_points(group="console_scripts")
         if entry.value.startswith("lerobot_ros.")
     }
-    assert set(scripts) == {"policy_server_node", "chunk_executor_node", "sim_robot_node"}
+    assert set(scripts) == {"policy_server_node", "chunk_executor_node", "sim_robot_node", "episode_recorder_node"}
     for name, entry in scripts.items():
         assert callable(entry.load())
         # colcon installs bin/<name>, which must call the same function.
@@ -114,7 +114,8 @@ def test_every_planned_executable_is_installed():
 
 
 @pytest.mark.parametrize(
-    "module", ["lerobot_ros.server.settings", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings"]
+    "module", ["lerobot_ros.server.settings", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings",
+               "lerobot_ros.recording.settings"]
 )
 def test_readme_parameter_tables_match_the_declarations(module):
     readme = (REPO / "README.md").read_text()

@@ -35,14 +35,16 @@ def test_targets_beyond_the_joint_limits_are_clipped_and_nan_is_refused():
 
 def test_camera_frames_change_with_the_joints_and_are_deterministic():
     camera = ArmCamera(96, 128, seed=3)
-    home = camera.render(np.array(HOME_POSE))
-    moved = camera.render(np.array(HOME_POSE) + 0.4)
+    cube = (80.0, 65.0)
+    home = camera.render(np.array(HOME_POSE), cube)
+    moved = camera.render(np.array(HOME_POSE) + 0.4, cube)
     assert home.shape == (96, 128, 3) and home.dtype == np.uint8
     assert np.abs(home.astype(int) - moved.astype(int)).mean() > 1.0
-    np.testing.assert_array_equal(home, ArmCamera(96, 128, seed=3).render(np.array(HOME_POSE)))
-    assert not np.array_equal(home, ArmCamera(96, 128, seed=4).render(np.array(HOME_POSE)))
-    gripper_only = camera.render(np.array(HOME_POSE) + [0, 0, 0, 0, 0, 0.8])
+    np.testing.assert_array_equal(home, ArmCamera(96, 128, seed=3).render(np.array(HOME_POSE), cube))
+    assert not np.array_equal(home, ArmCamera(96, 128, seed=4).render(np.array(HOME_POSE), cube))
+    gripper_only = camera.render(np.array(HOME_POSE) + [0, 0, 0, 0, 0, 0.8], cube)
     assert not np.array_equal(home, gripper_only), "the gripper must be visible"
+    assert not np.array_equal(home, camera.render(np.array(HOME_POSE), (60.0, 70.0))), "the cube must be visible"
 
 
 def test_commands_are_mapped_by_name():
