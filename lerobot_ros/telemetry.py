@@ -108,3 +108,5 @@ class ExecutorTelemetry:
     action_step_mean: float
     prefix_deviation_mean: float
     prefix_deviation_max: float
+    request_rejections: int = 0
+    last_rejection_reason: str = ""

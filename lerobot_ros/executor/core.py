@@ -55,7 +55,7 @@ REOPEN_AFTER_PAUSE_S = 5.0
 
 #: The counters since start-up, named as in ExecutorTelemetry.
 COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
-            "fallback_ticks", "observations_too_old", "safety_interventions")
+            "fallback_ticks", "observations_too_old", "safety_interventions", "request_rejections")
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -127,6 +127,7 @@ class ExecutorCore:
         self._seq = 0
         self._last_commanded: np.ndarray | None = None
         self._last_problem = ""
+        self._last_rejection = ""  # the server's latest reason for refusing a request, as it said it
         self._paused_since: float | None = None
         self._counts: Counter[str] = Counter()
         self._smoothness = SmoothnessTracker()
@@ -290,7 +291,9 @@ class ExecutorCore:
         """
         with self._lock:
             self._last_problem = f"server refused the request: {reason}"
-            self._failsafe.on_request_timeout(now_s)
+            self._last_rejection = reason
+            self._counts["request_rejections"] += 1
+            self._failsafe.on_request_timeout(now_s, refusal=reason)
 
     # ----------------------------------------------------------- connection
 
@@ -434,6 +437,7 @@ class ExecutorCore:
                 action_step_mean=smoothness.step_mean,
                 prefix_deviation_mean=smoothness.deviation_mean,
                 prefix_deviation_max=smoothness.deviation_max,
+                last_rejection_reason=self._last_rejection,
                 **{name: self._counts[name] for name in COUNTERS},
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

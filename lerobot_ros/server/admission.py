@@ -41,6 +41,7 @@ class Refusal(enum.IntEnum):
     CAMERAS = 8
     FPS = 9
     TASK = 10
+    CLIENT_ID_IN_USE = 11  # decided by sessions.SessionRegistry.claim, after admission
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from lerobot_ros.server.health import diagnostic_summary, health_snapshot, serve
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.data_plane import RequestLimits
+from lerobot_ros.data_plane import RequestLimits, integrity
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.settings import ServerSettings
@@ -121,7 +121,7 @@ class PolicyServerNode(Node):
         handler = RequestHandler(
             self.runner,
             self.sessions,
-            publish=self.client_topics.publish,
+            publish=self._publish_chunk,
             audit=self.observability.audit.write,
             load=lambda: (self.sessions.count(), self.max_sessions, self.scheduler.pending()),
             capture=self.observability.capture_write,
@@ -148,8 +148,28 @@ class PolicyServerNode(Node):
         self.destroy_publisher(topics.publisher)
 
     def _on_observation(self, client_id: str, msg: Observation) -> None:
-        self.sessions.observed(client_id, time.monotonic())
-        self.scheduler.deposit(client_id, msg)
+        refusal = self.sessions.admit_observation(client_id, msg, time.monotonic())
+        if refusal is None:
+            self.scheduler.deposit(client_id, msg)
+            return
+        # Not answered on the chunk topic: that topic belongs to the session's
+        # owner, and a chunk there for an unproven or repeated message could end
+        # the owner's wait. Counted, audited and logged (throttled) instead.
+        self.stats.record("rejected", 0.0, 0)
+        self.observability.audit.write({
+            "wall_time": round(time.time(), 6), "client": client_id, "seq": msg.seq, "episode": msg.episode,
+            "epoch": msg.epoch, "outcome": "refused_on_arrival", "error": refusal,
+        })
+        self.get_logger().warning(
+            f"observation on the topic of {client_id} refused on arrival: {refusal}", throttle_duration_sec=1.0
+        )
+
+    def _publish_chunk(self, client_id: str, msg: ActionChunk) -> None:
+        """Sign the chunk with the client's open session's secret, then publish it on its topic."""
+        session = self.sessions.get(client_id)
+        if session is not None:
+            integrity.sign(msg, session.key)
+        self.client_topics.publish(client_id, msg)
 
     def _end_session(self, session: Session, why: str) -> bool:
         if self.sessions.remove(session.client_id, session.session_id) is None:
@@ -162,7 +182,9 @@ class PolicyServerNode(Node):
     def collect_garbage(self) -> None:
         """Close sessions whose client went silent or whose publisher left the graph."""
         timeout_s = self.settings.session_idle_timeout_s
-        for session, why in self.sessions.expired(time.monotonic(), timeout_s, self.client_topics.publisher_count):
+        expired = self.sessions.expired(time.monotonic(), timeout_s, self.client_topics.publisher_count,
+                                        self.settings.session_first_observation_timeout_s)
+        for session, why in expired:
             self._end_session(session, why)
 
     # ---- services -------------------------------------------------------
@@ -179,10 +201,10 @@ class PolicyServerNode(Node):
         response.capabilities = self.capabilities_msg
         response.max_sessions = self.max_sessions
         if not admission.accepted:
-            response.accepted, response.refusal, response.message = False, int(admission.refusal), admission.message
-            response.active_sessions = load.active_sessions
-            self.get_logger().warning(f"refused session for {shown(request.client_id)}: {admission.message}")
-            return response
+            message = admission.message
+            if admission.refusal is Refusal.CAPACITY:
+                message += "; " + self._when_a_slot_frees()
+            return self._refuse_open(request.client_id, response, admission.refusal, message, load.active_sessions)
         session = Session(
             client_id=request.client_id,
             task=admission.task or self.settings.default_task,
@@ -190,14 +212,21 @@ class PolicyServerNode(Node):
             rtc_enabled=admission.rtc_enabled,
             opened_at=time.monotonic(),
         )
+        claim = self.sessions.claim(session, request.owner_secret, session.opened_at,
+                                    self.settings.session_idle_timeout_s)
+        if claim.refusal:
+            return self._refuse_open(request.client_id, response, Refusal.CLIENT_ID_IN_USE, claim.refusal, load.active_sessions)
+        replaced = claim.replaced
+        # Built after the claim: the service thread is the only one opening sessions,
+        # and the worker reads the processors only after the first observation.
         session.processors = self.runner.new_session_processors()
-        replaced = self.sessions.open(session)
         topics = self.client_topics.open(session.client_id, session.session_id)
         if replaced is not None:
             self.scheduler.remove(session.client_id)  # its waiting observation belongs to the old session
         response.accepted, response.refusal = True, int(Refusal.NONE)
         response.warnings = list(admission.warnings)
         response.session_id = session.session_id
+        response.session_secret = session.secret
         response.rtc_enabled = admission.rtc_enabled
         response.observation_topic = topics.subscription.topic_name
         response.action_chunk_topic = topics.publisher.topic_name
@@ -209,13 +238,28 @@ class PolicyServerNode(Node):
         )
         return response
 
+    def _refuse_open(self, client_id: str, response: OpenSession.Response, refusal: Refusal, message: str,
+                     active_sessions: int) -> OpenSession.Response:
+        response.accepted, response.refusal, response.message = False, int(refusal), message
+        response.active_sessions = active_sessions
+        self.get_logger().warning(f"refused session for {shown(client_id)}: {message}")
+        return response
+
+    def _when_a_slot_frees(self) -> str:
+        wait_s = self.sessions.next_slot_free_s(time.monotonic(), self.settings.session_first_observation_timeout_s)
+        if wait_s is not None:
+            return f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
+        return (f"every session streams: a slot frees when one closes, or "
+                f"{self.settings.session_idle_timeout_s:g} s after one goes quiet")
+
     def on_close_session(self, request: CloseSession.Request, response: CloseSession.Response) -> CloseSession.Response:
-        session, response.message = self.sessions.named(request.client_id, request.session_id)
+        session, response.message = self.sessions.owned(request.client_id, request.session_id, request.session_secret)
         response.success = session is not None and self._end_session(session, "closed by the client")
         return response
 
     def on_reset_episode(self, request: ResetEpisode.Request, response: ResetEpisode.Response) -> ResetEpisode.Response:
-        reset = self.sessions.reset_episode(request.client_id, request.session_id, request.episode)
+        reset = self.sessions.reset_episode(request.client_id, request.session_id, request.session_secret,
+                                            request.episode)
         response.success, response.episode, response.message = reset.success, reset.episode, reset.message
         return response
 
