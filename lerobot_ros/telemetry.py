@@ -110,3 +110,4 @@ class ExecutorTelemetry:
     prefix_deviation_max: float
     request_rejections: int = 0
     last_rejection_reason: str = ""
+    other_server_instance: str = ""

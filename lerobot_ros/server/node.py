@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 
+import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 
@@ -55,6 +56,8 @@ NODE_NAME = "lerobot"
 
 DIAGNOSTICS_PERIOD_S = 1.0
 GC_PERIOD_S = 1.0
+#: How long a starting server listens for another live server's heartbeat on its namespace (at least).
+DUPLICATE_LISTEN_MIN_S = 1.5
 DRAIN_TIMEOUT_S = 30.0
 
 
@@ -87,6 +90,7 @@ class PolicyServerNode(Node):
             snapshot=self.health_snapshot,
             log=self.get_logger(),
         )
+        self._refuse_a_second_instance()
         self.worker = self._start_worker()
 
         self.status_pub = self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)
@@ -110,6 +114,30 @@ class PolicyServerNode(Node):
     def namespace_name(self) -> str:
         name = self.get_fully_qualified_name()
         return name + ("/" + self.settings.service_name if self.settings.service_name else "")
+
+    def _refuse_a_second_instance(self) -> None:
+        """Stop before advertising if a live server already serves this namespace.
+
+        Live means its heartbeat is heard: a server killed with -9 leaves its
+        entities in the graph for a while, and its restart must not be refused.
+        """
+        topic = self.prefix + names.STATUS
+        heard: list[ServerStatus] = []
+        subscription = self.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
+        try:
+            if self.count_publishers(subscription.topic_name) == 0:
+                return
+            deadline = time.monotonic() + max(DUPLICATE_LISTEN_MIN_S, 3 * self.settings.heartbeat_period_s)
+            while not heard and time.monotonic() < deadline:
+                rclpy.spin_once(self, timeout_sec=0.1)
+        finally:
+            self.destroy_subscription(subscription)
+        if heard:
+            raise NodeStartupError(
+                f"another policy_server_node (instance {heard[0].instance_id}) already serves "
+                f"{heard[0].server_namespace}: refusing to start a second one there; give this one another "
+                "node name or service_name"
+            )
 
     def _ready_policy(self):
         try:
@@ -246,7 +274,8 @@ class PolicyServerNode(Node):
         return response
 
     def _when_a_slot_frees(self) -> str:
-        wait_s = self.sessions.next_slot_free_s(time.monotonic(), self.settings.session_first_observation_timeout_s)
+        wait_s = self.sessions.next_slot_free_s(time.monotonic(), self.settings.session_first_observation_timeout_s,
+                                                self.settings.session_idle_timeout_s)
         if wait_s is not None:
             return f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
         return (f"every session streams: a slot frees when one closes, or "

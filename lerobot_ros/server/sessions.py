@@ -164,10 +164,11 @@ class SessionRegistry:
             self._by_client[session.client_id] = session
             return Claim(replaced=live)
 
-    def next_slot_free_s(self, now: float, first_observation_timeout_s: float) -> float | None:
+    def next_slot_free_s(self, now: float, first_observation_timeout_s: float, idle_timeout_s: float) -> float | None:
         """Seconds until the earliest session that never streamed is collected; None if all stream."""
         with self._lock:
-            waits = [s.opened_at + first_observation_timeout_s - now for s in self._by_client.values() if not s.streamed]
+            waits = [min(s.opened_at + first_observation_timeout_s, s.last_seen + idle_timeout_s) - now
+                     for s in self._by_client.values() if not s.streamed]
         return max(0.0, min(waits)) if waits else None
 
     def get(self, client_id: str) -> Session | None:

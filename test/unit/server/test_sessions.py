@@ -118,11 +118,12 @@ def test_a_session_that_never_streamed_is_replaceable_and_reopening_never_extend
 def test_the_capacity_hint_names_when_the_earliest_unused_session_is_collected():
     registry = SessionRegistry()
     streaming(registry, client="busy", opened=0.0)
-    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0) is None
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) is None
     registry.open(session("idle_a", opened=1.0))
     registry.open(session("idle_b", opened=3.0))
-    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0) == 4.0
-    assert registry.next_slot_free_s(now=9.0, first_observation_timeout_s=5.0) == 0.0
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) == 4.0
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=3.0) == 2.0
+    assert registry.next_slot_free_s(now=9.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) == 0.0
 
 
 def test_an_admitted_observation_names_the_open_session_verifies_and_moves_seq_forward():
