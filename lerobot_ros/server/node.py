@@ -32,7 +32,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 
 from lerobot_ros import names, wire
-from lerobot_ros.contract import shown
+from lerobot_ros.contract import shown, truncated
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
@@ -76,6 +76,7 @@ class PolicyServerNode(Node):
         self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
         self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else self.settings.max_sessions
 
+        self.limits = RequestLimits(max_image_bytes=self.settings.max_image_bytes)
         self.sessions = SessionRegistry()
         self.scheduler = RoundRobinScheduler()
         self.stats = ServerStats()
@@ -153,7 +154,7 @@ class PolicyServerNode(Node):
             audit=self.observability.audit.write,
             load=lambda: (self.sessions.count(), self.max_sessions, self.scheduler.pending()),
             capture=self.observability.capture_write,
-            limits=RequestLimits(max_image_bytes=self.settings.max_image_bytes),
+            limits=self.limits,
         )
         worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
         worker.start()
@@ -185,8 +186,9 @@ class PolicyServerNode(Node):
         # the owner's wait. Counted, audited and logged (throttled) instead.
         self.stats.record("rejected", 0.0, 0)
         self.observability.audit.write({
-            "wall_time": round(time.time(), 6), "client": client_id, "seq": msg.seq, "episode": msg.episode,
-            "epoch": msg.epoch, "outcome": "refused_on_arrival", "error": refusal,
+            "wall_time": round(time.time(), 6), "session": truncated(msg.session_id, self.limits.max_id_chars),
+            "client": client_id, "seq": msg.seq, "episode": msg.episode, "epoch": msg.epoch,
+            "outcome": "refused_on_arrival", "error": refusal,
         })
         self.get_logger().warning(
             f"observation on the topic of {client_id} refused on arrival: {refusal}", throttle_duration_sec=1.0

@@ -67,11 +67,11 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
         raise ObservationRejected(f"state is not finite at indices {bad}: {state.tolist()}")
     expected = capabilities.camera_names
     missing = [name for name in expected if name not in frame.images]
-    unknown = [name for name in frame.images if name not in expected]
-    if missing or unknown:
+    # Cameras the policy does not read are ignored, as the executor ignores them
+    # (it sends only the policy's) and as OpenSession warns: inference picks the policy's by name.
+    if missing:
         raise ObservationRejected(
-            f"cameras differ: missing {missing}, unknown {unknown}; policy expects {list(expected)}, "
-            f"observation has {list(frame.images)}"
+            f"cameras differ: missing {missing}; policy expects {list(expected)}, observation has {list(frame.images)}"
         )
     pinned = capabilities.pinned_task
     if pinned and frame.task and frame.task != pinned:
