@@ -1,7 +1,7 @@
 """Run the reliability suite and write its tables into docs/reliability.md.
 
-Runs the fast reliability tests (chaos, bad input, isolation, security; a
-file that does not exist yet is skipped and named as such) with
+Runs the fast reliability tests (chaos, bad input, isolation, security, a
+hostile process; a file that does not exist yet is skipped and named as such) with
 ``LEROBOT_ROS_RELIABILITY_LOG`` set, so each test records what it tried
 (test/support/reliability_log.py), then turns those JSON lines into one table per
 category: each fault or input class with how many cases were tried, how many
@@ -35,9 +35,10 @@ TEST_FILES = (
     "test/reliability/test_bad_input_properties.py",
     "test/reliability/test_isolation.py",
     "test/reliability/test_security.py",
+    "test/reliability/test_hostile.py",
 )
 # Categories are listed by the first of these their name starts with, then alphabetically.
-CATEGORY_ORDER = ("fault", "bad input", "isolation", "security")
+CATEGORY_ORDER = ("fault", "bad input", "isolation", "security", "hostile")
 LIST_SHOWN = 6  # items of a recorded list shown in a details cell
 RUN_TIMEOUT_S = 1800
 

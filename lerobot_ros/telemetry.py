@@ -109,3 +109,6 @@ class ExecutorTelemetry:
     prefix_deviation_mean: float
     prefix_deviation_max: float
     request_threshold_s: float
+    request_rejections: int = 0
+    last_rejection_reason: str = ""
+    other_server_instance: str = ""

@@ -63,7 +63,7 @@ REOPEN_AFTER_PAUSE_S = 5.0
 
 #: The counters since start-up, named as in ExecutorTelemetry.
 COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
-            "fallback_ticks", "observations_too_old", "safety_interventions")
+            "fallback_ticks", "observations_too_old", "safety_interventions", "request_rejections")
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -138,6 +138,9 @@ class ExecutorCore:
         self._seq = 0
         self._last_commanded: np.ndarray | None = None
         self._last_problem = ""
+        self._last_rejection = ""  # the server's latest reason for refusing a request, as it said it
+        self._known_heard_at = now_s  # the latest heartbeat of the instance the session is with
+        self._other_instance = ""  # a second server instance heard on the namespace meanwhile
         self._paused_since: float | None = None
         self._counts: Counter[str] = Counter()
         self._smoothness = SmoothnessTracker()
@@ -345,7 +348,9 @@ class ExecutorCore:
         """
         with self._lock:
             self._last_problem = f"server refused the request: {reason}"
-            self._failsafe.on_request_timeout(now_s)
+            self._last_rejection = reason
+            self._counts["request_rejections"] += 1
+            self._failsafe.on_request_timeout(now_s, refusal=reason)
 
     # ----------------------------------------------------------- connection
 
@@ -387,6 +392,7 @@ class ExecutorCore:
                 self._smoothness.queue_cleared()
                 self._playback.stop()
             self._threshold_s = self._threshold(capabilities.chunk_size, grant.rtc_enabled)
+            self._known_heard_at, self._other_instance = now_s, ""
             self._failsafe.on_handshake_ok(now_s)
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
@@ -394,8 +400,15 @@ class ExecutorCore:
             self._failsafe.on_handshake_failed(now_s, reason)
 
     def on_heartbeat(self, instance_id: str, now_s: float) -> None:
+        """A server heartbeat. Another instance while ours still beats is a second server on the
+        namespace: reported, never followed (no flapping); once ours is silent it is a restart."""
         with self._lock:
             known = self._identity.instance_id
+            if known and instance_id == known:
+                self._known_heard_at = now_s
+            elif known and now_s - self._known_heard_at <= self.settings.failsafe.heartbeat_timeout_s:
+                self._other_instance = instance_id
+                return
             if known and instance_id != known:
                 self._failsafe.on_server_restarted(
                     now_s, f"server restarted (instance {known} -> {instance_id}): its sessions are gone"
@@ -493,6 +506,8 @@ class ExecutorCore:
                 prefix_deviation_mean=smoothness.deviation_mean,
                 prefix_deviation_max=smoothness.deviation_max,
                 request_threshold_s=self._threshold_s,
+                last_rejection_reason=self._last_rejection,
+                other_server_instance=self._other_instance,
                 **{name: self._counts[name] for name in COUNTERS},
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

@@ -132,6 +132,7 @@ class ChunkExecutorNode(Node):
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_timer(settings.status_period_s, self.on_status)
         self._transitions_logged = 0
+        self._rejections_logged = 0
 
         self.link.session.spinning = True
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
@@ -213,6 +214,11 @@ class ChunkExecutorNode(Node):
         diagnostics.header.stamp = stamp
         self.diagnostics_pub.publish(diagnostics)
         self._log_transitions()
+        if telemetry.request_rejections > self._rejections_logged:
+            self._rejections_logged = telemetry.request_rejections
+            self.get_logger().warning(
+                f"the server refused a request ({telemetry.request_rejections} so far): "
+                f"{telemetry.last_rejection_reason}", throttle_duration_sec=5.0)
 
     def _log_transitions(self) -> None:
         transitions, self._transitions_logged = self.core.transitions_since(self._transitions_logged)

@@ -16,7 +16,13 @@ CloseSession. Invariants:
   there as ``malformed``;
 * OpenSession is never re-sent (a second one would replace the session the
   first opened); the idempotent calls are re-sent every ``RESEND_S`` until
-  answered, since a request sent just as a service is discovered can be lost.
+  answered, since a request sent just as a service is discovered can be lost;
+* the secret of each granted session (OpenSession reply) is kept by this
+  client for as long as it lives, so every re-open presents the latest one as
+  proof of ownership, close and reset present their session's, every
+  observation is signed with it and every chunk must verify with it
+  (``data_plane.integrity``); a chunk that does not is dropped as
+  ``unauthenticated`` before it is decoded. The secret is never logged.
 
 Calls are ``call_async`` plus a bounded wait: while nothing spins the node the
 wait spins it itself; once an executor spins it (``spinning``) the calling
@@ -36,7 +42,7 @@ from rclpy.task import Future
 
 from lerobot_ros import names, wire
 from lerobot_ros.contract import OpenRequest
-from lerobot_ros.data_plane import DataPlaneError, ReceivedChunk, RequestId, chunk_from_msg
+from lerobot_ros.data_plane import DataPlaneError, ReceivedChunk, RequestId, chunk_from_msg, integrity
 from lerobot_ros.executor.chunks import Answer, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import ServerView, SessionGrant
 from lerobot_ros.msg import ActionChunk, Observation
@@ -47,6 +53,8 @@ MATCH_POLL_S = 0.01
 STOP_POLL_S = 0.1
 SPIN_POLL_S = 0.01
 CLOSE_UNUSED_TIMEOUT_S = 2.0
+#: Sessions whose secret is kept: the current one, and the one before (its late chunks still verify).
+KEPT_SECRETS = 2
 
 #: How often an unanswered idempotent service request is sent again (seconds).
 RESEND_S = 0.5
@@ -104,6 +112,7 @@ class SessionClient:
         self._publisher = None
         self._subscription = None
         self._model: ValidatedModel | None = None  # of the latest connected session (the own matcher's)
+        self._secrets: dict[str, str] = {}  # session id -> its secret, the latest granted last
         self.spinning = False  # set once an executor spins the node
         self.stopping = threading.Event()  # set on shutdown: every wait ends early
 
@@ -121,8 +130,27 @@ class SessionClient:
         return ServerView(status.ready, status.instance_id, wire.capabilities_from_msg(status.capabilities))
 
     def request_session(self, request: OpenSession.Request, timeout_s: float) -> OpenSession.Response | str:
-        """The bare OpenSession call: the server's answer, accepted or not (no data plane yet)."""
-        return self._call(self._open, request, timeout_s)
+        """The bare OpenSession call: the server's answer, accepted or not (no data plane yet).
+
+        Presents the latest granted session's secret unless ``request`` carries one.
+        """
+        if not request.owner_secret and self._secrets:
+            request.owner_secret = self.owner_secret
+        response = self._call(self._open, request, timeout_s)
+        if not isinstance(response, str) and response.accepted:
+            self._secrets.pop(response.session_id, None)
+            self._secrets[response.session_id] = response.session_secret
+            while len(self._secrets) > KEPT_SECRETS:
+                del self._secrets[next(iter(self._secrets))]
+        return response
+
+    @property
+    def owner_secret(self) -> str:
+        """The latest granted session's secret ("" before the first grant)."""
+        return next(reversed(self._secrets.values()), "")
+
+    def secret_of(self, session_id: str) -> str:
+        return self._secrets.get(session_id, "")
 
     def open_session(self, request: OpenRequest, timeout_s: float,
                      check: Callable[[SessionGrant], str | None] | None = None) -> SessionGrant | str:
@@ -166,11 +194,15 @@ class SessionClient:
         """Close the session; its data plane goes first. ``spin_once``: how to spin a node whose
         executor no longer runs (a drain)."""
         self.disconnect()
-        request = CloseSession.Request(client_id=self.client_id, session_id=session_id)
-        return self._call(self._close, request, timeout_s, spin_once=spin_once)
+        return self._call(self._close, self._close_request(session_id), timeout_s, spin_once=spin_once)
+
+    def _close_request(self, session_id: str) -> CloseSession.Request:
+        return CloseSession.Request(client_id=self.client_id, session_id=session_id,
+                                    session_secret=self.secret_of(session_id))
 
     def _reset_request(self, session_id: str, episode: int) -> ResetEpisode.Request:
-        return ResetEpisode.Request(client_id=self.client_id, session_id=session_id, episode=episode)
+        return ResetEpisode.Request(client_id=self.client_id, session_id=session_id, episode=episode,
+                                    session_secret=self.secret_of(session_id))
 
     def _call(self, client, request, timeout_s: float, idempotent: bool = False,
               spin_once: Callable[[], None] | None = None):
@@ -232,11 +264,7 @@ class SessionClient:
             f"{self._publisher.get_subscription_count()} subscribers, {grant.action_chunk_topic}: "
             f"{self._subscription.get_publisher_count()} publishers)"
         )
-        self._call(
-            self._close,
-            CloseSession.Request(client_id=self.client_id, session_id=grant.session_id),
-            min(timeout_s, CLOSE_UNUSED_TIMEOUT_S),
-        )
+        self._call(self._close, self._close_request(grant.session_id), min(timeout_s, CLOSE_UNUSED_TIMEOUT_S))
         return problem
 
     def disconnect(self) -> None:
@@ -247,11 +275,22 @@ class SessionClient:
             self._publisher = self._subscription = None
 
     def send_observation(self, msg: Observation) -> None:
+        """Sign ``msg`` with its session's secret (none for a session this client was not granted) and publish it."""
+        secret = self.secret_of(msg.session_id)
+        if secret:
+            integrity.sign(msg, integrity.session_key(secret))
         self._publisher.publish(msg)
 
     def on_chunk_message(self, msg: ActionChunk) -> None:
-        """The chunk subscription's callback."""
-        deliver_chunk(msg, self._sink, time.monotonic_ns())
+        """The chunk subscription's callback: only a chunk signed with its session's secret is decoded."""
+        received_ns = time.monotonic_ns()
+        secret = self.secret_of(msg.session_id)
+        forged = (integrity.verify(msg, integrity.session_key(secret)) if secret
+                  else "chunk names a session this client holds no secret for")
+        if forged:
+            self._sink.drop_chunk("unauthenticated", forged)
+            return
+        deliver_chunk(msg, self._sink, received_ns)
 
     def request_chunk(self, request: RequestId, msg: Observation, timeout_s: float) -> Answer:
         """Send ``msg`` (carrying ``request``) and wait for the chunk answering exactly it.

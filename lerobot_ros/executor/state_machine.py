@@ -240,12 +240,15 @@ class FailSafe:
         if self._state is not ExecutorState.STREAMING:
             self._go(ExecutorState.STREAMING, "chunk merged", now)
 
-    def on_request_timeout(self, now: float) -> None:
+    def on_request_timeout(self, now: float, refusal: str = "") -> None:
+        """A request got no chunk: it timed out, or the server refused it (``refusal``, its reason)."""
         if self._state not in _SESSION_OPEN:
             return
         self._timeout_streak += 1
         if self._timeout_streak >= self.config.timeout_streak_to_reconnect:
-            self._start_reconnecting(now, f"{self._timeout_streak} request timeouts in a row")
+            self._start_reconnecting(now, (
+                f"{self._timeout_streak} failed requests in a row; the server refused the last: {refusal}"
+                if refusal else f"{self._timeout_streak} request timeouts in a row"))
 
     def on_heartbeat(self, now: float) -> None:
         if self._state is not ExecutorState.DEAD:

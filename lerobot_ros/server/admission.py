@@ -41,6 +41,7 @@ class Refusal(enum.IntEnum):
     CAMERAS = 8
     FPS = 9
     TASK = 10
+    CLIENT_ID_IN_USE = 11  # decided by sessions.SessionRegistry.claim, after admission
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,10 @@ def admit(
         )
 
     warnings = [fps_warning] if fps_warning else []
+    unread = [name for name in request.camera_names if name not in capabilities.camera_names]
+    if unread:
+        warnings.append(f"cameras {unread} are not read by the policy: the executor leaves them out of its "
+                        "observations and the server ignores them")
     rtc_enabled = False
     if request.rtc_requested:
         if not capabilities.rtc_supported:

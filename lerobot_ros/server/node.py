@@ -27,11 +27,12 @@ import sys
 import time
 import uuid
 
+import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 
 from lerobot_ros import names, wire
-from lerobot_ros.contract import shown
+from lerobot_ros.contract import shown, truncated
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
@@ -41,7 +42,7 @@ from lerobot_ros.server.health import diagnostic_summary, health_snapshot, serve
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.data_plane import RequestLimits
+from lerobot_ros.data_plane import RequestLimits, integrity
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.settings import ServerSettings
@@ -55,6 +56,8 @@ NODE_NAME = "lerobot"
 
 DIAGNOSTICS_PERIOD_S = 1.0
 GC_PERIOD_S = 1.0
+#: How long a starting server listens for another live server's heartbeat on its namespace (at least).
+DUPLICATE_LISTEN_MIN_S = 1.5
 DRAIN_TIMEOUT_S = 30.0
 
 
@@ -73,6 +76,7 @@ class PolicyServerNode(Node):
         self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
         self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else self.settings.max_sessions
 
+        self.limits = RequestLimits(max_image_bytes=self.settings.max_image_bytes)
         self.sessions = SessionRegistry()
         self.scheduler = RoundRobinScheduler()
         self.stats = ServerStats()
@@ -87,6 +91,7 @@ class PolicyServerNode(Node):
             snapshot=self.health_snapshot,
             log=self.get_logger(),
         )
+        self._refuse_a_second_instance()
         self.worker = self._start_worker()
 
         self.status_pub = self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)
@@ -111,6 +116,30 @@ class PolicyServerNode(Node):
         name = self.get_fully_qualified_name()
         return name + ("/" + self.settings.service_name if self.settings.service_name else "")
 
+    def _refuse_a_second_instance(self) -> None:
+        """Stop before advertising if a live server already serves this namespace.
+
+        Live means its heartbeat is heard: a server killed with -9 leaves its
+        entities in the graph for a while, and its restart must not be refused.
+        """
+        topic = self.prefix + names.STATUS
+        heard: list[ServerStatus] = []
+        subscription = self.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
+        try:
+            if self.count_publishers(subscription.topic_name) == 0:
+                return
+            deadline = time.monotonic() + max(DUPLICATE_LISTEN_MIN_S, 3 * self.settings.heartbeat_period_s)
+            while not heard and time.monotonic() < deadline:
+                rclpy.spin_once(self, timeout_sec=0.1)
+        finally:
+            self.destroy_subscription(subscription)
+        if heard:
+            raise NodeStartupError(
+                f"another policy_server_node (instance {heard[0].instance_id}) already serves "
+                f"{heard[0].server_namespace}: refusing to start a second one there; give this one another "
+                "node name or service_name"
+            )
+
     def _ready_policy(self):
         try:
             return ready_runner(self.settings, self.get_logger())
@@ -121,11 +150,11 @@ class PolicyServerNode(Node):
         handler = RequestHandler(
             self.runner,
             self.sessions,
-            publish=self.client_topics.publish,
+            publish=self._publish_chunk,
             audit=self.observability.audit.write,
             load=lambda: (self.sessions.count(), self.max_sessions, self.scheduler.pending()),
             capture=self.observability.capture_write,
-            limits=RequestLimits(max_image_bytes=self.settings.max_image_bytes),
+            limits=self.limits,
         )
         worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
         worker.start()
@@ -148,8 +177,29 @@ class PolicyServerNode(Node):
         self.destroy_publisher(topics.publisher)
 
     def _on_observation(self, client_id: str, msg: Observation) -> None:
-        self.sessions.observed(client_id, time.monotonic())
-        self.scheduler.deposit(client_id, msg)
+        refusal = self.sessions.admit_observation(client_id, msg, time.monotonic())
+        if refusal is None:
+            self.scheduler.deposit(client_id, msg)
+            return
+        # Not answered on the chunk topic: that topic belongs to the session's
+        # owner, and a chunk there for an unproven or repeated message could end
+        # the owner's wait. Counted, audited and logged (throttled) instead.
+        self.stats.record("rejected", 0.0, 0)
+        self.observability.audit.write({
+            "wall_time": round(time.time(), 6), "session": truncated(msg.session_id, self.limits.max_id_chars),
+            "client": client_id, "seq": msg.seq, "episode": msg.episode, "epoch": msg.epoch,
+            "outcome": "refused_on_arrival", "error": refusal,
+        })
+        self.get_logger().warning(
+            f"observation on the topic of {client_id} refused on arrival: {refusal}", throttle_duration_sec=1.0
+        )
+
+    def _publish_chunk(self, client_id: str, msg: ActionChunk) -> None:
+        """Sign the chunk with the client's open session's secret, then publish it on its topic."""
+        session = self.sessions.get(client_id)
+        if session is not None:
+            integrity.sign(msg, session.key)
+        self.client_topics.publish(client_id, msg)
 
     def _end_session(self, session: Session, why: str) -> bool:
         if self.sessions.remove(session.client_id, session.session_id) is None:
@@ -162,7 +212,9 @@ class PolicyServerNode(Node):
     def collect_garbage(self) -> None:
         """Close sessions whose client went silent or whose publisher left the graph."""
         timeout_s = self.settings.session_idle_timeout_s
-        for session, why in self.sessions.expired(time.monotonic(), timeout_s, self.client_topics.publisher_count):
+        expired = self.sessions.expired(time.monotonic(), timeout_s, self.client_topics.publisher_count,
+                                        self.settings.session_first_observation_timeout_s)
+        for session, why in expired:
             self._end_session(session, why)
 
     # ---- services -------------------------------------------------------
@@ -179,10 +231,10 @@ class PolicyServerNode(Node):
         response.capabilities = self.capabilities_msg
         response.max_sessions = self.max_sessions
         if not admission.accepted:
-            response.accepted, response.refusal, response.message = False, int(admission.refusal), admission.message
-            response.active_sessions = load.active_sessions
-            self.get_logger().warning(f"refused session for {shown(request.client_id)}: {admission.message}")
-            return response
+            message = admission.message
+            if admission.refusal is Refusal.CAPACITY:
+                message += "; " + self._when_a_slot_frees()
+            return self._refuse_open(request.client_id, response, admission.refusal, message, load.active_sessions)
         session = Session(
             client_id=request.client_id,
             task=admission.task or self.settings.default_task,
@@ -190,14 +242,21 @@ class PolicyServerNode(Node):
             rtc_enabled=admission.rtc_enabled,
             opened_at=time.monotonic(),
         )
+        claim = self.sessions.claim(session, request.owner_secret, session.opened_at,
+                                    self.settings.session_idle_timeout_s)
+        if claim.refusal:
+            return self._refuse_open(request.client_id, response, Refusal.CLIENT_ID_IN_USE, claim.refusal, load.active_sessions)
+        replaced = claim.replaced
+        # Built after the claim: the service thread is the only one opening sessions,
+        # and the worker reads the processors only after the first observation.
         session.processors = self.runner.new_session_processors()
-        replaced = self.sessions.open(session)
         topics = self.client_topics.open(session.client_id, session.session_id)
         if replaced is not None:
             self.scheduler.remove(session.client_id)  # its waiting observation belongs to the old session
         response.accepted, response.refusal = True, int(Refusal.NONE)
         response.warnings = list(admission.warnings)
         response.session_id = session.session_id
+        response.session_secret = session.secret
         response.rtc_enabled = admission.rtc_enabled
         response.observation_topic = topics.subscription.topic_name
         response.action_chunk_topic = topics.publisher.topic_name
@@ -209,13 +268,29 @@ class PolicyServerNode(Node):
         )
         return response
 
+    def _refuse_open(self, client_id: str, response: OpenSession.Response, refusal: Refusal, message: str,
+                     active_sessions: int) -> OpenSession.Response:
+        response.accepted, response.refusal, response.message = False, int(refusal), message
+        response.active_sessions = active_sessions
+        self.get_logger().warning(f"refused session for {shown(client_id)}: {message}")
+        return response
+
+    def _when_a_slot_frees(self) -> str:
+        wait_s = self.sessions.next_slot_free_s(time.monotonic(), self.settings.session_first_observation_timeout_s,
+                                                self.settings.session_idle_timeout_s)
+        if wait_s is not None:
+            return f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
+        return (f"every session streams: a slot frees when one closes, or "
+                f"{self.settings.session_idle_timeout_s:g} s after one goes quiet")
+
     def on_close_session(self, request: CloseSession.Request, response: CloseSession.Response) -> CloseSession.Response:
-        session, response.message = self.sessions.named(request.client_id, request.session_id)
+        session, response.message = self.sessions.owned(request.client_id, request.session_id, request.session_secret)
         response.success = session is not None and self._end_session(session, "closed by the client")
         return response
 
     def on_reset_episode(self, request: ResetEpisode.Request, response: ResetEpisode.Response) -> ResetEpisode.Response:
-        reset = self.sessions.reset_episode(request.client_id, request.session_id, request.episode)
+        reset = self.sessions.reset_episode(request.client_id, request.session_id, request.session_secret,
+                                            request.episode)
         response.success, response.episode, response.message = reset.success, reset.episode, reset.message
         return response
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.contract import ServerCapabilities, truncated
+from lerobot_ros.contract import ServerCapabilities, shown, truncated
 from lerobot_ros.data_plane import (
     ChunkReply,
     DataPlaneError,
@@ -49,9 +49,9 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
     if not low <= frame.schema_version <= high:
         raise ObservationRejected(f"schema version {frame.schema_version}; expected {low}..{high}")
     if frame.request.session_id != session.session_id:
+        # Never the open session's id: it is another robot's, for all this message proves.
         raise ObservationRejected(
-            f"session id {frame.request.session_id!r} is not this client's open session {session.session_id!r}; "
-            "open a session first"
+            f"session id {shown(frame.request.session_id)} is not this client's open session; open a session first"
         )
     if frame.request.client_id != session.client_id:
         # The topic it arrived on names the client; a message claiming another
@@ -67,11 +67,11 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
         raise ObservationRejected(f"state is not finite at indices {bad}: {state.tolist()}")
     expected = capabilities.camera_names
     missing = [name for name in expected if name not in frame.images]
-    unknown = [name for name in frame.images if name not in expected]
-    if missing or unknown:
+    # Cameras the policy does not read are ignored, as the executor ignores them
+    # (it sends only the policy's) and as OpenSession warns: inference picks the policy's by name.
+    if missing:
         raise ObservationRejected(
-            f"cameras differ: missing {missing}, unknown {unknown}; policy expects {list(expected)}, "
-            f"observation has {list(frame.images)}"
+            f"cameras differ: missing {missing}; policy expects {list(expected)}, observation has {list(frame.images)}"
         )
     pinned = capabilities.pinned_task
     if pinned and frame.task and frame.task != pinned:

@@ -3,22 +3,37 @@
 Invariants:
 - at most one session per client id: re-opening replaces the old one and
   does not count against capacity;
+- each session has a secret, sent only in the OpenSession reply: closing,
+  resetting or replacing it needs that secret (``owned``, ``claim``). A client
+  id whose session streams is "in use": an open without the secret is
+  refused until that session has been quiet for the idle bound or its
+  observation publisher has left the graph. A session that has not streamed
+  yet may be replaced by anyone (a squatter cannot lock its robot out), and
+  its replacement keeps its opening time: re-opening never extends a
+  session that never streamed;
+- no refusal, log line or status echoes another session's id or secret;
 - a removal names the session it means, so a late close or garbage
   collection of an old session never removes its replacement;
-- a request naming a session id that is not the client's open one is refused
-  with the same text everywhere (``named``);
+- an observation is admitted (``admit_observation``) only if it names the
+  client's open session, its MAC verifies with that session's secret, its
+  epoch is the session's (fixed by its first observation) and its seq is
+  greater than the last admitted one; only an admitted observation keeps a
+  session from going idle;
 - a session's episode only moves forward, and only ``advance_episode`` moves
   it, under the registry lock. Two threads call it: the service thread for
   ResetEpisode and the inference worker for an observation of a newer episode
-  (an observation may overtake its ResetEpisode call). The same episode again
-  is an idempotent success, an older one is refused, a newer one advances and
-  marks the session's processors stale;
+  (an observation may overtake its ResetEpisode call). ResetEpisode must name
+  a later episode than the last one a reset confirmed: the episode an
+  observation already moved to is confirmed once, anything else not after
+  the current one is refused. A newer episode marks the session's processors
+  stale;
 - stale processors are reset exactly once before the session's next request:
   ``claim_processor_reset`` reads and clears the mark under the same lock, and
   only the inference worker (the one thread touching processors and the
   policy) calls it. A new session starts stale, so the policy (exclusive
   mode) is reset before its first request;
-- a session ends when it has sent no observation for ``idle_timeout_s`` or
+- a session ends when it has sent no observation within
+  ``first_observation_timeout_s`` of opening, none for ``idle_timeout_s``, or
   when its observation publisher, once seen, has been absent from the ROS
   graph for ``PUBLISHER_GONE_GRACE_S`` (``expired``; the garbage-collection
   timer calls it).
@@ -30,6 +45,7 @@ all touch the registry, each through one method.
 from __future__ import annotations
 
 import enum
+import hmac
 import threading
 import uuid
 from collections.abc import Callable
@@ -37,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lerobot_ros.contract import shown
+from lerobot_ros.data_plane import integrity
 
 # A router restart or a blip drops graph information for a moment (rmw_zenoh
 # liveliness); only an absence lasting this long counts as the robot gone.
@@ -53,7 +70,15 @@ class Session:
     rtc_enabled: bool
     opened_at: float
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    secret: str = field(default_factory=integrity.new_secret, repr=False)
     episode: int = 0
+    # Whether the episode was confirmed by a ResetEpisode (or is the first
+    # one), or only reached by an observation that overtook its reset.
+    episode_confirmed: bool = True
+    # Set by the first admitted observation: the epoch every later one must
+    # carry, and the seq the next one must exceed.
+    epoch: int | None = None
+    last_seq: int | None = None
     last_seen: float = 0.0
     processors: Any = None
     # Set once the client's observation publisher has been seen on the graph,
@@ -66,6 +91,17 @@ class Session:
 
     def __post_init__(self) -> None:
         self.last_seen = self.last_seen or self.opened_at
+
+    @property
+    def key(self) -> bytes:
+        return integrity.session_key(self.secret)
+
+    @property
+    def streamed(self) -> bool:
+        return self.last_seq is not None
+
+    def opens_with(self, secret: str) -> bool:
+        return bool(secret) and hmac.compare_digest(secret.encode(), self.secret.encode())
 
 
 class EpisodeMove(enum.Enum):
@@ -85,31 +121,71 @@ class EpisodeReset:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class Claim:
+    """The answer to an OpenSession for a client id: the session it replaced, or why it was refused."""
+
+    replaced: Session | None = None
+    refusal: str = ""
+
+
 class SessionRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_client: dict[str, Session] = {}
 
     def open(self, session: Session) -> Session | None:
-        """Add ``session``; return the session it replaced for the same client, if any."""
+        """Add ``session`` unconditionally (warm-up, replay, tests); return the one it replaced."""
         with self._lock:
             previous = self._by_client.get(session.client_id)
             self._by_client[session.client_id] = session
             return previous
 
+    def claim(self, session: Session, owner_secret: str, now: float, idle_timeout_s: float) -> Claim:
+        """The OpenSession rule: add ``session`` unless its client id is in use by a streaming session.
+
+        ``owner_secret`` proves ownership of the live session. A replaced
+        session that never streamed hands its opening time on.
+        """
+        with self._lock:
+            live = self._by_client.get(session.client_id)
+            if live is not None:
+                quiet_s = now - live.last_seen
+                free = (live.opens_with(owner_secret) or not live.streamed or quiet_s > idle_timeout_s
+                        or live.publisher_missing_since is not None)
+                if not free:
+                    return Claim(refusal=(
+                        f"client id {shown(session.client_id)} is in use by a session that is streaming; "
+                        f"re-open with that session's secret (owner_secret), or once it has been quiet for "
+                        f"{idle_timeout_s:g} s (it was last heard {quiet_s:.1f} s ago)"
+                    ))
+                if not live.streamed:
+                    session.opened_at = session.last_seen = min(session.opened_at, live.opened_at)
+            self._by_client[session.client_id] = session
+            return Claim(replaced=live)
+
+    def next_slot_free_s(self, now: float, first_observation_timeout_s: float, idle_timeout_s: float) -> float | None:
+        """Seconds until the earliest session that never streamed is collected; None if all stream."""
+        with self._lock:
+            waits = [min(s.opened_at + first_observation_timeout_s, s.last_seen + idle_timeout_s) - now
+                     for s in self._by_client.values() if not s.streamed]
+        return max(0.0, min(waits)) if waits else None
+
     def get(self, client_id: str) -> Session | None:
         with self._lock:
             return self._by_client.get(client_id)
 
-    def named(self, client_id: str, session_id: str) -> tuple[Session | None, str]:
-        """The client's open session if it is ``session_id``; else None and why."""
+    def owned(self, client_id: str, session_id: str, secret: str) -> tuple[Session | None, str]:
+        """The client's open session if it is ``session_id`` and ``secret`` is its secret; else None and why.
+
+        One text whichever part is wrong, and never the open session's id:
+        a refusal is no oracle for another robot's session.
+        """
         session = self.get(client_id)
-        if session is not None and session.session_id == session_id:
+        if session is not None and session.session_id == session_id and session.opens_with(secret):
             return session, ""
-        # Ids as the robot sent them, however long: shown cut, never echoed whole.
-        return None, f"no open session {shown(session_id)} for client {shown(client_id)}" + (
-            f" (its open session is {session.session_id!r})" if session else ""
-        )
+        # Ids as the caller sent them, however long: shown cut, never echoed whole.
+        return None, f"client {shown(client_id)} has no open session {shown(session_id)} that this secret opens"
 
     def remove(self, client_id: str, session_id: str) -> Session | None:
         """Remove the client's session only if it is still ``session_id``."""
@@ -137,18 +213,21 @@ class SessionRegistry:
                 return EpisodeMove.CURRENT, session.episode
             if episode < session.episode:
                 return EpisodeMove.OVER, session.episode
-            session.episode, session.processors_stale = episode, True
+            session.episode, session.processors_stale, session.episode_confirmed = episode, True, False
             return EpisodeMove.ADVANCED, session.episode
 
-    def reset_episode(self, client_id: str, session_id: str, episode: int) -> EpisodeReset:
-        """The ResetEpisode rule: the named session moves to ``episode``, or why not."""
-        session, why = self.named(client_id, session_id)
+    def reset_episode(self, client_id: str, session_id: str, secret: str, episode: int) -> EpisodeReset:
+        """The ResetEpisode rule: the owned session moves to a later ``episode``, or why not."""
+        session, why = self.owned(client_id, session_id, secret)
         if session is None:
             return EpisodeReset(False, 0, why)
-        move, current = self.advance_episode(session, episode)
-        if move is EpisodeMove.OVER:
-            return EpisodeReset(False, current, f"episode {episode} is not after the current episode {current}")
-        return EpisodeReset(True, current)
+        with self._lock:
+            current = session.episode
+            if episode > current or (episode == current and not session.episode_confirmed):
+                session.processors_stale |= episode > current
+                session.episode, session.episode_confirmed = episode, True
+                return EpisodeReset(True, episode)
+        return EpisodeReset(False, current, f"episode {episode} is not after the current episode {current}")
 
     def claim_processor_reset(self, session: Session) -> bool:
         """True once after the session went stale: the caller resets its processors now."""
@@ -158,12 +237,26 @@ class SessionRegistry:
 
     # ---- expiry ---------------------------------------------------------
 
-    def observed(self, client_id: str, now: float) -> None:
-        """An observation arrived for the client: its session is not idle."""
+    def admit_observation(self, client_id: str, msg, now: float) -> str | None:
+        """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it keeps
+        the session from going idle). The MAC is checked outside the lock: it reads the whole message."""
+        session = self.get(client_id)
+        if session is None:
+            return f"client {shown(client_id)} has no open session"
+        if msg.session_id != session.session_id:
+            return f"session id {shown(msg.session_id)} is not the open session of client {shown(client_id)}"
+        forged = integrity.verify(msg, session.key)
+        if forged:
+            return forged
         with self._lock:
-            session = self._by_client.get(client_id)
-            if session is not None:
-                session.last_seen = now
+            if self._by_client.get(client_id) is not session:
+                return f"the session of client {shown(client_id)} closed while the observation was checked"
+            if session.epoch is not None and msg.epoch != session.epoch:
+                return f"epoch {msg.epoch} is not this session's epoch {session.epoch}"
+            if session.last_seq is not None and msg.seq <= session.last_seq:
+                return f"seq {msg.seq} replays or reorders: expected a seq greater than {session.last_seq}"
+            session.epoch, session.last_seq, session.last_seen = msg.epoch, msg.seq, now
+            return None
 
     def idle(self, now: float, idle_timeout_s: float) -> list[Session]:
         """Sessions with no observation for longer than ``idle_timeout_s``."""
@@ -171,14 +264,22 @@ class SessionRegistry:
             return [s for s in self._by_client.values() if now - s.last_seen > idle_timeout_s]
 
     def expired(
-        self, now: float, idle_timeout_s: float, publisher_count: Callable[[str], int]
+        self, now: float, idle_timeout_s: float, publisher_count: Callable[[str], int],
+        first_observation_timeout_s: float | None = None,
     ) -> list[tuple[Session, str]]:
-        """Sessions to end now and why: idle ones, and those whose observation publisher left the graph.
+        """Sessions to end now and why: never streamed within ``first_observation_timeout_s`` of
+        opening, idle, or their observation publisher left the graph.
 
         ``publisher_count(client_id)`` is asked outside the lock (it queries the ROS graph).
         """
-        idle = self.idle(now, idle_timeout_s)
-        ending = [(session, f"no observation for {idle_timeout_s:g} s") for session in idle]
+        with self._lock:
+            unused = [s for s in self._by_client.values() if first_observation_timeout_s is not None
+                      and not s.streamed and now - s.opened_at > first_observation_timeout_s]
+        ending = [(s, f"no observation within {first_observation_timeout_s:g} s of opening") for s in unused]
+        collected = {id(s) for s in unused}
+        idle = [s for s in self.idle(now, idle_timeout_s) if id(s) not in collected]
+        ending += [(session, f"no observation for {idle_timeout_s:g} s") for session in idle]
+        idle = unused + idle
         idle_clients = {session.client_id for session in idle}
         counts = {s.client_id: publisher_count(s.client_id) for s in self.sessions() if s.client_id not in idle_clients}
         with self._lock:

@@ -64,6 +64,9 @@ PARAMETERS = (
     Parameter("heartbeat_period_s", FLOAT, 0.5, "Period of the ~/status heartbeat (seconds)", (more_than(0),)),
     Parameter("session_idle_timeout_s", FLOAT, 10.0,
               "Close a session after this long without an observation (seconds)", (more_than(0),)),
+    Parameter("session_first_observation_timeout_s", FLOAT, 5.0,
+              "Close a session that sent no observation this long after opening; re-opening does not extend it "
+              "(seconds)", (more_than(0),)),
     Parameter("max_image_bytes", INTEGER, MAX_IMAGE_BYTES, "Largest accepted camera frame, compressed or raw (bytes)",
               (at_least(1),)),
     Parameter("audit_log", STRING, "auto",

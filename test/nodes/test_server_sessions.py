@@ -128,7 +128,7 @@ def test_a_burst_is_answered_newest_first_never_out_of_order(robots):
     assert len(answered) + sum(chunk.superseded for chunk in robot.chunks) <= 7
 
 
-def test_reset_episode_refuses_the_old_episode(robots):
+def test_reset_episode_refuses_the_old_and_the_current_episode(robots):
     robot = robots("episodic_arm")
     assert robot.open().accepted
     assert robot.request(robot.observation(0, episode=0)).status == ActionChunk.STATUS_OK
@@ -137,7 +137,9 @@ def test_reset_episode_refuses_the_old_episode(robots):
     stale = robot.request(robot.observation(1, episode=0))
     assert stale.status == ActionChunk.STATUS_REJECTED and "episode 0 is over" in stale.error
     assert robot.request(robot.observation(2, episode=1)).status == ActionChunk.STATUS_OK
-    assert robot.reset_episode(1).success, "a repeated reset to the current episode is idempotent"
+    again = robot.reset_episode(1)
+    assert not again.success and again.episode == 1, "a reset must name a later episode (ResetEpisode.srv)"
+    assert "episode 1 is not after the current episode 1" in again.message
     older = robot.reset_episode(0)
     assert not older.success and "episode 0 is not after the current episode 1" in older.message
 

@@ -324,7 +324,8 @@ def test_the_readme_security_section_explains_sros2_and_zenoh_acl_deployment():
     assert section, "README has no '### Security' section"
     text = section.group(1)
     needed = ["SROS2", "ROS_SECURITY_ENABLE", "ROS_SECURITY_STRATEGY=Enforce", "mTLS", "access-control list",
-              "router_server.json5", "router_robot.json5", "pickle"]
+              "router_server.json5", "router_robot.json5", "pickle", "session_secret", "HMAC-SHA256",
+              "sniffer of service replies", "REFUSAL_CLIENT_ID_IN_USE", "test_hostile.py"]
     missing = [word for word in needed if word not in text]
     record(CATEGORY, "README security section: SROS2 and rmw_zenoh mTLS + ACL deployment", tried=len(needed),
            survived=len(needed) - len(missing), lost=len(missing),

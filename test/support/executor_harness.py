@@ -57,6 +57,7 @@ class FakeLink:
         self.core, self.capabilities = core, capabilities
         self.silent = False
         self.latency_s = 0.02  # the round trip each answer reports (received - sent)
+        self.refusal = ""  # answer every observation REJECTED with this reason
         self.instance = "i1"
         self.sent: list = []
         self.sessions = 0
@@ -74,7 +75,8 @@ class FakeLink:
         if not self.silent:
             actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
             reply = chunk(prepared.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
-                          action_names=self.capabilities.action_names)
+                          action_names=self.capabilities.action_names, status=1 if self.refusal else 0,
+                          error=self.refusal)
             self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + round(self.latency_s * 1e9))
         return None
 

@@ -318,7 +318,8 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     feed(core, clock)
     worker.step()
     assert link.sent[-1].request.epoch == 1 and counts(core, clock).chunks_merged == 1
-    # The server restarts with the joints in another order.
+    # The server restarts with the joints in another order (its old instance has gone silent).
+    clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.1
     core.on_heartbeat("i3", clock())
     assert core.state is ExecutorState.RECONNECTING
     link.capabilities = ServerCapabilities(**{**CAPABILITIES.__dict__, "action_names": ("b", "a", "c")})
@@ -425,3 +426,33 @@ def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_
     assert prepared.observation.oldest_age_s == pytest.approx(0.3)
     # The first action's source is the 0.3 s old camera frame, not the send time.
     assert core.snapshot(clock()).next_action_age_s == pytest.approx(0.3)
+
+
+def test_a_second_server_heard_while_ours_beats_is_reported_not_followed():
+    clock, core, link, worker = connected()
+    core.on_heartbeat("i1", clock())
+    clock.t += 0.5
+    core.on_heartbeat("impostor", clock())
+    assert core.state is ExecutorState.STREAMING or core.state is ExecutorState.CONNECTING
+    assert core.identity.instance_id == "i1" and counts(core, clock).other_server_instance == "impostor"
+    for _ in range(4):  # both keep beating: no flapping
+        clock.t += 0.5
+        core.on_heartbeat("i1", clock())
+        core.on_heartbeat("impostor", clock())
+    assert core.state is not ExecutorState.RECONNECTING
+    clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.1
+    core.on_heartbeat("impostor", clock())
+    assert core.state is ExecutorState.RECONNECTING, "ours went silent: the other one is a restart"
+
+
+def test_server_rejections_are_counted_apart_from_timeouts_and_their_reason_is_reported():
+    clock, core, link, worker = connected()
+    feed(core, clock)
+    link.refusal = "episode 0 is over; the session is at episode 2"
+    worker.step()
+    worker.step()
+    status = counts(core, clock)
+    assert (status.request_rejections, status.request_timeouts) == (2, 0)
+    assert status.last_rejection_reason == "server answered status 1: episode 0 is over; the session is at episode 2"
+    assert core.state is ExecutorState.RECONNECTING
+    assert status.reason.startswith("2 failed requests in a row; the server refused the last: server answered")

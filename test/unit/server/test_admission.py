@@ -93,3 +93,11 @@ def test_client_ids_are_sanitized_into_valid_segments():
     for name in ("/robots/arm-1", "9lives", "arm 1!", "", "___"):
         assert client_id_problem(sanitize_client_id(name)) is None, name
     assert sanitize_client_id("/robots/arm-1") == "robots_arm_1"
+
+
+def test_a_camera_the_policy_does_not_read_is_accepted_with_a_warning_that_it_is_ignored():
+    robot = dataclasses.replace(ROBOT, camera_names=(*ROBOT.camera_names, "observation.images.wrist"))
+    admission = admit(CAPABILITIES, robot, ROOM)
+    assert admission.accepted
+    assert admission.warnings == ("cameras ['observation.images.wrist'] are not read by the policy: the executor "
+                                  "leaves them out of its observations and the server ignores them",)

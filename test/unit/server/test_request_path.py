@@ -138,3 +138,16 @@ def test_a_stopping_worker_answers_the_observations_still_waiting_with_a_refusal
     assert all(chunk.status == ActionChunk.STATUS_REJECTED and chunk.error == DRAINING for chunk in answered.values())
     assert sorted((line["client"], line["seq"], line["outcome"]) for line in harness.audit) == [
         ("arm", 1, "rejected"), ("other_arm", 4, "rejected")]
+
+
+def test_an_extra_camera_the_policy_does_not_read_is_ignored(harness):
+    """The open warns about it and the executor leaves it out; an observation carrying it is served as without it."""
+    plain = harness.observation(seq=1, state=np.full(6, 0.3))
+    extra = harness.observation(seq=2, state=np.full(6, 0.3))
+    extra.compressed_camera_names = [*extra.compressed_camera_names, "observation.images.wrist"]
+    extra.compressed_images = [*extra.compressed_images, images.rgb_to_compressed(np.zeros((96, 128, 3), np.uint8), 90)]
+    assert harness.send(plain).outcome == "ok"
+    outcome = harness.send(extra)
+    assert outcome.outcome == "ok", outcome.reply.error
+    first, second = (chunk_from_msg(msg).actions_robot for _, msg in harness.published[-2:])
+    np.testing.assert_allclose(first, second, atol=1e-5)

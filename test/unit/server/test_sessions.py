@@ -1,12 +1,31 @@
-"""Session registry: replacement, identity-checked removal, episodes and expiry (no ROS)."""
+"""Session registry: ownership, replacement, identity-checked removal, admitted observations,
+episodes and expiry (no ROS graph: real generated Observation messages)."""
 
 import threading
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lerobot_ros.data_plane import integrity
+from lerobot_ros.msg import Observation
 from lerobot_ros.server.sessions import PUBLISHER_GONE_GRACE_S, EpisodeMove, EpisodeReset, Session, SessionRegistry
 
 
 def session(client="arm", opened=0.0):
     return Session(client, task="", fps=30.0, rtc_enabled=False, opened_at=opened)
+
+
+def observation(of: Session, seq: int, epoch: int = 0, key: bytes | None = None, **fields) -> Observation:
+    msg = Observation(session_id=of.session_id, client_id=of.client_id, seq=seq, epoch=epoch, state=[0.0] * 6, **fields)
+    integrity.sign(msg, of.key if key is None else key)
+    return msg
+
+
+def streaming(registry: SessionRegistry, client="arm", opened=0.0, now=1.0) -> Session:
+    live = session(client, opened)
+    registry.open(live)
+    assert registry.admit_observation(client, observation(live, 1), now) is None
+    return live
 
 
 def test_reopening_replaces_without_counting_twice():
@@ -39,15 +58,109 @@ def test_idle_sessions_are_found_by_last_observation():
     assert [s.client_id for s in registry.idle(now=10.0, idle_timeout_s=5.0)] == ["quiet"]
 
 
-def test_a_named_session_or_the_refusal_that_says_which_is_open():
+def test_an_owned_session_needs_its_id_and_secret_and_a_refusal_never_names_the_open_one():
     registry = SessionRegistry()
     open_one = session()
     registry.open(open_one)
-    assert registry.named("arm", open_one.session_id) == (open_one, "")
-    found, why = registry.named("arm", "stale")
-    assert found is None
-    assert why == f"no open session 'stale' for client 'arm' (its open session is {open_one.session_id!r})"
-    assert registry.named("ghost", "x") == (None, "no open session 'x' for client 'ghost'")
+    assert registry.owned("arm", open_one.session_id, open_one.secret) == (open_one, "")
+    refusals = [registry.owned("arm", "stale", open_one.secret), registry.owned("arm", open_one.session_id, ""),
+                registry.owned("arm", open_one.session_id, "0" * 32), registry.owned("ghost", "x", "")]
+    assert all(found is None for found, _ in refusals)
+    assert refusals[0][1] == "client 'arm' has no open session 'stale' that this secret opens"
+    assert refusals[1][1] == refusals[2][1], "a wrong secret and a missing one read the same: no oracle"
+    for _, why in refusals:
+        assert open_one.secret not in why and (open_one.session_id not in why or why == refusals[1][1])
+
+
+def test_each_session_gets_its_own_unguessable_secret():
+    secrets = {session().secret for _ in range(200)}
+    assert len(secrets) == 200 and all(len(secret) == 32 for secret in secrets)
+
+
+def test_a_streaming_client_id_is_in_use_unless_the_open_proves_ownership():
+    registry = SessionRegistry()
+    live = streaming(registry, now=1.0)
+    squatter = session()
+    claim = registry.claim(squatter, owner_secret="", now=2.0, idle_timeout_s=10.0)
+    assert claim.replaced is None and registry.get("arm") is live
+    assert claim.refusal.startswith("client id 'arm' is in use by a session that is streaming")
+    assert live.secret not in claim.refusal and live.session_id not in claim.refusal
+    assert registry.claim(session(), owner_secret="f" * 32, now=2.0, idle_timeout_s=10.0).refusal, "a wrong secret"
+    owner = session(opened=3.0)
+    assert registry.claim(owner, owner_secret=live.secret, now=3.0, idle_timeout_s=10.0).replaced is live
+    assert registry.get("arm") is owner
+
+
+def test_a_client_id_frees_once_its_session_is_quiet_for_the_idle_bound_or_its_publisher_left():
+    registry = SessionRegistry()
+    live = streaming(registry, now=1.0)
+    assert registry.claim(session(), "", now=11.0, idle_timeout_s=10.0).refusal
+    assert registry.claim(session(), "", now=11.5, idle_timeout_s=10.0).replaced is live
+    gone = streaming(registry, client="other", now=1.0)
+    gone.publisher_seen, gone.publisher_missing_since = True, 1.5
+    assert registry.claim(session("other"), "", now=2.0, idle_timeout_s=10.0).replaced is gone
+
+
+def test_a_session_that_never_streamed_is_replaceable_and_reopening_never_extends_it():
+    registry = SessionRegistry()
+    first = session(opened=0.0)
+    registry.open(first)
+    again = session(opened=4.0)
+    assert registry.claim(again, owner_secret=first.secret, now=4.0, idle_timeout_s=10.0).replaced is first
+    assert again.opened_at == 0.0, "the replacement keeps the first opening time"
+    by_anyone = session(opened=4.5)
+    assert registry.claim(by_anyone, owner_secret="", now=4.5, idle_timeout_s=10.0).replaced is again
+    assert registry.expired(5.1, 10.0, lambda client: 0, first_observation_timeout_s=5.0) == [
+        (by_anyone, "no observation within 5 s of opening")
+    ]
+
+
+def test_the_capacity_hint_names_when_the_earliest_unused_session_is_collected():
+    registry = SessionRegistry()
+    streaming(registry, client="busy", opened=0.0)
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) is None
+    registry.open(session("idle_a", opened=1.0))
+    registry.open(session("idle_b", opened=3.0))
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) == 4.0
+    assert registry.next_slot_free_s(now=2.0, first_observation_timeout_s=5.0, idle_timeout_s=3.0) == 2.0
+    assert registry.next_slot_free_s(now=9.0, first_observation_timeout_s=5.0, idle_timeout_s=10.0) == 0.0
+
+
+def test_an_admitted_observation_names_the_open_session_verifies_and_moves_seq_forward():
+    registry = SessionRegistry()
+    live = session()
+    registry.open(live)
+    assert registry.admit_observation("arm", observation(live, 5, epoch=2), 1.0) is None
+    assert live.last_seen == 1.0 and live.streamed
+    refused = {
+        "replayed": registry.admit_observation("arm", observation(live, 5, epoch=2), 2.0),
+        "backwards": registry.admit_observation("arm", observation(live, 4, epoch=2), 2.0),
+        "other epoch": registry.admit_observation("arm", observation(live, 6, epoch=3), 2.0),
+        "forged": registry.admit_observation("arm", observation(live, 6, epoch=2, key=b"guess"), 2.0),
+        "unsigned": registry.admit_observation("arm", Observation(session_id=live.session_id, client_id="arm", seq=7), 2.0),
+        "other session": registry.admit_observation("arm", Observation(session_id="bogus", seq=7), 2.0),
+        "no session": registry.admit_observation("ghost", observation(live, 6, epoch=2), 2.0),
+    }
+    assert refused == {
+        "replayed": "seq 5 replays or reorders: expected a seq greater than 5",
+        "backwards": "seq 4 replays or reorders: expected a seq greater than 5",
+        "other epoch": "epoch 3 is not this session's epoch 2",
+        "forged": "Observation MAC does not verify with the session's key (forged or altered)",
+        "unsigned": "Observation carries a 0-byte MAC; expected 32 bytes keyed by the session secret",
+        "other session": "session id 'bogus' is not the open session of client 'arm'",
+        "no session": "client 'ghost' has no open session",
+    }
+    assert live.last_seen == 1.0, "a refused observation keeps nothing alive"
+    assert registry.admit_observation("arm", observation(live, 6, epoch=2), 3.0) is None
+
+
+@given(st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=40))
+def test_admitted_seqs_are_strictly_increasing_whatever_order_they_arrive_in(seqs):
+    registry = SessionRegistry()
+    live = session()
+    registry.open(live)
+    admitted = [seq for seq in seqs if registry.admit_observation("arm", observation(live, seq), 1.0) is None]
+    assert admitted == [seq for i, seq in enumerate(seqs) if all(seq > earlier for earlier in seqs[:i])]
 
 
 def test_a_new_session_has_its_processors_reset_once_before_its_first_request():
@@ -58,28 +171,37 @@ def test_a_new_session_has_its_processors_reset_once_before_its_first_request():
     assert registry.claim_processor_reset(fresh) is False
 
 
-def test_reset_episode_is_idempotent_refuses_older_and_advances_newer():
+def test_reset_episode_must_name_a_later_episode():
     registry = SessionRegistry()
     current = session()
     registry.open(current)
     registry.claim_processor_reset(current)
-    assert registry.reset_episode("arm", current.session_id, 0) == EpisodeReset(True, 0)
-    assert registry.claim_processor_reset(current) is False, "the same episode again resets nothing"
-    assert registry.reset_episode("arm", current.session_id, 3) == EpisodeReset(True, 3)
+    reset = lambda episode: registry.reset_episode("arm", current.session_id, current.secret, episode)  # noqa: E731
+    assert reset(0) == EpisodeReset(False, 0, "episode 0 is not after the current episode 0")
+    assert registry.claim_processor_reset(current) is False, "a refused reset resets nothing"
+    assert reset(3) == EpisodeReset(True, 3)
     assert current.episode == 3 and registry.claim_processor_reset(current) is True
-    assert registry.reset_episode("arm", current.session_id, 3) == EpisodeReset(True, 3)
-    assert registry.reset_episode("arm", current.session_id, 2) == EpisodeReset(
-        False, 3, "episode 2 is not after the current episode 3"
-    )
+    assert reset(3) == EpisodeReset(False, 3, "episode 3 is not after the current episode 3")
+    assert reset(2) == EpisodeReset(False, 3, "episode 2 is not after the current episode 3")
     assert current.episode == 3 and registry.claim_processor_reset(current) is False
 
 
-def test_reset_episode_of_a_session_that_is_not_open_is_refused_with_why():
+def test_a_reset_overtaken_by_its_episodes_observation_is_confirmed_once():
     registry = SessionRegistry()
     current = session()
     registry.open(current)
-    reset = registry.reset_episode("arm", "old_session", 1)
-    assert not reset.success and reset.message.startswith("no open session 'old_session' for client 'arm'")
+    assert registry.advance_episode(current, 1) == (EpisodeMove.ADVANCED, 1)
+    assert registry.reset_episode("arm", current.session_id, current.secret, 1) == EpisodeReset(True, 1)
+    assert not registry.reset_episode("arm", current.session_id, current.secret, 1).success
+
+
+def test_reset_episode_of_a_session_not_owned_is_refused_with_why():
+    registry = SessionRegistry()
+    current = session()
+    registry.open(current)
+    reset = registry.reset_episode("arm", "old_session", current.secret, 1)
+    assert reset == EpisodeReset(False, 0, "client 'arm' has no open session 'old_session' that this secret opens")
+    assert not registry.reset_episode("arm", current.session_id, "", 1).success, "the id alone is not enough"
     assert current.episode == 0
 
 
@@ -121,8 +243,7 @@ def test_an_observation_keeps_its_session_from_going_idle():
     registry = SessionRegistry()
     current = session(opened=0.0)
     registry.open(current)
-    registry.observed("arm", 9.0)
-    registry.observed("ghost", 9.0)  # no session: nothing to keep alive
+    assert registry.admit_observation("arm", observation(current, 1), 9.0) is None
     assert registry.expired(now=12.0, idle_timeout_s=5.0, publisher_count=lambda client: 1) == []
     assert registry.expired(now=15.0, idle_timeout_s=5.0, publisher_count=lambda client: 1) == [
         (current, "no observation for 5 s")
