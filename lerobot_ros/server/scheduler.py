@@ -14,7 +14,8 @@ Micro-batching: ``take_batch`` hands the worker up to ``max_batch_size``
 ready sessions at once, in the same round-robin order, each at most once and
 with its newest observation; with ``batch_window_s`` > 0 it waits up to that
 long after the first for more sessions to become ready (0: only those ready
-now). Sessions chosen during the window stay in their mailboxes until the
+now), and not at all once every known session is in the batch (a lone robot
+never waits). Sessions chosen during the window stay in their mailboxes until the
 window closes, so a newer observation still wins. ``max_batch_size`` 1 is
 plain round-robin.
 
@@ -124,7 +125,9 @@ class RoundRobinScheduler:
                 chosen = self._ready_keys(size, ())
                 if chosen:
                     window_end = self._clock() + window_s
-                    while len(chosen) < size and not self._closed and (remaining := window_end - self._clock()) > 0:
+                    # Only sessions this scheduler knows can join: with all of them chosen, the window is over.
+                    while (len(chosen) < min(size, len(self._mailboxes)) and not self._closed
+                           and (remaining := window_end - self._clock()) > 0):
                         self._condition.wait(remaining)
                         chosen += self._ready_keys(size - len(chosen), chosen)
                     return self._take_chosen(chosen)

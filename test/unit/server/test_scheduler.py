@@ -123,6 +123,9 @@ def test_a_session_is_never_twice_in_one_batch_and_a_fast_one_cannot_crowd_out_o
 
 def test_the_window_waits_for_more_sessions_and_a_newer_observation_still_wins():
     scheduler = RoundRobinScheduler(max_batch_size=3, batch_window_s=0.3)
+    for key in "bc":  # known sessions, not ready now
+        scheduler.deposit(key, key)
+    scheduler.take_batch(0.1)
     scheduler.deposit("a", "a0")
     threading.Timer(0.05, scheduler.deposit, args=("b", "b0")).start()
     threading.Timer(0.1, scheduler.deposit, args=("a", "a1")).start()  # during the window
@@ -138,8 +141,21 @@ def test_the_window_waits_for_more_sessions_and_a_newer_observation_still_wins()
     assert len(scheduler.take_batch(1.0)) == 3 and time.monotonic() - started < 0.25
 
 
+def test_a_lone_session_or_a_batch_of_every_known_session_does_not_wait_for_the_window():
+    scheduler = RoundRobinScheduler(max_batch_size=8, batch_window_s=5.0)
+    scheduler.deposit("a", "a0")
+    started = time.monotonic()
+    assert [r.key for r in scheduler.take_batch(1.0)] == ["a"]
+    scheduler.deposit("b", "b0")
+    scheduler.deposit("a", "a1")
+    assert [r.key for r in scheduler.take_batch(1.0)] == ["a", "b"]
+    assert time.monotonic() - started < 1.0
+
+
 def test_a_session_removed_during_the_window_is_handed_over_as_an_orphan_not_batched():
     scheduler = RoundRobinScheduler(max_batch_size=2, batch_window_s=0.3)
+    scheduler.deposit("b", "b0")
+    scheduler.take_batch(0.1)  # b is known, so a's batch waits for it
     scheduler.deposit("a", "a0")
     threading.Timer(0.05, scheduler.remove, args=("a",)).start()
     assert scheduler.take_batch(1.0) == []  # its only member left
