@@ -102,10 +102,14 @@ class LoadRobot(threading.Thread):
         self.client_id, self.rtc, self.delay = client_id, rtc, 1 + index % 4  # mixed delays across robots
         self.session = SessionClient(node, namespace, client_id)
         self.session.spinning = True  # the load client's executor thread spins the node
-        grant = self.session.open_session(OpenRequest(
+        request = OpenRequest(
             client_id=client_id, schema_version=Observation.CURRENT_SCHEMA_VERSION, action_names=SO101_JOINT_NAMES,
             state_dim=len(SO101_JOINT_NAMES), camera_names=tuple(cameras), fps=FPS, task=TASK, rtc_requested=rtc,
-        ), timeout_s=60.0)
+        )
+        for _ in range(3):  # on an overloaded machine an OpenSession can go unanswered; a re-open replaces it
+            grant = self.session.open_session(request, timeout_s=30.0)
+            if not isinstance(grant, str) or "did not reply" not in grant:
+                break
         if isinstance(grant, str):
             raise RuntimeError(f"{client_id}: no session: {grant}")
         self.session_id = grant.session_id
@@ -143,14 +147,41 @@ class LoadRobot(threading.Thread):
             previous = answer.chunk
             self.answers.append((answer.received_ns, (answer.received_ns - sent) / 1e9, answer.chunk.batch_size))
 
-    def close(self) -> None:
+    def close(self, spinner: Spinner) -> None:
         self.stop.set()
         self.join(timeout=70)
         self.session.close_session(self.session_id, timeout_s=10.0)
-        self.session.destroy()
+        with spinner.paused():  # rclpy refuses entities destroyed while another thread waits on them
+            self.session.destroy()
 
 
-def sweep_point(node, namespace: str, tag: str, count: int, rtc: bool, cameras, seconds: float, settle_s: float,
+class Spinner(threading.Thread):
+    """Spins the load client's node; ``paused`` holds it between two spins (for destroying entities)."""
+
+    def __init__(self, node) -> None:
+        super().__init__(name="spinner", daemon=True)
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(node)
+        self.lock = threading.Lock()
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            with self.lock:
+                self.executor.spin_once(timeout_sec=0.02)
+
+    def paused(self) -> threading.Lock:
+        return self.lock
+
+    def stop(self) -> None:
+        self.running = False
+        self.join(timeout=5)
+        self.executor.shutdown()
+
+
+def sweep_point(node, spinner: Spinner, namespace: str, tag: str, count: int, rtc: bool, cameras, seconds: float, settle_s: float,
                 period_s: float) -> dict:
     robots = [LoadRobot(node, namespace, f"{tag}_{count}_{index}", index, rtc, cameras, period_s) for index in range(count)]
     try:
@@ -162,7 +193,7 @@ def sweep_point(node, namespace: str, tag: str, count: int, rtc: bool, cameras, 
         ended = time.monotonic_ns()
     finally:
         for robot in robots:
-            robot.close()
+            robot.close(spinner)
     rows = {robot.client_id: [a for a in robot.answers if started <= a[0] <= ended] for robot in robots}
     arrivals = sorted(a[0] for answers in rows.values() for a in answers)
     served = (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9) if len(arrivals) >= 2 else float("nan")
@@ -308,13 +339,10 @@ def main() -> None:
     load_before = common.load_average()
 
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
     rclpy.init()
     node = rclpy.create_node("bench_batching_load")
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner = Spinner(node)
     spinner.start()
     results = {}
     try:
@@ -344,7 +372,7 @@ def main() -> None:
                     for count in args.counts:
                         for mode, *_ in compared:
                             name = servers[mode][0]
-                            rows[mode].append(sweep_point(node, f"/{name}", name, count, rtc, bare["cameras"], args.seconds,
+                            rows[mode].append(sweep_point(node, spinner, f"/{name}", name, count, rtc, bare["cameras"], args.seconds,
                                                           0.5 if args.smoke else 2.0, args.request_period_s))
                             print(f"{family} {mode} {count}: {rows[mode][-1]['served']:.1f} chunks/s, "
                                   f"mean batch {rows[mode][-1]['batch_mean']:.2f}", flush=True)
@@ -352,7 +380,7 @@ def main() -> None:
                     common.stop_all([process for _, process in servers.values()])
                 results[family] = {"bare": bare, "rows": rows}
     finally:
-        executor.shutdown()
+        spinner.stop()
         node.destroy_node()
         rclpy.try_shutdown()
     load_after = common.load_average()
