@@ -168,9 +168,16 @@ class Spinner(threading.Thread):
         self.running = True
 
     def run(self) -> None:
+        from rclpy._rclpy_pybind11 import InvalidHandle
+
         while self.running:
             with self.lock:
-                self.executor.spin_once(timeout_sec=0.02)
+                try:
+                    self.executor.spin_once(timeout_sec=0.02)
+                except InvalidHandle:
+                    # The executor's pending wait still named an entity a closed robot destroyed;
+                    # its next spin builds a fresh wait set.
+                    continue
 
     def paused(self) -> threading.Lock:
         return self.lock
