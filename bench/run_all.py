@@ -1,7 +1,7 @@
 """Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the other.
 
 Runs bench/server_request_latency.py, executor_jitter.py, starvation.py,
-capacity.py and rtc_smoothness.py with their default (full) sizes, each a process of its own so
+capacity.py, rtc_smoothness.py and batching.py with their default (full) sizes, each a process of its own so
 one failure does not hide the others' results; extra arguments (e.g.
 ``--smoke``) are passed to every script. About 20 minutes on 2 cores.
 
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPTS = ("server_request_latency", "executor_jitter", "starvation", "capacity", "rtc_smoothness")
+SCRIPTS = ("server_request_latency", "executor_jitter", "starvation", "capacity", "rtc_smoothness", "batching")
 
 
 def main() -> int:

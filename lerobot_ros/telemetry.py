@@ -29,6 +29,9 @@ class ServerHealth:
     observations_superseded: int = 0
     inference_ms_p50: float = 0.0
     inference_ms_p95: float = 0.0
+    max_batch_size: int = 1
+    batch_size_mean: float = 0.0
+    forwards: int = 0
 
 
 class ServerStats:
@@ -48,18 +51,32 @@ class ServerStats:
         self.requests_rejected = 0
         self.requests_failed = 0
         self.observations_superseded = 0
+        self._batch_sizes: deque[int] = deque(maxlen=window)
+        self.forwards = 0
 
-    def record(self, outcome: str, inference_s: float, superseded: int) -> None:
+    def record(self, outcome: str, inference_s: float, superseded: int, batch_size: int = 1) -> None:
+        """One answered request; ``inference_s`` is its forward pass's, shared by ``batch_size`` requests."""
         with self._lock:
             self.observations_superseded += superseded
             if outcome == "ok":
                 self.requests_served += 1
-                self._inference.append((self._clock(), inference_s))
+                # A forward pass shared by n requests is busy time once, not n times.
+                self._inference.append((self._clock(), inference_s / max(1, batch_size)))
                 self._durations.add(inference_s)
             elif outcome == "failed":
                 self.requests_failed += 1
             else:
                 self.requests_rejected += 1
+
+    def record_forward(self, batch_size: int) -> None:
+        with self._lock:
+            self.forwards += 1
+            self._batch_sizes.append(batch_size)
+
+    def batch_size_mean(self) -> float:
+        """Mean requests per forward pass over the recent window (0 before the first)."""
+        with self._lock:
+            return sum(self._batch_sizes) / len(self._batch_sizes) if self._batch_sizes else 0.0
 
     def inference_percentiles_ms(self) -> tuple[float, float]:
         return self._durations.p50 * 1000.0, self._durations.p95 * 1000.0

@@ -69,7 +69,7 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
     """A real policy_server_node process serving ``act_checkpoint`` at /lerobot.
 
     Shared by the tests that leave it as they found it (sessions they open,
-    they close). Capacity 3, idle sessions collected after 3 s, audit log,
+    they close). Capacity 4, idle sessions collected after 3 s, audit log,
     capture and HTTP endpoint on. Stopped with SIGINT; it must exit cleanly.
     """
     from lerobot_ros.processes import stop
@@ -79,7 +79,7 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
         act_checkpoint,
         directory,
         ros_node,
-        max_sessions=3,
+        max_sessions=4,
         session_idle_timeout_s=3.0,
         capture_dir=str(directory / "lerobot_capture"),
         http_port=free_port(),

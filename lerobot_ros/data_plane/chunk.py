@@ -42,6 +42,7 @@ class ChunkReply:
     active_sessions: int = 0
     max_sessions: int = 0
     pending_requests: int = 0
+    batch_size: int = 0  # requests in the forward pass that computed the actions; 0: none ran
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ReceivedChunk:
     inference_delay_steps: int
     server_durations_s: dict[str, float] = field(default_factory=dict)
     superseded: int = 0
+    batch_size: int = 0
 
 
 def chunk_to_msg(reply: ChunkReply) -> ActionChunk:
@@ -75,6 +77,7 @@ def chunk_to_msg(reply: ChunkReply) -> ActionChunk:
         active_sessions=reply.active_sessions,
         max_sessions=reply.max_sessions,
         pending_requests=reply.pending_requests,
+        batch_size=reply.batch_size,
     )
     if reply.actions_robot is not None and reply.actions_model is not None:
         if reply.actions_robot.shape != reply.actions_model.shape or reply.actions_robot.ndim != 2:
@@ -104,4 +107,5 @@ def chunk_from_msg(msg: ActionChunk) -> ReceivedChunk:
         inference_delay_steps=msg.inference_delay_steps,
         server_durations_s={name: seconds_from_duration(getattr(msg, name)) for name in _SERVER_DURATIONS},
         superseded=msg.superseded,
+        batch_size=msg.batch_size,
     )

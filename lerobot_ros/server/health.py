@@ -30,6 +30,9 @@ SERVER_METRICS = (
     ("lerobot_ros_observations_superseded_total", "Observations replaced by a newer one", "counter", "observations_superseded"),
     ("lerobot_ros_inference_ms_p50", "Median inference duration over a recent window (ms)", "gauge", "inference_ms_p50"),
     ("lerobot_ros_inference_ms_p95", "95th percentile inference duration over a recent window (ms)", "gauge", "inference_ms_p95"),
+    ("lerobot_ros_max_batch_size", "Most requests one forward pass may take", "gauge", "max_batch_size"),
+    ("lerobot_ros_batch_size_mean", "Mean requests per forward pass over a recent window", "gauge", "batch_size_mean"),
+    ("lerobot_ros_forwards_total", "Forward passes run", "counter", "forwards"),
     ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
 )
 
@@ -53,6 +56,7 @@ def server_health(
     max_sessions: int,
     pending_requests: int,
     stats: ServerStats,
+    max_batch_size: int = 1,
 ) -> ServerHealth:
     """The server's state and the worker's counters as one snapshot."""
     p50, p95 = stats.inference_percentiles_ms()
@@ -72,6 +76,9 @@ def server_health(
         observations_superseded=stats.observations_superseded,
         inference_ms_p50=p50,
         inference_ms_p95=p95,
+        max_batch_size=max_batch_size,
+        batch_size_mean=stats.batch_size_mean(),
+        forwards=stats.forwards,
     )
 
 

@@ -6,6 +6,12 @@ sharing them would mix robots); ``policy.reset()`` is only ever called in
 exclusive mode, where one session owns the model; images reach the policy as
 RGB float tensors in [0, 1] at the resolution the policy was trained at.
 Only the inference worker thread calls into this module.
+
+A request is ``prepare``d with its own session's processors, several
+prepared requests with equal ``batch_key``s share one ``infer`` (a forward
+pass of their stacked inputs, each with its own noise and RTC inputs), and
+each row is ``finish``ed with its own session's postprocessor; ``run`` is
+the three for one request alone.
 """
 
 from __future__ import annotations
@@ -20,14 +26,28 @@ import torch
 
 from lerobot_ros import images
 from lerobot_ros.data_plane import ObservationFrame, RequestId
+from lerobot_ros.server import batched_rtc
+from lerobot_ros.server.batched_rtc import SamplePrefix, batched_rtc_kwargs
 from lerobot_ros.server.checkpoint import LoadedPolicy
-from lerobot_ros.server.policy_families import EXCLUSIVE
+from lerobot_ros.server.policy_families import EXCLUSIVE, batches_across_sessions
 
 
 @dataclass
 class SessionProcessors:
     preprocessor: object
     postprocessor: object
+
+
+@dataclass
+class PreparedRequest:
+    """One request after its session's preprocessing, before the forward pass it shares."""
+
+    batch: dict  # the policy input, batch dimension 1
+    processors: SessionProcessors
+    rtc: SamplePrefix | None  # None: RTC not asked for or not served
+    seed: int | None  # the request's noise seed (noise_seed set)
+    noise: torch.Tensor | None  # flow-matching noise [1, chunk, max_action_dim] from ``seed``
+    preprocess_s: float
 
 
 @dataclass
@@ -71,6 +91,11 @@ class PolicyRunner:
         self.exclusive = loaded.capabilities.serving_mode == EXCLUSIVE
         self.rtc_active = rtc_enabled and loaded.capabilities.rtc_supported
         self.rtc_execution_horizon = rtc_execution_horizon
+        # Several sessions' requests in one forward pass (request_path.RequestHandler.handle_batch).
+        self.batchable = not self.exclusive and batches_across_sessions(loaded.capabilities.policy_type)
+        config = loaded.config
+        has_noise = hasattr(getattr(loaded.policy, "model", None), "sample_noise") and hasattr(config, "max_action_dim")
+        self._noise_shape = (config.chunk_size, config.max_action_dim) if has_noise else None
         self._relative_step = self._normalizer_step = None
         if self.rtc_active:
             self._configure_rtc()
@@ -83,6 +108,7 @@ class PolicyRunner:
         policy.config.rtc_config = RTCConfig(enabled=True, execution_horizon=self.rtc_execution_horizon)
         if hasattr(policy, "init_rtc_processor"):
             policy.init_rtc_processor()
+            batched_rtc.install(policy)  # one delay and prefix per request in a shared forward pass
         steps = getattr(self.loaded.preprocessor, "steps", [])
         self._has_relative_step = any(isinstance(s, RelativeActionsProcessorStep) and s.enabled for s in steps)
         self._normalizer_type = NormalizerProcessorStep
@@ -132,10 +158,9 @@ class PolicyRunner:
         policy._queues = populate_queues(policy._queues, batch, exclude_keys=[ACTION])
         return batch
 
-    def _rtc_kwargs(self, frame: ObservationFrame, processors: SessionProcessors) -> dict:
+    def _rtc_sample(self, frame: ObservationFrame, processors: SessionProcessors) -> SamplePrefix:
         if frame.prefix_model is None or not len(frame.prefix_model):
-            return {"inference_delay": frame.inference_delay_steps, "prev_chunk_left_over": None}
-        device = self.capabilities.device
+            return SamplePrefix(None, frame.inference_delay_steps)
         prefix = torch.from_numpy(np.array(frame.prefix_model, dtype=np.float32))
         if self._has_relative_step:
             from lerobot.policies.rtc import reanchor_relative_rtc_prefix
@@ -150,46 +175,104 @@ class PolicyRunner:
                     current_state=state,
                     relative_step=relative,
                     normalizer_step=normalizer,
-                    policy_device=device,
+                    policy_device=self.capabilities.device,
                 )
         # Cut to the execution horizon. Unlike LeRobot's local RTC engine we do
         # not zero-pad a shorter prefix (it pads for torch.compile's fixed
         # shapes): zeros are the dataset mean in model space, and the guidance
         # would pull the steps past the real prefix towards it. Given the
         # real length, LeRobot's RTC processor shortens the horizon to match.
-        prefix = prefix[: self.rtc_execution_horizon]
-        dtype = next(self.loaded.policy.parameters()).dtype
-        return {"inference_delay": frame.inference_delay_steps, "prev_chunk_left_over": prefix.to(device, dtype)}
+        return SamplePrefix(prefix[: self.rtc_execution_horizon], frame.inference_delay_steps)
+
+    def _request_noise(self, seed: int | None) -> torch.Tensor | None:
+        """Flow-matching noise for one request, drawn from its own seed as the policy itself would draw it."""
+        if seed is None or self._noise_shape is None:
+            return None
+        torch.manual_seed(seed)
+        return self.loaded.policy.model.sample_noise((1, *self._noise_shape), self.capabilities.device)
 
     # no_grad, not inference_mode: RTC guidance differentiates through the
     # denoiser inside the call (torch.enable_grad), which inference tensors forbid.
     @torch.no_grad()
-    def run(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> InferenceResult:
+    def prepare(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> PreparedRequest:
+        """The session's preprocessing of one request, ready to share a forward pass."""
         started = time.perf_counter()
         batch = processors.preprocessor(self._policy_input(frame, task))
         if self.exclusive and hasattr(self.loaded.policy, "_queues") and self.capabilities.policy_type == "diffusion":
             batch = self._feed_observation_history(batch)
-        kwargs = self._rtc_kwargs(frame, processors) if rtc and self.rtc_active else {}
-        # RTC guidance happens only when there is a prefix to hold the chunk to.
-        rtc_applied = kwargs.get("prev_chunk_left_over") is not None
-        preprocessed = time.perf_counter()
-        if self.noise_seed is not None:
-            torch.manual_seed(request_noise_seed(self.noise_seed, frame.request))
+        rtc_sample = self._rtc_sample(frame, processors) if rtc and self.rtc_active else None
+        seed = None if self.noise_seed is None else request_noise_seed(self.noise_seed, frame.request)
+        return PreparedRequest(
+            batch=batch,
+            processors=processors,
+            rtc=rtc_sample,
+            seed=seed,
+            noise=self._request_noise(seed),
+            preprocess_s=time.perf_counter() - started,
+        )
+
+    @torch.no_grad()
+    def infer(self, prepared: list[PreparedRequest]) -> tuple[torch.Tensor, float]:
+        """One ``predict_action_chunk`` for all of ``prepared`` (equal ``batch_key``s): actions [n, chunk, dim], seconds."""
+        started = time.perf_counter()
+        batch = _stack([request.batch for request in prepared])
+        kwargs: dict = {}
+        if any(request.rtc is not None for request in prepared):
+            samples = [request.rtc or SamplePrefix(None, 0) for request in prepared]
+            dtype = next(self.loaded.policy.parameters()).dtype
+            kwargs = batched_rtc_kwargs(samples, self.rtc_execution_horizon, self.capabilities.device, dtype)
+        if all(request.noise is not None for request in prepared):
+            kwargs["noise"] = torch.cat([request.noise for request in prepared])
+        elif len(prepared) == 1 and prepared[0].seed is not None:
+            torch.manual_seed(prepared[0].seed)  # a family that draws its own randomness (Diffusion)
         if self.inject_delay_s:
             time.sleep(self.inject_delay_s)  # counted as inference: it stands for a slower model
         actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
         if actions.device.type == "cuda":
             torch.cuda.synchronize(actions.device)
-        inferred = time.perf_counter()
+        return actions, time.perf_counter() - started
+
+    @torch.no_grad()
+    def finish(self, request: PreparedRequest, actions: torch.Tensor, inference_s: float) -> InferenceResult:
+        """The session's postprocessing of its row ``actions`` ([1, chunk, dim]) of a forward pass."""
+        started = time.perf_counter()
         actions_model = _to_numpy(actions)
-        actions_robot = _to_numpy(processors.postprocessor(actions))
-        finished = time.perf_counter()
+        actions_robot = _to_numpy(request.processors.postprocessor(actions))
+        rtc_applied = request.rtc is not None and request.rtc.prefix is not None
         return InferenceResult(
             actions_model=actions_model,
             actions_robot=actions_robot,
-            preprocess_s=preprocessed - started,
-            inference_s=inferred - preprocessed,
-            postprocess_s=finished - inferred,
+            preprocess_s=request.preprocess_s,
+            inference_s=inference_s,
+            postprocess_s=time.perf_counter() - started,
             rtc_applied=rtc_applied,
-            inference_delay_steps=int(kwargs["inference_delay"]) if rtc_applied else 0,
+            inference_delay_steps=int(request.rtc.inference_delay) if rtc_applied else 0,
         )
+
+    def run(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> InferenceResult:
+        """One request alone: prepare, a forward pass of one, finish."""
+        request = self.prepare(frame, processors, task, rtc)
+        actions, inference_s = self.infer([request])
+        return self.finish(request, actions, inference_s)
+
+
+def batch_key(request: PreparedRequest) -> tuple:
+    """Requests with equal keys can be stacked into one forward pass (same tensor shapes and dtypes:
+    e.g. SmolVLA's task tokens have the task's length)."""
+    return tuple(
+        (key, tuple(value.shape), value.dtype) for key, value in sorted(request.batch.items())
+        if isinstance(value, torch.Tensor)
+    )
+
+
+def _stack(batches: list[dict]) -> dict:
+    """Preprocessed inputs of several requests as one batch: tensors along dim 0, lists joined."""
+    if len(batches) == 1:
+        return batches[0]
+    stacked = dict(batches[0])
+    for key, value in batches[0].items():
+        if isinstance(value, torch.Tensor):
+            stacked[key] = torch.cat([batch[key] for batch in batches])
+        elif isinstance(value, list):
+            stacked[key] = [item for batch in batches for item in batch[key]]
+    return stacked

@@ -77,8 +77,12 @@ class PolicyServerNode(Node):
         self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else self.settings.max_sessions
 
         self.limits = RequestLimits(max_image_bytes=self.settings.max_image_bytes)
+        # Exclusive mode has one session; a family whose chunks would depend on batch partners runs alone.
+        self.max_batch_size = self.settings.max_batch_size if self.runner.batchable else 1
         self.sessions = SessionRegistry()
-        self.scheduler = RoundRobinScheduler()
+        self.scheduler = RoundRobinScheduler(
+            max_batch_size=self.max_batch_size, batch_window_s=self.settings.batch_window_ms / 1000.0
+        )
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(self._create_client_topics, self._destroy_client_topics)
         self.observability = Observability.open(
@@ -106,7 +110,8 @@ class PolicyServerNode(Node):
         self.ready = True
         self.get_logger().info(
             f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} "
-            f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions) "
+            f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions, "
+            f"up to {self.max_batch_size} per forward pass) "
             f"at {self.namespace_name()}"
         )
 
@@ -308,6 +313,7 @@ class PolicyServerNode(Node):
             max_sessions=self.max_sessions,
             pending_requests=self.scheduler.pending(),
             stats=self.stats,
+            max_batch_size=self.max_batch_size,
         )
 
     def status_msg(self) -> ServerStatus:

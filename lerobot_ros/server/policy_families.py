@@ -17,6 +17,11 @@ EXCLUSIVE = "exclusive"
 
 # Chunk-stateless with one observation step: one model serves many sessions.
 _SHARED_FAMILIES = frozenset({"act", "pi0", "pi05", "smolvla", "groot"})
+# Shared families whose requests can share one forward pass with each request's
+# chunk unchanged: ACT is deterministic; the flow-matching ones take each
+# request's noise (drawn from its seed) and per-request RTC inputs
+# (server/batched_rtc.py). GR00T draws its own noise and takes one RTC delay.
+_BATCHED_FAMILIES = frozenset({"act", "pi0", "pi05", "smolvla"})
 # Keep observation history between calls: one session at a time.
 _EXCLUSIVE_FAMILIES = frozenset({"diffusion"})
 
@@ -43,6 +48,11 @@ def classify(policy_type: str, n_obs_steps: int = 1) -> ServingClass:
         f"policy type {policy_type!r} cannot be served: it has no action-chunk API this server drives; "
         f"supported types are {supported}"
     )
+
+
+def batches_across_sessions(policy_type: str) -> bool:
+    """Whether several sessions' requests may share one forward pass (shared mode only)."""
+    return policy_type in _BATCHED_FAMILIES
 
 
 def resolve_serving(serving: ServingClass, requested: str) -> ServingClass:

@@ -4,7 +4,9 @@ Invariants: a bad observation is answered with a REJECTED chunk that says
 what was expected and what arrived, is counted and audited, and leaves the
 session working; an observation from an older episode or a closed session
 never produces actions; an exception in inference is answered with a FAILED
-chunk and never ends the worker. Every request gets exactly one audit line.
+chunk and never ends the worker. Every request gets exactly one audit line,
+and a request's chunk is the one it would get alone, whoever shares its
+forward pass (``handle_batch``; the line and the chunk say the batch size).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lerobot_ros.data_plane import (
     request_id_of,
 )
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.server.inference import PreparedRequest, batch_key
 from lerobot_ros.server.scheduler import Ready
 from lerobot_ros.server.sessions import EpisodeMove, Session, SessionRegistry
 
@@ -90,6 +93,38 @@ class Outcome:
     outcome: str  # "ok", "rejected", "failed", "dropped"
 
 
+@dataclass
+class Answered:
+    """A batch's outcomes, in the order handed over, and the size of each forward pass it ran."""
+
+    outcomes: list[Outcome]
+    forwards: list[int]
+
+
+@dataclass
+class _Request:
+    """One request on its way through ``handle_batch``."""
+
+    ready: Ready
+    reply: ChunkReply
+    outcome: str = "ok"
+    frame: ObservationFrame | None = None
+    prepared: PreparedRequest | None = None
+
+    def refuse(self, outcome: str, error: str) -> None:
+        self.outcome, self.prepared = outcome, None
+        self.reply.status, self.reply.error = ActionChunk.STATUS_REJECTED, error
+        self.reply.actions_model = self.reply.actions_robot = None
+
+    def fail(self, error: Exception) -> None:
+        request = self.reply.request
+        log.error("inference failed for client %s seq %d", request.client_id, request.seq, exc_info=error)
+        self.outcome, self.prepared = "failed", None
+        self.reply.status, self.reply.error = ActionChunk.STATUS_FAILED, f"{type(error).__name__}: {error}"
+        self.reply.actions_model = self.reply.actions_robot = None
+        self.reply.batch_size = 0
+
+
 class RequestHandler:
     """Turns one scheduler hand-off into one reply; owns no thread."""
 
@@ -114,9 +149,23 @@ class RequestHandler:
 
     def handle(self, ready: Ready, refusal: str | None = None) -> Outcome:
         """Answer one observation; with ``refusal``, answer it REJECTED with that reason, without running it."""
+        return self.handle_batch([ready], refusal).outcomes[0]
+
+    def handle_batch(self, batch: list[Ready], refusal: str | None = None) -> Answered:
+        """Answer observations of distinct sessions, sharing forward passes where their inputs stack.
+
+        Each is decoded, checked and preprocessed with its own session's
+        processors; one that is refused is answered on its own and never
+        enters a forward pass. If a shared forward pass raises, its requests
+        are run one at a time, so one bad request cannot fail the others.
+        """
+        requests = [self._admit(ready, refusal) for ready in batch]
+        forwards = self._infer([request for request in requests if request.prepared is not None])
+        return Answered([self._answer(request) for request in requests], forwards)
+
+    def _admit(self, ready: Ready, refusal: str | None) -> _Request:
         taken = time.monotonic()
-        msg = ready.item
-        request = request_id_of(msg)
+        request = request_id_of(ready.item)
         if len(request.session_id) > self.limits.max_id_chars or len(request.client_id) > self.limits.max_id_chars:
             # The reply echoes the ids and the audit line records them: never an oversize copy.
             request = dataclasses.replace(
@@ -136,20 +185,19 @@ class RequestHandler:
             max_sessions=maximum,
             pending_requests=pending,
         )
+        pending_request = _Request(ready, reply)
         session = self.sessions.get(ready.key)
-        outcome = "ok"
-        frame = None
         if session is None:
             # Closed or collected while the observation waited: nobody listens.
-            outcome = "dropped"
-            reply.status, reply.error = ActionChunk.STATUS_REJECTED, f"client {ready.key!r} has no open session"
+            pending_request.refuse("dropped", f"client {ready.key!r} has no open session")
         elif refusal is not None:
-            outcome = "rejected"
-            reply.status, reply.error = ActionChunk.STATUS_REJECTED, refusal
+            pending_request.refuse("rejected", refusal)
         else:
             decode_started = time.perf_counter()
             try:
-                frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits)
+                frame = pending_request.frame = observation_from_msg(
+                    ready.item, len(self.capabilities.action_names), self.limits
+                )
                 check_observation(frame, self.capabilities, session)
                 # An observation of a newer episode may overtake its ResetEpisode call.
                 move, episode = self.sessions.advance_episode(session, frame.request.episode)
@@ -158,36 +206,77 @@ class RequestHandler:
                 if self.sessions.claim_processor_reset(session):
                     self.runner.reset_session(session.processors)
                 decoded = time.perf_counter() - decode_started
-                result = self.runner.run(frame, session.processors, frame.task or session.task, session.rtc_enabled)
-                reply.actions_model, reply.actions_robot = result.actions_model, result.actions_robot
-                reply.preprocess_s = decoded + result.preprocess_s
-                reply.inference_s = result.inference_s
-                reply.postprocess_s = result.postprocess_s
-                reply.rtc_applied = result.rtc_applied
-                reply.inference_delay_steps = result.inference_delay_steps
-                if not np.isfinite(result.actions_robot).all():
-                    raise FloatingPointError("the policy produced non-finite actions")
+                pending_request.prepared = self.runner.prepare(
+                    frame, session.processors, frame.task or session.task, session.rtc_enabled
+                )
+                reply.preprocess_s = decoded
             except (ObservationRejected, DataPlaneError) as error:
-                outcome = "rejected"
-                reply.status, reply.error = ActionChunk.STATUS_REJECTED, str(error)
+                pending_request.refuse("rejected", str(error))
             except Exception as error:  # noqa: BLE001 - one failed request must not end the worker
-                log.exception("inference failed for client %s seq %d", request.client_id, request.seq)
-                outcome = "failed"
-                reply.status, reply.error = ActionChunk.STATUS_FAILED, f"{type(error).__name__}: {error}"
-            if reply.status != ActionChunk.STATUS_OK:
-                reply.actions_model = reply.actions_robot = None
+                pending_request.fail(error)
+        return pending_request
+
+    def _infer(self, requests: list[_Request]) -> list[int]:
+        """Run the admitted requests, one forward pass per group of stackable inputs; the sizes run."""
+        groups: dict[tuple, list[_Request]] = {}
+        for request in requests:
+            groups.setdefault(batch_key(request.prepared), []).append(request)
+        forwards = []
+        for group in groups.values():
+            try:
+                actions, inference_s = self.runner.infer([request.prepared for request in group])
+            except Exception as error:  # noqa: BLE001
+                if len(group) == 1:
+                    group[0].fail(error)
+                    continue
+                log.exception("a forward pass of %d requests failed; running them one at a time", len(group))
+                for request in group:
+                    try:
+                        actions, inference_s = self.runner.infer([request.prepared])
+                    except Exception as single_error:  # noqa: BLE001
+                        request.fail(single_error)
+                        continue
+                    forwards.append(1)
+                    self._finish(request, actions, inference_s, 1)
+                continue
+            forwards.append(len(group))
+            for row, request in enumerate(group):
+                self._finish(request, actions[row : row + 1], inference_s, len(group))
+        return forwards
+
+    def _finish(self, request: _Request, actions, inference_s: float, batch_size: int) -> None:
+        reply = request.reply
+        try:
+            result = self.runner.finish(request.prepared, actions, inference_s)
+            if not np.isfinite(result.actions_robot).all():
+                raise FloatingPointError("the policy produced non-finite actions")
+        except Exception as error:  # noqa: BLE001
+            request.fail(error)
+            return
+        reply.actions_model, reply.actions_robot = result.actions_model, result.actions_robot
+        reply.preprocess_s += result.preprocess_s
+        reply.inference_s = result.inference_s
+        reply.postprocess_s = result.postprocess_s
+        reply.rtc_applied = result.rtc_applied
+        reply.inference_delay_steps = result.inference_delay_steps
+        reply.batch_size = batch_size
+
+    def _answer(self, request: _Request) -> Outcome:
+        """Publish, audit and capture one request's reply."""
+        ready, reply = request.ready, request.reply
+        outcome = request.outcome
         publish_started = time.perf_counter()
         if outcome != "dropped":
             try:
                 # To the topic the observation arrived on, whatever the message claims.
                 self.publish(ready.key, chunk_to_msg(reply))
             except Exception as error:  # noqa: BLE001 - still audited and counted below
-                log.exception("chunk for client %s seq %d could not be published", ready.key, request.seq)
+                log.exception("chunk for client %s seq %d could not be published", ready.key, reply.request.seq)
                 outcome, reply.error = "failed", f"publishing the chunk failed: {type(error).__name__}: {error}"
         publish_s = time.perf_counter() - publish_started
         self._record(audit_record(reply, outcome, publish_s), self.audit, "audit")
         if self.capture is not None:
-            self._record(capture_record(msg, frame, reply, outcome), self.capture, "capture")
+            self._record(capture_record(ready.item, request.frame, reply, outcome), self.capture, "capture")
         return Outcome(reply, outcome)
 
     @staticmethod
@@ -221,6 +310,7 @@ def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
         "superseded": reply.superseded,
         "rtc_applied": reply.rtc_applied,
         "inference_delay_steps": reply.inference_delay_steps,
+        "batch_size": reply.batch_size,
     }
     if reply.error:
         record["error"] = reply.error

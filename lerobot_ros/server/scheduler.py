@@ -10,9 +10,17 @@ superseded: one left waiting when its session is removed (closed, collected
 or replaced) is handed over first, so it too gets its audit line (the request
 path answers it without inference: its session is gone or no longer open).
 
-``Scheduler`` is the seam: the worker only calls ``take``; ROS callbacks only
-call ``deposit``. A micro-batching scheduler (several sessions in one forward
-pass) would implement the same interface.
+Micro-batching: ``take_batch`` hands the worker up to ``max_batch_size``
+ready sessions at once, in the same round-robin order, each at most once and
+with its newest observation; with ``batch_window_s`` > 0 it waits up to that
+long after the first for more sessions to become ready (0: only those ready
+now), and not at all once every known session is in the batch (a lone robot
+never waits). Sessions chosen during the window stay in their mailboxes until the
+window closes, so a newer observation still wins. ``max_batch_size`` 1 is
+plain round-robin.
+
+``Scheduler`` is the seam: the worker only calls ``take_batch``; ROS
+callbacks only call ``deposit``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ class Ready:
 class Scheduler(Protocol):
     def deposit(self, key: Hashable, item: Any) -> bool: ...
     def take(self, timeout_s: float) -> Ready | None: ...
+    def take_batch(self, timeout_s: float) -> list[Ready]: ...
     def remove(self, key: Hashable) -> None: ...
     def pending(self) -> int: ...
     def close(self) -> list[Ready]: ...
@@ -71,10 +80,16 @@ class Mailbox:
 
 
 class RoundRobinScheduler:
-    """Fair round-robin over sessions with a waiting observation."""
+    """Fair round-robin over sessions with a waiting observation, up to ``max_batch_size`` at a time."""
 
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock=time.monotonic, max_batch_size: int = 1, batch_window_s: float = 0.0) -> None:
+        if max_batch_size < 1 or batch_window_s < 0:
+            raise ValueError(
+                f"max_batch_size must be >= 1 and batch_window_s >= 0; got {max_batch_size} and {batch_window_s}"
+            )
         self._clock = clock
+        self.max_batch_size = max_batch_size
+        self.batch_window_s = batch_window_s
         self._condition = threading.Condition()
         self._mailboxes: dict[Hashable, Mailbox] = {}
         self._order: list[Hashable] = []  # rotation; the front is served first
@@ -93,22 +108,45 @@ class RoundRobinScheduler:
 
     def take(self, timeout_s: float) -> Ready | None:
         """The next observation in round-robin order, waiting up to ``timeout_s``."""
+        batch = self._take(timeout_s, 1, 0.0)
+        return batch[0] if batch else None
+
+    def take_batch(self, timeout_s: float) -> list[Ready]:
+        """Up to ``max_batch_size`` observations of distinct sessions, in round-robin order;
+        empty after ``timeout_s`` without any, or once closed. An orphan comes alone."""
+        return self._take(timeout_s, self.max_batch_size, self.batch_window_s)
+
+    def _take(self, timeout_s: float, size: int, window_s: float) -> list[Ready]:
         deadline = self._clock() + timeout_s
         with self._condition:
             while not self._closed:
                 if self._orphans:
-                    return self._orphans.popleft()
-                for position, key in enumerate(self._order):
-                    mailbox = self._mailboxes[key]
-                    if mailbox.full:
-                        # Served sessions go to the back of the rotation.
-                        self._order.append(self._order.pop(position))
-                        return mailbox.take(key)
+                    return [self._orphans.popleft()]
+                chosen = self._ready_keys(size, ())
+                if chosen:
+                    window_end = self._clock() + window_s
+                    # Only sessions this scheduler knows can join: with all of them chosen, the window is over.
+                    while (len(chosen) < min(size, len(self._mailboxes)) and not self._closed
+                           and (remaining := window_end - self._clock()) > 0):
+                        self._condition.wait(remaining)
+                        chosen += self._ready_keys(size - len(chosen), chosen)
+                    return self._take_chosen(chosen)
                 remaining = deadline - self._clock()
                 if remaining <= 0:
-                    return None
+                    return []
                 self._condition.wait(remaining)
-            return None
+            return []
+
+    def _ready_keys(self, count: int, exclude) -> list[Hashable]:
+        return [key for key in self._order if self._mailboxes[key].full and key not in exclude][:count]
+
+    def _take_chosen(self, chosen: list[Hashable]) -> list[Ready]:
+        # A session removed during the window left an orphan instead; it is answered next.
+        taken = [self._mailboxes[key].take(key) for key in chosen if key in self._mailboxes and self._mailboxes[key].full]
+        for ready in taken:  # served sessions go to the back of the rotation, in the order served
+            self._order.remove(ready.key)
+            self._order.append(ready.key)
+        return taken
 
     def remove(self, key: Hashable) -> None:
         """Forget a session; its waiting observation, if any, is handed to the worker next."""

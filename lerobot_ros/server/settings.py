@@ -56,6 +56,12 @@ PARAMETERS = (
     Parameter("serving_mode", STRING, "auto", "auto (from the policy family), shared, or exclusive (one session)",
               (one_of(SERVING_MODES),)),
     Parameter("max_sessions", INTEGER, 8, "Most sessions open at once (exclusive mode: always 1)", (at_least(1),)),
+    Parameter("max_batch_size", INTEGER, 8,
+              "Micro-batching: most sessions' observations run in one forward pass (1: one at a time; "
+              "exclusive-mode and GR00T policies always 1)", (at_least(1),)),
+    Parameter("batch_window_ms", FLOAT, 0.0,
+              "Micro-batching: how long to wait after the first ready observation for others to join its "
+              "forward pass (milliseconds); 0: take only those ready now", (at_least(0),)),
     Parameter("warmup_inferences", INTEGER, 2,
               "Requests run through the full request path before the server advertises", (at_least(0),)),
     Parameter("rtc_enabled", BOOL, True, "Offer real-time chunking to robots that ask, when the policy supports it"),

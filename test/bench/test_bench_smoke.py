@@ -1,7 +1,7 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
 Each script (bench/server_request_latency.py, executor_jitter.py,
-starvation.py, capacity.py) runs as its own process, one after the other,
+starvation.py, capacity.py, batching.py) runs as its own process, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
 the plot's link) and its PNG. Numbers are not checked: on a shared 2-core
@@ -22,6 +22,7 @@ SCRIPTS = {
     "executor_jitter": "bench_jitter.png",
     "starvation": "bench_starvation.png",
     "capacity": "bench_capacity.png",
+    "batching": "bench_batching.png",
 }
 TIMEOUT_S = 300
 

@@ -1,7 +1,7 @@
 """policy_server_node sessions and data plane, against a real server process.
 
 The suite's shared server (conftest.policy_server) serves the random ACT
-checkpoint at /lerobot with capacity 3. Each test closes what it opens.
+checkpoint at /lerobot with capacity 4. Each test closes what it opens.
 """
 
 import json
@@ -73,15 +73,15 @@ def test_wrong_action_order_is_refused_with_both_lists(robots):
 
 
 def test_capacity_refusal_carries_the_load_and_reopening_does_not_count(robots):
-    for index in range(3):
+    for index in range(4):
         assert robots(f"arm_{index}").open().accepted
-    refused = robots("arm_3").open()
+    refused = robots("arm_4").open()
     assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_CAPACITY
-    assert (refused.active_sessions, refused.max_sessions) == (3, 3)
-    assert "3 of 3" in refused.message
+    assert (refused.active_sessions, refused.max_sessions) == (4, 4)
+    assert "4 of 4" in refused.message
     reopened = robots("arm_0")
     response = reopened.open()
-    assert response.accepted and response.active_sessions == 3
+    assert response.accepted and response.active_sessions == 4
 
 
 def test_bad_client_id_is_refused_not_crashed_on(robots, policy_server):
@@ -198,6 +198,9 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
         metrics = response.read().decode()
     served = next(line for line in metrics.splitlines() if line.startswith("lerobot_ros_requests_served_total "))
     assert float(served.split()[1]) >= 1
+    values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines() if line.startswith("lerobot_ros_")}
+    assert values["lerobot_ros_max_batch_size"] == 8 and values["lerobot_ros_forwards_total"] >= 1
+    assert values["lerobot_ros_batch_size_mean"] >= 1
     arrays = []
     subscription = ros_node.create_subscription(DiagnosticArray, "/diagnostics", arrays.append, 10)
     try:
@@ -206,7 +209,7 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
         ros_node.destroy_subscription(subscription)
     status = arrays[0].status[0]
     assert "policy server" in status.name
-    assert {value.key for value in status.values} >= {"active_sessions", "requests_served", "policy_type"}
+    assert {value.key for value in status.values} >= {"active_sessions", "requests_served", "policy_type", "batch_size_mean"}
     records = [record for record in read_capture(policy_server.capture) if record["request"]["client_id"] == "observed_arm"]
     assert records and records[0]["response"]["actions_robot"].shape == (50, 6)
     assert records[0]["request"]["compressed_images"]["observation.images.front"]["data"][:2] == b"\xff\xd8"

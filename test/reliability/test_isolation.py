@@ -1,7 +1,8 @@
 """Robots sharing one server never see each other's data.
 
-Cross-process: three robots with different joint states stream concurrently
-to the suite's ``policy_server_node``; each chunk must equal the chunk
+Cross-process: four robots with different joint states stream concurrently
+to the suite's ``policy_server_node`` (micro-batching on, its default: the
+audit must show forward passes shared by several robots); each chunk must equal the chunk
 computed offline (same checkpoint, in this process) from that robot's own
 observation, differ from what any other robot's observation of the same
 round gives, and every audit line must carry the robot's own client, session
@@ -37,7 +38,7 @@ from lerobot_ros.msg import ActionChunk
 
 CATEGORY = "isolation"
 ROUNDS = 5
-ROBOTS = ("iso_left", "iso_middle", "iso_right")
+ROBOTS = ("iso_left", "iso_middle", "iso_right", "iso_far")
 
 
 def _offline_runner(checkpoint: Path):
@@ -74,7 +75,7 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
         for seq in range(1, ROUNDS + 1):
             messages = {robot.client_id: robot.observation(seq, state=_state(index, seq), rgb=frame)
                         for index, robot in enumerate(robots)}
-            for robot in robots:  # all three waiting in the server's mailboxes at once
+            for robot in robots:  # all four waiting in the server's mailboxes at once
                 robot.send(messages[robot.client_id])
                 sent[robot.client_id][seq] = messages[robot.client_id]
             answered = spin_until(ros_node, lambda: all(any(c.seq == seq for c in r.chunks) for r in robots), 60)
@@ -111,26 +112,32 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
 
         audit = read_jsonl(policy_server.audit)
         audit_problems = []
+        batch_sizes = []
         for robot in robots:
             lines = [line for line in audit if line["client"] == robot.client_id and line["session"] == robot.session_id]
             if sorted(line["seq"] for line in lines) != sorted(sent[robot.client_id]):
                 audit_problems.append(f"{robot.client_id}: audited seqs {sorted(line['seq'] for line in lines)}")
+            batch_sizes += [line["batch_size"] for line in lines]
             if any(line["outcome"] != "ok" for line in lines):
                 audit_problems.append(f"{robot.client_id}: outcomes {[line['outcome'] for line in lines]}")
             # The robot's session id under any other client name would be a crossing.
             strays = [line for line in audit if line["session"] == robot.session_id and line["client"] != robot.client_id]
             audit_problems += [f"{robot.client_id}'s session audited as {line['client']}" for line in strays]
 
-        record(CATEGORY, "3 robots, different states, concurrent, one shared server (chunks vs offline)",
+        record(CATEGORY, "4 robots, different states, concurrent, one shared batching server (chunks vs offline)",
                tried=compared, survived=compared - crossed - foreign - wrong_ids, lost=crossed + foreign + wrong_ids,
-               rounds=ROUNDS, max_abs_difference_to_own=worst, min_distance_to_other_robots=separation)
-        record(CATEGORY, "audit lines of 3 concurrent robots", tried=len(ROBOTS) * ROUNDS,
+               rounds=ROUNDS, max_abs_difference_to_own=worst, min_distance_to_other_robots=separation,
+               largest_forward=max(batch_sizes, default=0))
+        record(CATEGORY, "audit lines of 4 concurrent robots", tried=len(ROBOTS) * ROUNDS,
                survived=len(ROBOTS) * ROUNDS - len(audit_problems), lost=len(audit_problems))
         assert compared == len(ROBOTS) * ROUNDS, "one chunk per request, no more"
         assert wrong_ids == 0, "a chunk arrived on a robot's topic with another robot's ids or seq"
         assert crossed == 0 and worst <= 1e-4, f"a chunk differs from its own offline chunk by {worst}"
         assert foreign == 0 and separation > 1e-2, f"the policy barely depends on state here ({separation}); the test proves nothing"
         assert audit_problems == []
+        assert max(batch_sizes) > 1, f"no forward pass was shared: batch sizes {batch_sizes}"
+        chunk_sizes = sorted(chunk_from_msg(chunk).batch_size for robot in robots for chunk in robot.chunks)
+        assert chunk_sizes == sorted(batch_sizes), "each chunk says the size of the forward pass its audit line records"
     finally:
         for robot in robots:
             if robot.session_id:

@@ -43,21 +43,29 @@ class Harness:
         )
         self.session = self.open("arm")
 
-    def open(self, client):
-        session = Session(client, task="", fps=30.0, rtc_enabled=False, opened_at=time.monotonic())
+    def open(self, client, task="", rtc=False):
+        session = Session(client, task=task, fps=30.0, rtc_enabled=rtc, opened_at=time.monotonic())
         session.processors = self.runner.new_session_processors()
         self.sessions.open(session)
         return session
 
-    def observation(self, session=None, seq=0, state=None, frame=None, episode=0, **fields):
+    def observation(self, session=None, seq=0, state=None, frame=None, episode=0, prefix=None, delay=0, **fields):
+        """An observation of ``session``; ``prefix`` (model space) goes with its robot-space twin (x 0.3 + 1)."""
         session = session or self.session
         rgb = frame if frame is not None else np.full((96, 128, 3), 100, np.uint8)
         request = RequestId(session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns())
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
-        msg = observation_to_msg(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {})
+        prefix_robot = None if prefix is None else np.asarray(prefix, np.float32) * 0.3 + 1.0
+        msg = observation_to_msg(
+            request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}, delay, prefix, prefix_robot
+        )
         for name, value in fields.items():
             setattr(msg, name, value)
         return msg
 
     def send(self, msg, key="arm"):
         return self.handler.handle(Ready(key, msg, time.monotonic(), 0))
+
+    def send_batch(self, messages):
+        """Hand ``messages`` (each on its own client's topic) to the request path as one batch."""
+        return self.handler.handle_batch([Ready(msg.client_id, msg, time.monotonic(), 0) for msg in messages])

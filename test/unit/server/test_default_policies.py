@@ -161,13 +161,13 @@ def test_warm_up_of_an_rtc_policy_runs_the_guidance_path(smolvla_checkpoint, mon
 
     runner = PolicyRunner(load_policy(str(smolvla_checkpoint), device="cpu"), rtc_enabled=True, rtc_execution_horizon=10)
     applied = []
-    run = runner.run
+    finish = runner.finish
 
-    def recording_run(*args):
-        result = run(*args)
+    def recording_finish(*args):
+        result = finish(*args)
         applied.append(result.rtc_applied)
         return result
 
-    monkeypatch.setattr(runner, "run", recording_run)
+    monkeypatch.setattr(runner, "finish", recording_finish)
     warm_up(runner, 3)
     assert applied == [False, True, True], "the first warm-up has no prefix; the later ones condition on one"

@@ -105,7 +105,7 @@ def test_a_failing_policy_is_answered_with_failed_and_the_handler_survives(harne
     def explode(*args, **kwargs):
         raise RuntimeError("CUDA out of memory (simulated)")
 
-    monkeypatch.setattr(harness.runner, "run", explode)
+    monkeypatch.setattr(harness.runner, "infer", explode)
     outcome = harness.send(harness.observation())
     assert outcome.outcome == "failed" and "CUDA out of memory" in outcome.reply.error
     assert harness.published[-1][1].status == ActionChunk.STATUS_FAILED

@@ -85,3 +85,86 @@ def test_close_hands_back_every_observation_still_waiting():
     waiting = scheduler.close()
     assert sorted((ready.key, ready.item) for ready in waiting) == [("a", 1), ("b", 2), ("c", 3)]
     assert scheduler.take(0.1) is None and scheduler.pending() == 0
+
+
+# ---- micro-batching: take_batch -------------------------------------------
+
+
+def test_a_batch_takes_distinct_sessions_in_round_robin_order_each_with_its_newest_observation():
+    scheduler = RoundRobinScheduler(max_batch_size=3)
+    for key in "abcde":
+        scheduler.deposit(key, f"{key}0")
+    scheduler.deposit("b", "b1")  # newest wins: b's batch entry is b1, one superseded
+    first = scheduler.take_batch(0.1)
+    assert [(r.key, r.item, r.superseded) for r in first] == [("a", "a0", 0), ("b", "b1", 1), ("c", "c0", 0)]
+    for key in "ab":
+        scheduler.deposit(key, f"{key}2")  # served ones republish at once: they queue behind d and e
+    second = scheduler.take_batch(0.1)
+    assert [r.key for r in second] == ["d", "e", "a"]
+    assert [r.key for r in scheduler.take_batch(0.1)] == ["b"]
+    assert scheduler.take_batch(0.01) == []
+
+
+def test_a_session_is_never_twice_in_one_batch_and_a_fast_one_cannot_crowd_out_others():
+    scheduler = RoundRobinScheduler(max_batch_size=4)
+    served = []
+    for step in range(30):
+        for _ in range(5):
+            scheduler.deposit("fast", step)  # floods: only its newest is ever taken
+        if step % 3 == 0:
+            scheduler.deposit("slow", step)
+        batch = scheduler.take_batch(0.1)
+        keys = [ready.key for ready in batch]
+        assert len(keys) == len(set(keys)), keys
+        served.append(keys)
+    slow_turns = [i for i, keys in enumerate(served) if "slow" in keys]
+    assert slow_turns == list(range(0, 30, 3)), "every slow observation is in the very next batch"
+
+
+def test_the_window_waits_for_more_sessions_and_a_newer_observation_still_wins():
+    scheduler = RoundRobinScheduler(max_batch_size=3, batch_window_s=0.3)
+    for key in "bc":  # known sessions, not ready now
+        scheduler.deposit(key, key)
+    scheduler.take_batch(0.1)
+    scheduler.deposit("a", "a0")
+    threading.Timer(0.05, scheduler.deposit, args=("b", "b0")).start()
+    threading.Timer(0.1, scheduler.deposit, args=("a", "a1")).start()  # during the window
+    started = time.monotonic()
+    batch = scheduler.take_batch(1.0)
+    waited = time.monotonic() - started
+    assert [(r.key, r.item) for r in batch] == [("a", "a1"), ("b", "b0")]
+    assert 0.25 <= waited < 2.0, "the window ran out without a third session"
+    # A full batch does not wait for the window.
+    for key in "xyz":
+        scheduler.deposit(key, key)
+    started = time.monotonic()
+    assert len(scheduler.take_batch(1.0)) == 3 and time.monotonic() - started < 0.25
+
+
+def test_a_lone_session_or_a_batch_of_every_known_session_does_not_wait_for_the_window():
+    scheduler = RoundRobinScheduler(max_batch_size=8, batch_window_s=5.0)
+    scheduler.deposit("a", "a0")
+    started = time.monotonic()
+    assert [r.key for r in scheduler.take_batch(1.0)] == ["a"]
+    scheduler.deposit("b", "b0")
+    scheduler.deposit("a", "a1")
+    assert [r.key for r in scheduler.take_batch(1.0)] == ["a", "b"]
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_session_removed_during_the_window_is_handed_over_as_an_orphan_not_batched():
+    scheduler = RoundRobinScheduler(max_batch_size=2, batch_window_s=0.3)
+    scheduler.deposit("b", "b0")
+    scheduler.take_batch(0.1)  # b is known, so a's batch waits for it
+    scheduler.deposit("a", "a0")
+    threading.Timer(0.05, scheduler.remove, args=("a",)).start()
+    assert scheduler.take_batch(1.0) == []  # its only member left
+    orphan = scheduler.take_batch(0.1)
+    assert [(r.key, r.item) for r in orphan] == [("a", "a0")]
+
+
+def test_batch_parameters_are_checked():
+    import pytest
+
+    with pytest.raises(ValueError, match="max_batch_size must be >= 1 and batch_window_s >= 0; got 0 and 0.0"):
+        RoundRobinScheduler(max_batch_size=0)

@@ -36,6 +36,21 @@ def test_health_counts_failed_requests_as_rejected_and_reads_the_worker_window()
     )
 
 
+def test_a_shared_forward_pass_is_busy_time_once_and_batch_sizes_are_reported():
+    stats = ServerStats(clock=Clock())
+    for size in (4, 2):
+        stats.record_forward(size)
+        for _ in range(size):  # each request of the pass reports the pass's 0.1 s
+            stats.record("ok", 0.1, superseded=0, batch_size=size)
+    snapshot = health(stats, max_batch_size=8)
+    assert snapshot.utilization == pytest.approx(0.02)  # 0.2 s busy in the last 10 s, not 0.6 s
+    assert snapshot.inference_ms_p50 == pytest.approx(100.0)  # what each robot's request took
+    assert (snapshot.forwards, snapshot.batch_size_mean, snapshot.max_batch_size) == (2, 3.0, 8)
+    metrics = {metric.name: metric.value for metric in health_snapshot(snapshot, "act", "f").metrics}
+    assert (metrics["lerobot_ros_forwards_total"], metrics["lerobot_ros_batch_size_mean"]) == (2.0, 3.0)
+    assert metrics["lerobot_ros_max_batch_size"] == 8.0
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
