@@ -56,8 +56,16 @@ def _aligned(names, frames, kind: str) -> None:
         raise DataPlaneError(f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be index-aligned")
 
 
-def frames_from_msg(msg: Observation, limits: RequestLimits) -> dict[str, np.ndarray]:
-    """Every camera frame of ``msg`` as an HxWx3 uint8 RGB array, by camera name."""
+def frames_from_msg(
+    msg: Observation, limits: RequestLimits, at_least: dict[str, tuple[int, int]] | None = None
+) -> dict[str, np.ndarray]:
+    """Every camera frame of ``msg`` as an HxWx3 uint8 RGB array, by camera name.
+
+    ``at_least`` maps a camera to the (height, width) it is needed at: its
+    JPEG may be decoded at a reduced scale no smaller than that
+    (``images.compressed_to_rgb``); other cameras come at full size.
+    """
+    at_least = at_least or {}
     _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
     _aligned(msg.raw_camera_names, msg.raw_images, "raw")
     frames: dict[str, np.ndarray] = {}
@@ -68,7 +76,9 @@ def frames_from_msg(msg: Observation, limits: RequestLimits) -> dict[str, np.nda
         if name in frames:
             raise DataPlaneError(f"camera {name!r} appears twice; each camera must be sent once")
         try:
-            frames[name] = images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
+            frames[name] = images.image_message_to_rgb(
+                image, limits.max_image_bytes, limits.max_image_pixels, at_least.get(name)
+            )
         except images.ImageError as error:
             raise DataPlaneError(f"camera {name!r}: {error}") from error
     return frames

@@ -149,7 +149,9 @@ class RequestHandler:
         else:
             decode_started = time.perf_counter()
             try:
-                frame = observation_from_msg(msg, len(self.capabilities.action_names), self.limits)
+                frame = observation_from_msg(
+                    msg, len(self.capabilities.action_names), self.limits, self.capabilities.camera_sizes
+                )
                 check_observation(frame, self.capabilities, session)
                 # An observation of a newer episode may overtake its ResetEpisode call.
                 move, episode = self.sessions.advance_episode(session, frame.request.episode)

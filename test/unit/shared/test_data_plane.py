@@ -171,3 +171,15 @@ def test_an_observation_record_rebuilds_the_message_the_robot_sent():
     again = observation_from_msg(rebuilt, 6)
     np.testing.assert_array_equal(again.prefix_model, prefix_model)
     np.testing.assert_array_equal(again.prefix_robot, prefix_model + 1)
+
+
+def test_a_camera_needed_smaller_is_decoded_smaller_and_the_others_at_full_size():
+    msg = observation_to_msg(
+        REQUEST, "", np.zeros(6),
+        {"front": images.rgb_to_compressed(frame((255, 0, 0)), 95), "side": images.rgb_to_compressed(frame(9), 95)},
+        {"wrist": images.rgb_to_raw(frame((0, 0, 255)))},
+    )
+    decoded = observation_from_msg(msg, 6, RequestLimits(), {"front": (12, 16), "wrist": (12, 16)})
+    assert decoded.images["front"].shape == (12, 16, 3) and decoded.images["front"][..., 0].mean() > 240
+    assert decoded.images["side"].shape == (48, 64, 3)  # no size asked: full size
+    assert decoded.images["wrist"].shape == (48, 64, 3)  # raw: its own size (the policy input resizes)
