@@ -28,6 +28,8 @@ __all__ = [
     "ImageError",
     "compressed_to_rgb",
     "declared_size",
+    "frame_at_size",
+    "frame_size",
     "image_message_to_rgb",
     "is_jpeg",
     "jpeg_scale_denominator",
@@ -384,6 +386,31 @@ def image_message_to_rgb(
     if isinstance(msg, Image):
         return raw_to_rgb(msg, max_bytes)
     raise ImageError(f"expected a sensor_msgs Image or CompressedImage, got {type(msg).__name__}")
+
+
+def frame_size(msg: Image | CompressedImage) -> tuple[int, int] | None:
+    """(height, width) of a frame without decoding it: the Image's fields, a compressed header's declaration; None if unknown."""
+    if isinstance(msg, CompressedImage):
+        frame = CompressedFrame.of(msg)
+        return declared_size(frame.data, frame.sniffed)
+    return int(msg.height), int(msg.width)
+
+
+def frame_at_size(
+    msg: Image | CompressedImage,
+    size: tuple[int, int],
+    max_bytes: int | None = None,
+    max_pixels: int | None = None,
+) -> np.ndarray:
+    """The frame as a policy trained at ``size`` (height, width) sees it: decoded, then resized in uint8.
+
+    The one resize both ends apply (the robot before encoding, the server
+    after decoding), so the policy gets the same pixels within JPEG error
+    whichever end did it. A JPEG larger than ``size`` is decoded at a reduced
+    DCT scale first (``compressed_to_rgb``'s ``at_least``). Bounds as
+    ``image_message_to_rgb``.
+    """
+    return resize_rgb(image_message_to_rgb(msg, max_bytes, max_pixels, at_least=size), *size)
 
 
 # ---------------------------------------------------------------------------

@@ -63,14 +63,14 @@ def observation_from_msg(
     msg: Observation,
     action_dim: int,
     limits: RequestLimits = RequestLimits(),
-    decode_at_least: dict[str, tuple[int, int]] | None = None,
+    policy_sizes: dict[str, tuple[int, int]] | None = None,
 ) -> ObservationFrame:
     """Decode an observation within ``limits``; images become RGB arrays.
 
-    ``decode_at_least``: the size each camera is needed at (see ``frames_from_msg``).
+    ``policy_sizes``: the (height, width) each camera is fed to the policy at (see ``frames_from_msg``).
     """
     check_sizes(msg, limits)
-    frames = frames_from_msg(msg, limits, decode_at_least)
+    frames = frames_from_msg(msg, limits, policy_sizes)
     prefix_model = prefix_robot = None
     if msg.prefix_steps:
         prefix_model = matrix(msg.prefix_model, msg.prefix_steps, action_dim, "prefix_model")
