@@ -149,7 +149,7 @@ class OurClient:
 
 
 def run_config(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[int, int], height: int, width: int,
-               count: int, requests: int, bare: dict) -> dict:
+               count: int, requests: int, bare: dict, device: str = "cpu") -> dict:
     cameras = [f"observation.images.cam{i}" for i in range(count)]
     tag = f"{trained[0]}x{trained[1]}_{height}x{width}_{count}"
     checkpoint = tmp / f"act_{trained[0]}x{trained[1]}_{count}"
@@ -159,12 +159,12 @@ def run_config(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple
     # Requests alternate with LeRobot's, so ours can pause for seconds on a loaded machine: keep the
     # session open (the default closes it after 10 s without an observation).
     server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
-                                                               "session_idle_timeout_s": 3600.0})
+                                                               "session_idle_timeout_s": 3600.0, "device": device})
     ours_client = None
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras, {name: trained for name in cameras})
-        peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: (height, width) for name in cameras})
-        zenoh.load(checkpoint, SO101_JOINT_NAMES, cameras, FPS)
+        peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: (height, width) for name in cameras}, device=device)
+        zenoh.load(checkpoint, SO101_JOINT_NAMES, cameras, FPS, device=device)
         scenes = [[scene(height, width, 8 * i + s) for i in range(count)] for s in range(4)]
         raw_msgs = [{name: images.rgb_to_raw(frames[i]) for i, name in enumerate(cameras)} for frames in scenes]
         raw_arrays = [{name.rsplit(".", 1)[1]: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
@@ -184,7 +184,7 @@ def run_config(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple
     model_times = zenoh.model_times()
     zenoh.close()
     if checkpoint not in bare:
-        bare[checkpoint] = in_fresh_process(checkpoint, max(requests, 10), warmup=5)
+        bare[checkpoint] = in_fresh_process(checkpoint, max(requests, 10), warmup=5, device=device)
     ours, theirs, draft = ours[WARMUP:], theirs[WARMUP:], draft[WARMUP:]
     records = {r["seq"]: r for r in map(json.loads, audit.read_text().splitlines())}
     for seq, row in enumerate(ours, start=WARMUP + 1):
@@ -270,11 +270,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=30, help="measured requests per configuration and stack")
     common.add_output_arguments(parser)
+    parser.add_argument("--device", default="cpu", help="where all three stacks and the bare model run (cpu, cuda)")
+    parser.add_argument("--frames", default="", help="only these frame sizes, e.g. 480x640,720x1280 (default: all)")
+    parser.add_argument("--cameras", default="", help="only these camera counts, e.g. 3 (default: 1 and 3)")
     parser.add_argument("--trained-480", action="store_true", help="also ACT trained at 480x640 (slow on a CPU)")
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     own = own_shape()
-    configs = [(own, size, count) for size in (own, (480, 640), (720, 1280)) for count in (1, 3)]
+    sizes = [tuple(map(int, text.split("x"))) for text in args.frames.split(",") if text] or [own, (480, 640), (720, 1280)]
+    counts = [int(text) for text in args.cameras.split(",") if text] or [1, 3]
+    configs = [(own, size, count) for size in sizes for count in counts]
     if args.trained_480:
         configs += [((480, 640), (480, 640), 1), ((480, 640), (480, 640), 3)]
     if args.smoke:
@@ -289,7 +294,8 @@ def main() -> None:
         zenoh = ZenohPeer(tmp / "zenoh")
         try:
             for trained, (height, width), count in configs:
-                results.append(run_config(node, peer, zenoh, tmp, trained, height, width, count, args.requests, bare))
+                results.append(run_config(node, peer, zenoh, tmp, trained, height, width, count, args.requests, bare,
+                                          args.device))
                 print(f"done {results[-1]['label']}", flush=True)
         finally:
             peer.close()
@@ -346,7 +352,7 @@ def main() -> None:
     png = plot_dir / "bench_latency_breakdown.png"
     plot(results, png)
     body = f"""
-ACT (random weights, chunk 50 x 6) served on the CPU by three stacks; the same checkpoint directory,
+ACT (random weights, chunk 50 x 6) served on the {args.device.upper()} by three stacks; the same checkpoint directory,
 the same frames (textured scenes) and the same state go to all three. Camera frames start as raw rgb8
 arrays: our executor shrinks them to the policy's resolution and JPEG-encodes them (q90), LeRobot's gRPC
 client pickles them raw, the Zenoh draft's client JPEG-encodes them (q90) at full size. The policy is
@@ -369,7 +375,9 @@ the rest is the machine's load during the run.
 """
     body = body.replace("](/", "](")
     command = "python bench/server_request_latency.py" + (
-        " --smoke" if args.smoke else f" --requests {args.requests}" + (" --trained-480" if args.trained_480 else ""))
+        " --smoke" if args.smoke else f" --requests {args.requests}" + (" --trained-480" if args.trained_480 else "")
+        + (f" --frames {args.frames}" if args.frames else "") + (f" --cameras {args.cameras}" if args.cameras else "")
+        + (f" --device {args.device}" if args.device != "cpu" else ""))
     common.write_section("server_request_latency", command, body, document=document)
 
 

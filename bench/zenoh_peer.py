@@ -22,7 +22,7 @@ What it does with frames: they reach the policy at the resolution they
 arrive (``prepare_observation_for_inference`` does not resize), so a
 96x128 ACT sent 480x640 frames runs its ResNet on 480x640.
 
-usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python bench/zenoh_peer.py serve CKPT PORT TIMES_FILE
+usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python bench/zenoh_peer.py serve CKPT PORT TIMES_FILE [DEVICE]
 """
 
 from __future__ import annotations
@@ -60,13 +60,14 @@ def make_overlay(directory: Path) -> Path:
     return overlay
 
 
-def serve(checkpoint: str, port: int, times_file: str) -> None:
+def serve(checkpoint: str, port: int, times_file: str, device: str = "cpu") -> None:
     """The draft's server on ``checkpoint`` (runs under the overlay), its forwards timed into ``times_file``."""
     from lerobot.policy_server.manifest import ModelSpec, PolicyServerManifest, ZenohSpec
     from lerobot.policy_server.server import PolicyServer
+    import torch
 
     manifest = PolicyServerManifest(
-        model=ModelSpec(repo_or_path=checkpoint, device="cpu"),
+        model=ModelSpec(repo_or_path=checkpoint, device=device),
         zenoh=ZenohSpec(mode="peer", listen_endpoints=[f"tcp/127.0.0.1:{port}"]),
         default_task=SERVICE_TASK, health_port=0, session_idle_timeout_s=3600.0,
     )
@@ -85,6 +86,8 @@ def serve(checkpoint: str, port: int, times_file: str) -> None:
     def timed_forward(*args, **kwargs):
         started = time.perf_counter()
         actions = forward(*args, **kwargs)
+        if actions.device.type == "cuda":
+            torch.cuda.synchronize(actions.device)
         log.write(json.dumps({"seq": current["seq"], "model_s": time.perf_counter() - started}) + "\n")
         return actions
 
@@ -113,7 +116,7 @@ class ZenohPeer:
         self.process = None
         self.session = None
 
-    def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0) -> None:
+    def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0, device: str = "cpu") -> None:
         """Start a server process on ``checkpoint``; open a session for ``cameras`` (policy feature names)."""
         import zenoh
         from grpc_peer import free_port
@@ -127,7 +130,7 @@ class ZenohPeer:
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join((str(self.overlay), os.environ.get("PYTHONPATH", "")))}
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, str(Path(__file__)), "serve", str(checkpoint), str(port), str(self.times)],
+                [sys.executable, str(Path(__file__)), "serve", str(checkpoint), str(port), str(self.times), device],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=environment)
         common.wait_for_log(self.process, self.console, "zenoh peer serving", self.timeout_s)
         config = zenoh.Config()
@@ -203,5 +206,5 @@ class ZenohPeer:
             self.process = None
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "serve":
-    serve(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+if __name__ == "__main__" and len(sys.argv) in (5, 6) and sys.argv[1] == "serve":
+    serve(sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:])
