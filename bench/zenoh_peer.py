@@ -162,13 +162,28 @@ class ZenohPeer:
             time.sleep(0.2)
         raise RuntimeError(f"no answer from the Zenoh draft server on {key}")
 
+    def _answer_to(self, seq: int):
+        return next((answer for answer in self.answers if self.schema.MsgHeader.unpack(answer[1]).seq_id == seq), None)
+
     def _on_chunk(self, sample) -> None:
         with self.answered:
             self.answers.append((time.perf_counter(), sample.attachment.to_bytes(), sample.payload.to_bytes()))
             self.answered.notify_all()
 
-    def request(self, seq: int, state, frames: dict, jpeg_quality: int = 90) -> dict:
-        """One observation -> its chunk, decoded; client-side durations in seconds."""
+    def first_answer(self, state, frames: dict, timeout_s: float = 240.0) -> None:
+        """Send seq-0 observations until one is answered: a chunk published before the server's action
+        publisher has heard of our subscriber is lost, and the draft does not publish it again."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.request(0, state, frames, attempt_timeout_s=10.0)
+                return
+            except TimeoutError:
+                continue
+        raise RuntimeError(f"the Zenoh draft server answered nothing within {timeout_s:.0f} s\n" + self.console.read_text()[-2000:])
+
+    def request(self, seq: int, state, frames: dict, jpeg_quality: int = 90, attempt_timeout_s: float = 120.0) -> dict:
+        """One observation -> its chunk, decoded; client-side durations in seconds (TimeoutError: no answer)."""
         schema, codec = self.schema, self.codec
         started = time.perf_counter()
         observation = schema.ObservationMsg(state=state, images=dict(frames), task=SERVICE_TASK, jpeg_quality=jpeg_quality)
@@ -179,13 +194,14 @@ class ZenohPeer:
             self.answers.clear()
         self.publisher.put(body, attachment=header)
         with self.answered:
-            if not self.answered.wait_for(lambda: self.answers, timeout=120.0):
-                raise RuntimeError(f"no chunk from the Zenoh draft server for request {seq}\n" + self.console.read_text()[-2000:])
-            received, attachment, payload = self.answers[0]
+            # A late answer to an earlier request (a retried seq 0) is skipped, not taken for this one's.
+            if not self.answered.wait_for(lambda: self._answer_to(seq), timeout=attempt_timeout_s):
+                raise TimeoutError(f"no chunk from the Zenoh draft server for request {seq}\n" + self.console.read_text()[-2000:])
+            received, _, payload = self._answer_to(seq)
         chunk = codec.decode_action_chunk(payload)
         decoded = time.perf_counter()
-        if schema.MsgHeader.unpack(attachment).seq_id != seq or chunk.chunk_robot is None:
-            raise RuntimeError(f"the Zenoh draft server answered another request than {seq}")
+        if chunk.chunk_robot is None:
+            raise RuntimeError(f"the Zenoh draft server answered request {seq} without a chunk")
         return {"encode": encoded - started, "wire": received - encoded, "merge": decoded - received,
                 "round_trip_client": decoded - started, "server_inference_ms": chunk.inference_ms,
                 "queue_wait": chunk.queue_wait_ms / 1000, "bytes": len(body)}
