@@ -81,7 +81,8 @@ class GrpcPeer:
             common.wait_for_log(self.process, self.console, "PolicyServer started", self.timeout_s)
             self.connected = True
 
-    def load(self, checkpoint: Path, joint_names, cameras: dict[str, tuple[int, int]], chunk: int = 50) -> None:
+    def load(self, checkpoint: Path, joint_names, cameras: dict[str, tuple[int, int]], chunk: int = 50,
+             device: str = "cpu") -> None:
         """Ready + SendPolicyInstructions for an ACT checkpoint; ``cameras`` maps raw keys to (height, width)."""
         from lerobot.async_inference.helpers import RemotePolicyConfig
         from lerobot.utils.feature_utils import hw_to_dataset_features
@@ -91,7 +92,7 @@ class GrpcPeer:
         self.joint_keys = [f"{name}.pos" for name in joint_names]
         self.wait_started()
         self.stub.Ready(self.pb.Empty())
-        config = RemotePolicyConfig("act", str(checkpoint), features, chunk, "cpu")
+        config = RemotePolicyConfig("act", str(checkpoint), features, chunk, device)
         self.stub.SendPolicyInstructions(self.pb.PolicySetup(data=pickle.dumps(config)))
         self.client.action_queue = Queue()
         self.client.action_queue_lock = threading.Lock()

@@ -70,6 +70,11 @@ class ServerCapabilities:
     def camera_names(self) -> tuple[str, ...]:
         return tuple(camera.name for camera in self.cameras)
 
+    @property
+    def camera_sizes(self) -> dict[str, tuple[int, int]]:
+        """(height, width) each camera is fed to the policy at, by name."""
+        return {camera.name: (camera.height, camera.width) for camera in self.cameras}
+
 
 @dataclass(frozen=True)
 class OpenRequest:

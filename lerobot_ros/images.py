@@ -28,8 +28,11 @@ __all__ = [
     "ImageError",
     "compressed_to_rgb",
     "declared_size",
+    "frame_at_size",
+    "frame_size",
     "image_message_to_rgb",
     "is_jpeg",
+    "jpeg_scale_denominator",
     "raw_to_rgb",
     "resize_rgb",
     "rgb_to_compressed",
@@ -223,7 +226,9 @@ class CompressedFrame:
         """
         return self.declared == "jpeg" and self.sniffed == "jpeg" and _jpeg_is_complete(self.data)
 
-    def to_rgb(self, max_bytes: int | None = None, max_pixels: int | None = None) -> np.ndarray:
+    def to_rgb(
+        self, max_bytes: int | None = None, max_pixels: int | None = None, at_least: tuple[int, int] | None = None
+    ) -> np.ndarray:
         """Decode into an HxWx3 uint8 RGB array; see ``compressed_to_rgb``."""
         data, fmt, declared = self.data, self.fmt, self.declared
         if len(data) == 0:
@@ -247,8 +252,8 @@ class CompressedFrame:
                 f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
                 f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
             )
+        size = declared_size(data, self.sniffed) if max_pixels is not None or at_least is not None else None
         if max_pixels is not None:
-            size = declared_size(data, self.sniffed)
             if size is None:
                 raise ImageError(f"expected a {declared.upper()} header declaring the image size, found none in {_describe(data, fmt)}")
             if size[0] * size[1] > max_pixels:
@@ -258,7 +263,12 @@ class CompressedFrame:
                 )
         # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
         # silently scaled to 8 bits, and alpha/gray are converted explicitly.
-        decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        # A JPEG only ever holds 8-bit samples, so a reduced decode (which
+        # always yields BGR) loses nothing that the full one would refuse.
+        flag = cv2.IMREAD_UNCHANGED
+        if declared == "jpeg" and size is not None and at_least is not None:
+            flag = _REDUCED_DECODE.get(jpeg_scale_denominator(size, at_least), flag)
+        decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
         if decoded is None:
             raise ImageError(f"expected decodable {declared.upper()} data, OpenCV could not decode {_describe(data, fmt)}")
         if decoded.dtype != np.uint8:
@@ -275,19 +285,48 @@ class CompressedFrame:
         raise ImageError(f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}")
 
 
+# libjpeg scales in the DCT domain by 1/2, 1/4 or 1/8 while decoding: it
+# skips most of the inverse transform, far cheaper than decoding at full size
+# and shrinking afterwards.
+_REDUCED_DECODE = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
+
+
+def jpeg_scale_denominator(size: tuple[int, int], at_least: tuple[int, int]) -> int:
+    """The largest of 1, 2, 4, 8 whose JPEG DCT-scaled decode of ``size`` is still at least ``at_least``.
+
+    libjpeg's scaled size is the ceiling of size / denominator in each
+    dimension; the caller then resizes the (still larger or equal) frame to
+    the exact target, so no pixel is ever invented by upscaling.
+    """
+    (height, width), (want_height, want_width) = size, at_least
+    for denominator in (8, 4, 2):
+        if -(-height // denominator) >= want_height and -(-width // denominator) >= want_width:
+            return denominator
+    return 1
+
+
 def is_jpeg(msg: CompressedImage) -> bool:
     """True when ``msg`` holds a complete JPEG frame that can be forwarded as is (``CompressedFrame.is_complete_jpeg``)."""
     return CompressedFrame.of(msg).is_complete_jpeg()
 
 
-def compressed_to_rgb(msg: CompressedImage, max_bytes: int | None = None, max_pixels: int | None = None) -> np.ndarray:
+def compressed_to_rgb(
+    msg: CompressedImage,
+    max_bytes: int | None = None,
+    max_pixels: int | None = None,
+    at_least: tuple[int, int] | None = None,
+) -> np.ndarray:
     """Decode a JPEG or PNG ``CompressedImage`` into an HxWx3 uint8 RGB array.
 
     ``max_bytes`` bounds the compressed size accepted, ``max_pixels`` the
     decoded size the header declares (None: no bound).
     An empty ``format`` is allowed; the codec is then read from the data.
+    ``at_least`` (height, width): the frame is only needed at that size, so
+    a JPEG may come back smaller than it was sent, decoded at 1/2, 1/4 or
+    1/8 scale (``jpeg_scale_denominator``), never below ``at_least``; the
+    caller resizes (``resize_rgb``) to the exact size.
     """
-    return CompressedFrame.of(msg).to_rgb(max_bytes, max_pixels)
+    return CompressedFrame.of(msg).to_rgb(max_bytes, max_pixels, at_least)
 
 
 def raw_to_rgb(msg: Image, max_bytes: int | None = None) -> np.ndarray:
@@ -331,18 +370,47 @@ def raw_to_rgb(msg: Image, max_bytes: int | None = None) -> np.ndarray:
 
 
 def image_message_to_rgb(
-    msg: Image | CompressedImage, max_bytes: int | None = None, max_pixels: int | None = None
+    msg: Image | CompressedImage,
+    max_bytes: int | None = None,
+    max_pixels: int | None = None,
+    at_least: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """Either image message type to an HxWx3 uint8 RGB array.
 
     ``max_bytes`` bounds the data as it arrived (compressed or raw),
     ``max_pixels`` what a compressed frame's header declares; None: no bound.
+    ``at_least``: see ``compressed_to_rgb`` (a raw frame comes back at its own size).
     """
     if isinstance(msg, CompressedImage):
-        return compressed_to_rgb(msg, max_bytes, max_pixels)
+        return compressed_to_rgb(msg, max_bytes, max_pixels, at_least)
     if isinstance(msg, Image):
         return raw_to_rgb(msg, max_bytes)
     raise ImageError(f"expected a sensor_msgs Image or CompressedImage, got {type(msg).__name__}")
+
+
+def frame_size(msg: Image | CompressedImage) -> tuple[int, int] | None:
+    """(height, width) of a frame without decoding it: the Image's fields, a compressed header's declaration; None if unknown."""
+    if isinstance(msg, CompressedImage):
+        frame = CompressedFrame.of(msg)
+        return declared_size(frame.data, frame.sniffed)
+    return int(msg.height), int(msg.width)
+
+
+def frame_at_size(
+    msg: Image | CompressedImage,
+    size: tuple[int, int],
+    max_bytes: int | None = None,
+    max_pixels: int | None = None,
+) -> np.ndarray:
+    """The frame as a policy trained at ``size`` (height, width) sees it: decoded, then resized in uint8.
+
+    The one resize both ends apply (the robot before encoding, the server
+    after decoding), so the policy gets the same pixels within JPEG error
+    whichever end did it. A JPEG larger than ``size`` is decoded at a reduced
+    DCT scale first (``compressed_to_rgb``'s ``at_least``). Bounds as
+    ``image_message_to_rgb``.
+    """
+    return resize_rgb(image_message_to_rgb(msg, max_bytes, max_pixels, at_least=size), *size)
 
 
 # ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
+FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
 
 
@@ -60,9 +61,18 @@ def _absolute(namespace: str) -> str:
     return "/" + namespace.strip("/") if namespace.strip("/") else ""
 
 
+def fastdds_environment() -> dict:
+    """The shipped Fast DDS profile (16 MiB shared-memory segment, for raw frames), for Fast DDS 3 and 2."""
+    profile = share_path("config", "fastdds", "large_frames.xml")
+    return {"FASTDDS_DEFAULT_PROFILES_FILE": profile, "FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+
+
 def _environment(rmw_implementation: str) -> dict:
     # An empty middleware keeps whatever the caller's environment selects.
-    return {"RMW_IMPLEMENTATION": rmw_implementation} if rmw_implementation else {}
+    if not rmw_implementation:
+        return {}
+    extra = fastdds_environment() if rmw_implementation == FASTDDS_RMW else {}
+    return {"RMW_IMPLEMENTATION": rmw_implementation, **extra}
 
 
 def server_plan(
@@ -208,5 +218,5 @@ def share_path(*parts: str) -> str:
         from ament_index_python.packages import get_package_share_directory
 
         return str(Path(get_package_share_directory(PACKAGE), *parts))
-    except (ImportError, LookupError):
+    except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return str(Path(__file__).resolve().parents[1].joinpath(*parts))

@@ -21,14 +21,24 @@ from lerobot_ros.msg import Observation
 Payload = Image | CompressedImage
 
 
-def camera_payload(msg: Payload, jpeg_quality: int) -> tuple[str, Payload]:
+def _larger_than(size: tuple[int, int] | None, target: tuple[int, int]) -> bool:
+    return size is not None and size != target and size[0] >= target[0] and size[1] >= target[1]
+
+
+def camera_payload(msg: Payload, jpeg_quality: int, policy_size: tuple[int, int] | None = None) -> tuple[str, Payload]:
     """("compressed" | "raw", message) to put in an Observation for one camera frame.
 
-    A complete JPEG is forwarded untouched (no re-encoding). Anything else is
-    decoded to RGB and sent as JPEG at ``jpeg_quality``, or as raw rgb8 when
-    ``jpeg_quality`` is 0. Raises images.ImageError for an unusable frame.
+    A frame larger than ``policy_size`` (height, width; the resolution the
+    policy was trained at) in both dimensions is shrunk to it first, with the
+    resize the server would apply (``images.frame_at_size``), then encoded as
+    below. Otherwise a complete JPEG is forwarded untouched (no re-encoding);
+    anything else is decoded to RGB and sent as JPEG at ``jpeg_quality``, or
+    as raw rgb8 when ``jpeg_quality`` is 0. Raises images.ImageError for an
+    unusable frame.
     """
-    if isinstance(msg, CompressedImage):
+    if policy_size is not None and _larger_than(images.frame_size(msg), policy_size):
+        rgb = images.frame_at_size(msg, policy_size)
+    elif isinstance(msg, CompressedImage):
         compressed = images.CompressedFrame.of(msg)
         if compressed.is_complete_jpeg():
             return "compressed", msg
@@ -42,11 +52,17 @@ def camera_payload(msg: Payload, jpeg_quality: int) -> tuple[str, Payload]:
     return "compressed", images.rgb_to_compressed(rgb, jpeg_quality)
 
 
-def camera_payloads(frames: dict[str, Payload], jpeg_quality: int) -> tuple[dict[str, CompressedImage], dict[str, Image]]:
-    """(compressed, raw) payloads by camera name for ``observation_to_msg``; see ``camera_payload``."""
+def camera_payloads(
+    frames: dict[str, Payload], jpeg_quality: int, policy_sizes: dict[str, tuple[int, int]] | None = None
+) -> tuple[dict[str, CompressedImage], dict[str, Image]]:
+    """(compressed, raw) payloads by camera name for ``observation_to_msg``; see ``camera_payload``.
+
+    ``policy_sizes``: the policy's (height, width) per camera; a camera not in it is never resized.
+    """
     compressed, raw = {}, {}
+    policy_sizes = policy_sizes or {}
     for name, frame in frames.items():
-        kind, payload = camera_payload(frame, jpeg_quality)
+        kind, payload = camera_payload(frame, jpeg_quality, policy_sizes.get(name))
         (compressed if kind == "compressed" else raw)[name] = payload
     return compressed, raw
 
@@ -56,8 +72,17 @@ def _aligned(names, frames, kind: str) -> None:
         raise DataPlaneError(f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be index-aligned")
 
 
-def frames_from_msg(msg: Observation, limits: RequestLimits) -> dict[str, np.ndarray]:
-    """Every camera frame of ``msg`` as an HxWx3 uint8 RGB array, by camera name."""
+def frames_from_msg(
+    msg: Observation, limits: RequestLimits, policy_sizes: dict[str, tuple[int, int]] | None = None
+) -> dict[str, np.ndarray]:
+    """Every camera frame of ``msg`` as an HxWx3 uint8 RGB array, by camera name.
+
+    ``policy_sizes`` maps a camera to the (height, width) the policy was trained
+    at: that camera comes back at exactly that size (``images.frame_at_size``:
+    a JPEG decoded at a reduced DCT scale where it allows, resized in uint8);
+    other cameras come at the size they arrived.
+    """
+    policy_sizes = policy_sizes or {}
     _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
     _aligned(msg.raw_camera_names, msg.raw_images, "raw")
     frames: dict[str, np.ndarray] = {}
@@ -68,7 +93,12 @@ def frames_from_msg(msg: Observation, limits: RequestLimits) -> dict[str, np.nda
         if name in frames:
             raise DataPlaneError(f"camera {name!r} appears twice; each camera must be sent once")
         try:
-            frames[name] = images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
+            size = policy_sizes.get(name)
+            frames[name] = (
+                images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
+                if size is None
+                else images.frame_at_size(image, size, limits.max_image_bytes, limits.max_image_pixels)
+            )
         except images.ImageError as error:
             raise DataPlaneError(f"camera {name!r}: {error}") from error
     return frames

@@ -59,10 +59,18 @@ def observation_to_msg(
     return msg
 
 
-def observation_from_msg(msg: Observation, action_dim: int, limits: RequestLimits = RequestLimits()) -> ObservationFrame:
-    """Decode an observation within ``limits``; images become RGB arrays."""
+def observation_from_msg(
+    msg: Observation,
+    action_dim: int,
+    limits: RequestLimits = RequestLimits(),
+    policy_sizes: dict[str, tuple[int, int]] | None = None,
+) -> ObservationFrame:
+    """Decode an observation within ``limits``; images become RGB arrays.
+
+    ``policy_sizes``: the (height, width) each camera is fed to the policy at (see ``frames_from_msg``).
+    """
     check_sizes(msg, limits)
-    frames = frames_from_msg(msg, limits)
+    frames = frames_from_msg(msg, limits, policy_sizes)
     prefix_model = prefix_robot = None
     if msg.prefix_steps:
         prefix_model = matrix(msg.prefix_model, msg.prefix_steps, action_dim, "prefix_model")

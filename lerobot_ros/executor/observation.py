@@ -175,8 +175,11 @@ class ObservationAssembler:
 
 def to_message(request, task: str, observation: AssembledObservation, jpeg_quality: int,
                inference_delay_steps: int = 0, prefix_model: np.ndarray | None = None,
-               prefix_robot: np.ndarray | None = None):
-    """The Observation message for one request; data_plane makes the camera payloads (JPEG or raw) and the message."""
-    compressed, raw = camera_payloads(observation.cameras, jpeg_quality)
+               prefix_robot: np.ndarray | None = None, policy_sizes: dict[str, tuple[int, int]] | None = None):
+    """The Observation message for one request; data_plane makes the camera payloads (JPEG or raw) and the message.
+
+    ``policy_sizes``: camera name -> the policy's (height, width); larger frames are shrunk to it before encoding.
+    """
+    compressed, raw = camera_payloads(observation.cameras, jpeg_quality, policy_sizes)
     return observation_to_msg(request, task, observation.state, compressed, raw, inference_delay_steps,
                               prefix_model, prefix_robot)

@@ -31,6 +31,7 @@ class RosServerLink:
         self.session = SessionClient(node, settings.server_namespace, settings.client_id, sink=core,
                                      callback_group=MutuallyExclusiveCallbackGroup())
         self.stopping = self.session.stopping
+        self._policy_sizes: dict[str, tuple[int, int]] | None = None
         self._open_request = OpenRequest(
             client_id=settings.client_id,
             schema_version=Observation.CURRENT_SCHEMA_VERSION,
@@ -46,7 +47,10 @@ class RosServerLink:
         return self.session.get_status(timeout_s)
 
     def open_session(self, timeout_s: float, check: Callable[[SessionGrant], str | None]) -> SessionGrant | str:
-        return self.session.open_session(self._open_request, timeout_s, check)
+        grant = self.session.open_session(self._open_request, timeout_s, check)
+        if not isinstance(grant, str):  # frames larger than the served policy's are shrunk to its size
+            self._policy_sizes = grant.capabilities.camera_sizes if self.settings.resize_to_policy else None
+        return grant
 
     def send_observation(self, prepared: PreparedRequest) -> str | None:
         snapshot = prepared.snapshot
@@ -59,6 +63,7 @@ class RosServerLink:
                 prepared.inference_delay_steps,
                 snapshot.left_over_model if prepared.rtc else None,
                 snapshot.left_over_robot if prepared.rtc else None,
+                self._policy_sizes,
             )
         except ImageError as error:
             return f"camera frame unusable: {error}"

@@ -82,6 +82,9 @@ PARAMETERS = (
     Parameter("jpeg_quality", INTEGER, 90,
               "JPEG quality for raw camera frames (1-100); 0: send raw rgb8. JPEG inputs are forwarded as is",
               (in_range(0, 100, "0 (raw) or 1..100"),)),
+    Parameter("resize_to_policy", BOOL, True,
+              "Shrink camera frames larger than the policy's trained resolution to it before encoding "
+              "(the resize the server would apply); false: send them at full size"),
     Parameter("buffer_time_s", FLOAT, 0.5,
               "Request the next chunk when the queued actions cover at most this long (seconds)", (positive(),)),
     Parameter("request_latency_margin", FLOAT, 1.5,

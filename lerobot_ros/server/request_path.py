@@ -196,7 +196,7 @@ class RequestHandler:
             decode_started = time.perf_counter()
             try:
                 frame = pending_request.frame = observation_from_msg(
-                    ready.item, len(self.capabilities.action_names), self.limits
+                    ready.item, len(self.capabilities.action_names), self.limits, self.capabilities.camera_sizes
                 )
                 check_observation(frame, self.capabilities, session)
                 # An observation of a newer episode may overtake its ResetEpisode call.

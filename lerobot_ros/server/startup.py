@@ -8,11 +8,17 @@ robot never sees a server that cannot answer it.
 torch and LeRobot take seconds to import: they are imported inside
 ``load_runner``, after rclpy is up, so Ctrl-C during start-up ends the node
 cleanly.
+
+Loading and warming up run on a thread of their own that has ended when
+``ready_runner`` returns (``model_threads.run_on_passing_thread``), so the
+main thread never enters one of torch's parallel regions and only the
+inference worker owns an OpenMP thread pool (why: model_threads.py).
 """
 
 from __future__ import annotations
 
 import time
+from lerobot_ros.server.model_threads import run_on_passing_thread
 from lerobot_ros.server.policy_families import UnsupportedPolicyError
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.warmup import warm_up
@@ -26,10 +32,15 @@ def ready_runner(settings: ServerSettings, log):
     """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
     ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
+    Both steps run on a passing thread, never on the caller's (see the module docstring).
     """
-    runner = load_runner(settings, log)
-    warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log)
-    return runner
+
+    def load_and_warm_up():
+        runner = load_runner(settings, log)
+        warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log)
+        return runner
+
+    return run_on_passing_thread(load_and_warm_up, name="lerobot_ros-load")
 
 
 def load_runner(settings: ServerSettings, log):

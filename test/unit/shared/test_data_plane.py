@@ -171,3 +171,51 @@ def test_an_observation_record_rebuilds_the_message_the_robot_sent():
     again = observation_from_msg(rebuilt, 6)
     np.testing.assert_array_equal(again.prefix_model, prefix_model)
     np.testing.assert_array_equal(again.prefix_robot, prefix_model + 1)
+
+
+def test_a_camera_with_a_policy_size_comes_back_at_it_and_the_others_as_they_arrived():
+    msg = observation_to_msg(
+        REQUEST, "", np.zeros(6),
+        {"front": images.rgb_to_compressed(frame((255, 0, 0)), 95), "side": images.rgb_to_compressed(frame(9), 95)},
+        {"wrist": images.rgb_to_raw(frame((0, 0, 255)))},
+    )
+    decoded = observation_from_msg(msg, 6, RequestLimits(), {"front": (12, 16), "wrist": (12, 16)})
+    assert decoded.images["front"].shape == (12, 16, 3) and decoded.images["front"][..., 0].mean() > 240
+    assert decoded.images["side"].shape == (48, 64, 3)  # no size asked: full size
+    assert decoded.images["wrist"].shape == (12, 16, 3) and decoded.images["wrist"][..., 2].min() == 255
+
+
+def _scene(height, width):
+    rng = np.random.default_rng(3)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1)
+    return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+
+
+def test_a_frame_larger_than_the_policy_is_shrunk_before_encoding_and_one_at_its_size_is_forwarded():
+    full = _scene(480, 640)
+    kind, payload = camera_payload(images.rgb_to_raw(full), 90, (96, 128))
+    assert kind == "compressed" and images.compressed_to_rgb(payload).shape == (96, 128, 3)
+    kind, payload = camera_payload(images.rgb_to_raw(full), 0, (96, 128))
+    assert kind == "raw" and (payload.height, payload.width) == (96, 128)
+    jpeg = images.rgb_to_compressed(full, 90)
+    kind, payload = camera_payload(jpeg, 90, (96, 128))
+    assert kind == "compressed" and payload is not jpeg and images.compressed_to_rgb(payload).shape == (96, 128, 3)
+    assert camera_payload(jpeg, 90, (480, 640))[1] is jpeg  # the policy's own size: forwarded untouched
+    assert camera_payload(jpeg, 90, (960, 1280))[1] is jpeg  # never enlarged on the robot
+    assert camera_payload(jpeg, 90, (240, 960))[1] is jpeg  # larger in one dimension: the server resizes
+    assert camera_payload(jpeg, 90, None)[1] is jpeg
+
+
+def test_the_policy_sees_the_same_pixels_whichever_end_resizes():
+    """Robot-side shrink + JPEG vs full-size JPEG + server-side shrink: within JPEG error (mean < 3 levels, p99 < 16)."""
+    full = _scene(480, 640)
+    robot_side = observation_to_msg(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90, {"cam": (96, 128)}))
+    server_side = observation_to_msg(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90))
+    sizes = {"cam": (96, 128)}
+    a = observation_from_msg(robot_side, 6, RequestLimits(), sizes).images["cam"].astype(np.int16)
+    b = observation_from_msg(server_side, 6, RequestLimits(), sizes).images["cam"].astype(np.int16)
+    assert a.shape == b.shape == (96, 128, 3)
+    difference = np.abs(a - b)
+    assert difference.mean() < 3 and np.percentile(difference, 99) < 16
+    assert len(robot_side.compressed_images[0].data) * 8 < len(server_side.compressed_images[0].data)

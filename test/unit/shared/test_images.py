@@ -355,3 +355,66 @@ def test_a_raw_frame_is_bounded_in_bytes_before_anything_else():
     msg.encoding = "unknown"  # the bound comes first: nothing of an oversize frame is interpreted
     with pytest.raises(ImageError, match=f"of {size} bytes; at most {size - 1} are accepted"):
         image_message_to_rgb(msg, max_bytes=size - 1)
+
+
+# --- decoding at reduced size (JPEG DCT scaling) ------------------------------
+
+
+def _textured_scene(height: int, width: int) -> np.ndarray:
+    """Gradients plus noise, like a camera's scene: JPEG at q90 keeps a realistic amount of detail."""
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1)
+    return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("size", "at_least", "denominator"),
+    [((480, 640), (96, 128), 4), ((480, 640), (60, 80), 8), ((480, 640), (61, 80), 4), ((720, 1280), (96, 128), 4),
+     ((480, 640), (240, 320), 2), ((480, 640), (241, 320), 1), ((480, 640), (480, 640), 1), ((96, 128), (480, 640), 1),
+     ((481, 641), (61, 81), 8)],
+)
+def test_the_scale_is_the_largest_that_stays_at_least_the_target(size, at_least, denominator):
+    assert images.jpeg_scale_denominator(size, at_least) == denominator
+
+
+@pytest.mark.parametrize(
+    ("size", "target"), [((480, 640), (96, 128)), ((480, 640), (240, 320)), ((720, 1280), (96, 128)), ((720, 1280), (224, 224))]
+)
+def test_a_reduced_jpeg_decode_then_resize_matches_the_full_decode_then_resize(size, target):
+    """Tolerance: mean absolute difference under 1.5 levels of 255, 99th percentile under 6, on a textured scene.
+
+    (JPEG q90 itself moves these pixels by ~4 levels on average.)
+    """
+    msg = images.rgb_to_compressed(_textured_scene(*size), 90)
+    reduced = images.compressed_to_rgb(msg, at_least=target)
+    denominator = images.jpeg_scale_denominator(size, target)
+    assert denominator > 1 and reduced.shape == (-(-size[0] // denominator), -(-size[1] // denominator), 3)
+    plain = resize_rgb(images.compressed_to_rgb(msg), *target)
+    fast = resize_rgb(reduced, *target)
+    difference = np.abs(plain.astype(np.int16) - fast.astype(np.int16))
+    assert difference.mean() < 1.5 and np.percentile(difference, 99) < 6
+
+
+def test_a_reduced_decode_keeps_colours_and_the_full_size_when_the_target_is_not_smaller():
+    red = np.zeros((96, 128, 3), np.uint8)
+    red[..., 0] = 255
+    msg = images.rgb_to_compressed(red, 95)
+    small = images.compressed_to_rgb(msg, at_least=(48, 64))
+    _assert_red(small, tolerance=8)
+    assert images.compressed_to_rgb(msg, at_least=(96, 128)).shape == (96, 128, 3)
+    gray = cv2.imencode(".jpg", np.full((96, 128), 77, np.uint8))[1].tobytes()
+    assert images.compressed_to_rgb(_compressed(gray, "jpeg"), at_least=(24, 32)).shape == (24, 32, 3)
+
+
+def test_png_and_raw_frames_come_back_at_their_own_size_whatever_the_target():
+    picture = _gradient_rgb(40, 30)
+    png = _compressed(_png_bytes(cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)), "png")
+    assert np.array_equal(images.compressed_to_rgb(png, at_least=(10, 8)), picture)
+    assert np.array_equal(images.image_message_to_rgb(_raw("rgb8", picture), at_least=(10, 8)), picture)
+
+
+def test_a_reduced_decode_still_refuses_a_header_declaring_too_many_pixels():
+    msg = images.rgb_to_compressed(_textured_scene(96, 128), 90)
+    with pytest.raises(ImageError, match="at most 100 pixels"):
+        images.compressed_to_rgb(msg, max_pixels=100, at_least=(12, 16))

@@ -9,6 +9,7 @@ from lerobot_ros.launch_plan import (
     parse_remaps,
     robot_plan,
     server_namespace_of,
+    share_path,
     server_plan,
 )
 from lerobot_ros.output_modes import OUTPUT_MODES
@@ -31,7 +32,11 @@ def test_server_plan_namespace_router_and_other_middleware():
     plan = server_plan("ckpt", namespace="gpu0/", start_zenoh_router=True, zenoh_router_config="/cfg/router.json5")
     assert plan.nodes[0].namespace == "/gpu0" and server_namespace_of(plan) == "/gpu0/lerobot"
     assert plan.start_zenoh_router and plan.zenoh_router_config == "/cfg/router.json5"
-    assert server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp").environment == {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}
+    fastdds = server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp").environment
+    profile = share_path("config", "fastdds", "large_frames.xml")
+    assert fastdds == {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp", "FASTDDS_DEFAULT_PROFILES_FILE": profile,
+                       "FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+    assert robot_plan(rmw_implementation="rmw_fastrtps_cpp").environment == fastdds
     assert server_plan("ckpt", rmw_implementation="").environment == {}
     with pytest.raises(ValueError, match="start_zenoh_router needs rmw_implementation 'rmw_zenoh_cpp'"):
         server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp", start_zenoh_router=True)
@@ -115,3 +120,25 @@ def test_remap_arguments_parse():
     assert parse_remaps("") == {}
     with pytest.raises(ValueError, match="not of the form from:=to"):
         parse_remaps("a=b")
+
+
+def test_the_shipped_fastdds_profile_is_accepted_by_fastdds_with_a_16_mib_segment():
+    """A participant created with the profile: Fast DDS logs XML or transport errors to stderr and falls back silently."""
+    import os
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ElementTree
+
+    from lerobot_ros.launch_plan import fastdds_environment
+
+    environment = fastdds_environment()
+    namespace = {"dds": "http://www.eprosima.com"}
+    root = ElementTree.parse(environment["FASTDDS_DEFAULT_PROFILES_FILE"]).getroot()
+    assert root.find(".//dds:transport_descriptor/dds:segment_size", namespace).text == str(16 << 20)
+    assert root.find(".//dds:participant", namespace).get("is_default_profile") == "true"
+    script = "import rclpy; rclpy.init(); node = rclpy.create_node('profile_check'); node.destroy_node(); rclpy.shutdown(); print('ok')"
+    result = subprocess.run([sys.executable, "-c", script], env={**os.environ, **environment,
+                            "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    problems = [line for line in result.stderr.splitlines() if "error" in line.lower() or "XMLPARSER" in line]
+    assert not problems, problems

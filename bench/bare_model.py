@@ -1,0 +1,67 @@
+"""The bare model's time per chunk, in a fresh process, on its main thread: the floor a server's model time is held to.
+
+Loads a checkpoint with LeRobot's factories (through ``checkpoint.load_policy``),
+feeds ``predict_action_chunk`` one preprocessed observation (random frames at
+the policy's own camera resolution, the state at zero) ``--warmup`` + ``--requests``
+times with nothing else in the process, and prints the measured durations as
+JSON on stdout. ``server_request_latency.py`` runs it after the stacks of a
+configuration and compares their model times with this one.
+
+usage: python bench/bare_model.py CHECKPOINT [--requests 20] [--warmup 3] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import common  # noqa: F401  (isolation first)
+
+
+def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[float]:
+    import torch
+
+    from lerobot_ros.server.checkpoint import load_policy
+
+    loaded = load_policy(checkpoint, device=device, rtc_enabled=False)
+    observation = {"task": "", "observation.state": torch.zeros(loaded.capabilities.state_dim)}
+    for camera in loaded.capabilities.cameras:
+        observation[camera.name] = torch.rand(3, camera.height, camera.width)
+    durations = []
+    with torch.no_grad():
+        batch = loaded.preprocessor(observation)
+        for _ in range(warmup + requests):
+            started = time.perf_counter()
+            actions = loaded.policy.predict_action_chunk(batch)
+            if actions.device.type == "cuda":
+                torch.cuda.synchronize(actions.device)
+            durations.append(time.perf_counter() - started)
+    return durations[warmup:]
+
+
+def in_fresh_process(checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu") -> list[float]:
+    """``measure`` in a new interpreter (this script), so nothing else shares its threads."""
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__)), str(checkpoint), f"--requests={requests}", f"--warmup={warmup}",
+         f"--device={device}"], capture_output=True, text=True, timeout=900, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"bare model run failed ({result.returncode}):\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("checkpoint")
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.checkpoint, args.requests, args.warmup, args.device)))
+
+
+if __name__ == "__main__":
+    main()
