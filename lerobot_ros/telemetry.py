@@ -108,3 +108,8 @@ class ExecutorTelemetry:
     action_step_mean: float
     prefix_deviation_mean: float
     prefix_deviation_max: float
+    replicas: tuple[str, ...]
+    replica_moves: int
+    last_move_reason: str
+    replicas_skipped: tuple[str, ...]
+    last_drop_reason: str

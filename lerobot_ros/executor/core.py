@@ -14,6 +14,11 @@ Invariants enforced here:
   episode and epoch; its rows carry their observation's send time so the
   staleness bound holds per row;
 * the model validated by the FIRST handshake is the only one ever executed;
+* a move to another replica (``replicas.py``) keeps the queue playing: the
+  next request carries its RTC prefix, and the new session's epoch drops any
+  chunk of the old replica; a drain the current replica announces moves the
+  robot once the request in flight is answered (its chunk is still merged),
+  a lost replica cancels the request in flight at once;
 * the session identity (``SessionIdentity``) is one frozen value, replaced as
   a whole under the lock (a session opens or re-opens, an episode resets), so
   every reader sees one consistent session, episode and epoch.
@@ -40,6 +45,7 @@ from lerobot_ros.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import SessionGrant
+from lerobot_ros.executor.replicas import FleetRecord
 from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
@@ -80,6 +86,7 @@ class SessionIdentity:
     policy_cameras: frozenset[str] | None = None  # None until a session is open
     epoch: int = 0
     episode: int = 0
+    replica: str = ""  # the server namespace the session is open on
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,7 @@ class ExecutorCore:
         self._smoothness = SmoothnessTracker()
         self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
         self._last_trimmed_rows = 0  # rows of it replace mode skipped
+        self._fleet = FleetRecord()
 
     # ------------------------------------------------------------- sensors
 
@@ -148,6 +156,8 @@ class ExecutorCore:
         with self._lock:
             depth = self._queue.qsize()
             decision = self._failsafe.tick(now_s, depth, self._queue.next_action_age_s(now_s))
+            if any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions):
+                self._in_flight.cancel()  # the replica is lost: move now, not at the request timeout
             if decision.clear_queue:
                 self._queue.clear()
                 self._smoothness.queue_cleared()
@@ -179,7 +189,11 @@ class ExecutorCore:
     # -------------------------------------------------- network worker's side
 
     def reconnect_due(self, now_s: float) -> bool:
+        """Whether the worker should (re-)place the robot now; called only with no request in flight."""
         with self._lock:
+            drain = self._fleet.take_drain()
+            if drain:
+                self._failsafe.on_server_restarted(now_s, drain)
             return self._failsafe.reconnect_due(now_s)
 
     def request_due(self, now_s: float) -> bool:
@@ -274,6 +288,7 @@ class ExecutorCore:
                 queued_before if queued_before is not None else np.empty((0, self._dim)), self._queue.rtc_enabled
             )
             self._counts["chunks_merged"] += 1
+            self._fleet.merged_in_session += 1
             self._failsafe.on_chunk_merged(now_s)
             return True
 
@@ -290,31 +305,39 @@ class ExecutorCore:
         """
         with self._lock:
             self._last_problem = f"server refused the request: {reason}"
-            self._failsafe.on_request_timeout(now_s)
+            self._failsafe.on_request_timeout(now_s, refusal=self._last_problem)
 
     # ----------------------------------------------------------- connection
 
     def check_model(self, capabilities: ServerCapabilities, now_s: float) -> str | None:
         """On every re-handshake: the server must serve the model of the first one.
 
-        Returns the reason (and goes DEAD) when it does not; None when it does
-        or when this is the first handshake.
+        Returns the reason when it does not (and goes DEAD when this executor
+        knows one server only: a fleet skips that replica instead); None when
+        it does or when this is the first handshake.
         """
         with self._lock:
             validated = self._identity.model
             if validated is None:
                 return None
             difference = validated.difference(ValidatedModel.of(capabilities))
-            if difference:
+            if difference and len(self.settings.replicas) == 1:
                 self._failsafe.on_model_changed(now_s, difference)
             return difference
 
-    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float) -> None:
-        """A session is open (the first, or a re-opened one): the identity is replaced as a whole."""
+    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = "") -> None:
+        """A session is open (the first, or a re-opened one, maybe on another replica): the identity is
+        replaced as a whole; the queue stays (same model), so playback goes on through a move."""
         capabilities = grant.capabilities
+        replica = replica or self.settings.replicas[0]
         with self._lock:
             previous = self._identity
             first = previous.model is None
+            self._fleet.take_drain()  # announced by the replica this session replaces
+            if not first:
+                self._fleet.session_left(previous.replica)
+            if not first and replica != previous.replica:
+                self._fleet.moved(previous.replica, replica, self._failsafe.reason)
             self._identity = SessionIdentity(
                 model=ValidatedModel.of(capabilities) if first else previous.model,
                 instance_id=instance_id,
@@ -325,6 +348,7 @@ class ExecutorCore:
                 policy_cameras=frozenset(capabilities.camera_names),
                 epoch=0 if first else previous.epoch + 1,
                 episode=previous.episode,
+                replica=replica,
             )
             if first or grant.rtc_enabled != previous.rtc_active:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
@@ -336,13 +360,31 @@ class ExecutorCore:
         with self._lock:
             self._failsafe.on_handshake_failed(now_s, reason)
 
-    def on_heartbeat(self, instance_id: str, now_s: float) -> None:
+    @property
+    def unanswered_replicas(self) -> frozenset[str]:
+        """Replicas whose latest session with this robot never answered with a chunk (placed last)."""
         with self._lock:
+            return self._fleet.unanswered
+
+    def replicas_skipped(self, skipped: tuple[str, ...]) -> None:
+        """The latest placement's skipped replicas, each "namespace: why" (for ~/status)."""
+        with self._lock:
+            self._fleet.skipped = skipped
+
+    def on_heartbeat(self, instance_id: str, now_s: float, replica: str = "", draining: bool = False) -> None:
+        """A heartbeat of ``replica`` (default: the only one); only the current replica's counts."""
+        with self._lock:
+            if (replica or self.settings.replicas[0]) != (self._identity.replica or self.settings.replicas[0]):
+                return
             known = self._identity.instance_id
+            if draining and self._failsafe.accepting_chunks:
+                # Moved by the worker once the request in flight is answered: the drain still delivers it.
+                self._fleet.drain_announced(f"server {self._identity.replica} announced a drain")
             if known and instance_id != known:
                 self._failsafe.on_server_restarted(
                     now_s, f"server restarted (instance {known} -> {instance_id}): its sessions are gone"
                 )
+                self._in_flight.cancel()  # its answer will never come
             else:
                 self._failsafe.on_heartbeat(now_s)
 
@@ -411,7 +453,7 @@ class ExecutorCore:
             telemetry = ExecutorTelemetry(
                 client_id=self.settings.client_id,
                 session_id=identity.session_id,
-                server_namespace=self.settings.server_namespace,
+                server_namespace=identity.replica or self.settings.replicas[0],
                 state=int(failsafe.state),
                 state_name=failsafe.state.name,
                 reason=failsafe.reason,
@@ -435,5 +477,10 @@ class ExecutorCore:
                 prefix_deviation_mean=smoothness.deviation_mean,
                 prefix_deviation_max=smoothness.deviation_max,
                 **{name: self._counts[name] for name in COUNTERS},
+                replicas=self.settings.replicas,
+                replica_moves=self._fleet.moves,
+                last_move_reason=self._fleet.last_move,
+                replicas_skipped=self._fleet.skipped,
+                last_drop_reason=drops.last,
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

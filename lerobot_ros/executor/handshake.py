@@ -7,10 +7,15 @@ Invariants:
   matches this robot; otherwise the node stops with the reason;
 * every re-handshake checks the server's model against the FIRST one, in its
   GetStatus and again in the session it grants, before the data plane is
-  built: a different model is never executed (DEAD).
+  built: a different model is never executed (one server: DEAD; a fleet:
+  that replica is skipped and reported, see ``replicas.py``);
+* with several replicas, every handshake is a placement: all are asked for
+  their status (the replica being left last), and sessions are tried on the
+  candidates ``replicas.choose`` ranks until one is granted, so a refusal
+  for capacity or drain moves on to the next replica at once.
 
 Plain Python: the ROS calls go through a ``SessionOpener`` (the session
-client, or a fake in tests); the outcome is reported to the executor core.
+clients, or a fake in tests); the outcome is reported to the executor core.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from lerobot_ros.contract import ContractCheck, ServerCapabilities, check_robot
+from lerobot_ros.executor.replicas import NOT_READY, Placement, choose
+from lerobot_ros.executor.state_machine import ExecutorState
 
 if TYPE_CHECKING:
     from lerobot_ros.executor.core import ExecutorCore
@@ -32,6 +39,10 @@ class ServerView:
     ready: bool
     instance_id: str
     capabilities: ServerCapabilities
+    draining: bool = False
+    active_sessions: int = 0
+    max_sessions: int = 0
+    pending_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,14 +58,19 @@ class SessionGrant:
 
 
 class SessionOpener(Protocol):
-    """What the handshake needs from ROS. Each call is bounded by ``timeout_s``; errors are returned as text."""
+    """What the handshake needs from ROS, per replica namespace (in ``namespaces``, the configured order).
 
-    def get_status(self, timeout_s: float) -> ServerView | str: ...
+    Each call is bounded by ``timeout_s``; errors are returned as text.
+    """
+
+    namespaces: tuple[str, ...]
+
+    def get_status(self, namespace: str, timeout_s: float) -> ServerView | str: ...
 
     def open_session(
-        self, timeout_s: float, check: Callable[[SessionGrant], str | None]
+        self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
     ) -> SessionGrant | str:
-        """Open a session; ``check`` vets the grant before its data plane is built and matched."""
+        """Open a session there; ``check`` vets the grant before its data plane is built and matched."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +115,7 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
         policy_type=capabilities.policy_type,
     )
     if not server_ready:
-        return HandshakeResult(False, "server is not ready (still loading or warming up)", **identity)
+        return HandshakeResult(False, NOT_READY, **identity)
     check = robot.check_against(capabilities)
     if not check.ok:
         return HandshakeResult(False, check.message(), **identity)
@@ -107,37 +123,57 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
 
 
 def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
-    """GetStatus, contract and model checks, OpenSession and its data plane; reports to the core.
+    """Place the robot: GetStatus of every replica, contract and model checks, OpenSession and its data plane.
 
-    Used for the first handshake (at start-up) and every re-handshake.
+    Used for the first handshake (at start-up) and every re-handshake or move;
+    reports the outcome to the core.
     """
-    timeout = core.settings.handshake_timeout_s
-    view = link.get_status(timeout)
-    if isinstance(view, str):
-        core.handshake_failed(view, clock())
-        return HandshakeResult(False, view)
-    # A re-handshaken server serving another model is DEAD, not merely a mismatch to retry.
-    changed = core.check_model(view.capabilities, clock())
-    if changed:
-        return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
-    checked = evaluate(robot, view.capabilities, view.ready, view.instance_id)
-    if not checked.accepted:
-        core.handshake_failed(checked.reason, clock())
-        return checked
-    # The session's capabilities are what the server validated us against: check them too.
-    offered_fingerprints = [view.capabilities.model_fingerprint]
+    settings = core.settings
+    identity = core.identity
+    # At start-up a server may still be coming up; a move must not wait on a dead replica.
+    status_timeout = settings.handshake_timeout_s if identity.model is None else settings.replica_status_timeout_s
+    # The replica being left is asked last: it is the least likely to take the robot.
+    order = sorted(link.namespaces, key=lambda namespace: namespace == identity.replica)
+    views = [(namespace, link.get_status(namespace, status_timeout)) for namespace in order]
+    for _, view in views:
+        # One server serving another model now: DEAD (a fleet skips that replica instead).
+        changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
+        if changed and core.state is ExecutorState.DEAD:
+            return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
+    placement = choose(views, robot, identity.model, identity.replica, core.unanswered_replicas)
+    core.replicas_skipped(tuple(str(each) for each in placement.skipped))
+    if not placement.candidates:
+        return _refused(core, placement, clock)
+    problems = []
+    offered_fingerprints = []
 
     def check_offered(offered: SessionGrant) -> str | None:
+        # The session's capabilities are what the server validated us against: check them too.
         offered_fingerprints.append(offered.capabilities.model_fingerprint)
         return core.check_model(offered.capabilities, clock())
 
-    grant = link.open_session(timeout, check=check_offered)
-    if isinstance(grant, str):
-        # After a changed model the core is already DEAD, which a failed handshake leaves alone.
-        core.handshake_failed(grant, clock())
-        # The result names the model the grant offered, when there was a grant.
-        return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
-    core.session_opened(grant, view.instance_id, clock())
-    return HandshakeResult(
-        True, "session opened", view.instance_id, grant.capabilities.model_fingerprint, grant.capabilities.policy_type
-    )
+    for namespace, view in placement.candidates:
+        grant = link.open_session(namespace, settings.handshake_timeout_s, check=check_offered)
+        if isinstance(grant, SessionGrant):
+            core.session_opened(grant, view.instance_id, clock(), replica=namespace)
+            return HandshakeResult(True, "session opened", view.instance_id, grant.capabilities.model_fingerprint,
+                                   grant.capabilities.policy_type)
+        if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
+            return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
+        problems.append((namespace, grant, view))
+    reason = problems[0][1] if len(link.namespaces) == 1 else "no replica granted a session: " + "; ".join(
+        f"{namespace}: {problem}" for namespace, problem, _ in problems)
+    core.handshake_failed(reason, clock())
+    view = problems[0][2]
+    return HandshakeResult(False, reason, view.instance_id, view.capabilities.model_fingerprint)
+
+
+def _refused(core: ExecutorCore, placement: Placement, clock: Callable[[], float]) -> HandshakeResult:
+    """No replica can take the robot: a failed handshake, named after the first one that answered."""
+    reason = placement.refusal()
+    core.handshake_failed(reason, clock())
+    answered = next((each.view for each in placement.skipped if each.view is not None), None)
+    if answered is None:
+        return HandshakeResult(False, reason)
+    return HandshakeResult(False, reason, answered.instance_id, answered.capabilities.model_fingerprint,
+                           answered.capabilities.policy_type)
