@@ -123,28 +123,21 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
 
 
 def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
-    """Place the robot: GetStatus of every replica, contract and model checks, OpenSession and its data plane.
+    """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its data plane.
 
     Used for the first handshake (at start-up) and every re-handshake or move;
-    reports the outcome to the core.
+    reports the outcome to the core. The replica being left is asked only
+    when no other one takes the robot: it would rank last anyway, and a killed
+    one answers nothing (each unanswered call costs ``replica_status_timeout_s``).
     """
-    settings = core.settings
-    identity = core.identity
+    settings, identity = core.settings, core.identity
     # At start-up a server may still be coming up; a move must not wait on a dead replica.
     status_timeout = settings.handshake_timeout_s if identity.model is None else settings.replica_status_timeout_s
-    # The replica being left is asked last: it is the least likely to take the robot.
-    order = sorted(link.namespaces, key=lambda namespace: namespace == identity.replica)
-    views = [(namespace, link.get_status(namespace, status_timeout)) for namespace in order]
-    for _, view in views:
-        # One server serving another model now: DEAD (a fleet skips that replica instead).
-        changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
-        if changed and core.state is ExecutorState.DEAD:
-            return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
-    placement = choose(views, robot, identity.model, identity.replica, core.unanswered_replicas)
-    core.replicas_skipped(tuple(str(each) for each in placement.skipped))
-    if not placement.candidates:
-        return _refused(core, placement, clock)
-    problems = []
+    rounds = [[namespace for namespace in link.namespaces if namespace != identity.replica]]
+    if identity.replica:
+        rounds.append([identity.replica])
+    views: list[tuple[str, ServerView | str]] = []
+    tried: list[tuple[str, str, ServerView]] = []  # (namespace, why no session, its view)
     offered_fingerprints = []
 
     def check_offered(offered: SessionGrant) -> str | None:
@@ -152,19 +145,36 @@ def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, 
         offered_fingerprints.append(offered.capabilities.model_fingerprint)
         return core.check_model(offered.capabilities, clock())
 
-    for namespace, view in placement.candidates:
-        grant = link.open_session(namespace, settings.handshake_timeout_s, check=check_offered)
-        if isinstance(grant, SessionGrant):
-            core.session_opened(grant, view.instance_id, clock(), replica=namespace)
-            return HandshakeResult(True, "session opened", view.instance_id, grant.capabilities.model_fingerprint,
-                                   grant.capabilities.policy_type)
-        if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
-            return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
-        problems.append((namespace, grant, view))
-    reason = problems[0][1] if len(link.namespaces) == 1 else "no replica granted a session: " + "; ".join(
-        f"{namespace}: {problem}" for namespace, problem, _ in problems)
+    for namespaces in rounds:
+        for namespace in namespaces:
+            view = link.get_status(namespace, status_timeout)
+            views.append((namespace, view))
+            # One server serving another model now: DEAD (a fleet skips that replica instead).
+            changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
+            if changed and core.state is ExecutorState.DEAD:
+                return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
+        placement = choose(views, robot, identity.model, identity.replica, core.unanswered_replicas)
+        core.replicas_skipped(tuple(str(each) for each in placement.skipped))
+        for namespace, view in placement.candidates:
+            if any(namespace == done for done, _, _ in tried):
+                continue
+            grant = link.open_session(namespace, settings.handshake_timeout_s, check=check_offered)
+            if isinstance(grant, SessionGrant):
+                core.session_opened(grant, view.instance_id, clock(), replica=namespace)
+                return HandshakeResult(True, f"session opened on {namespace}", view.instance_id,
+                                       grant.capabilities.model_fingerprint, grant.capabilities.policy_type)
+            if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
+                return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
+            tried.append((namespace, grant, view))
+    if not tried:
+        return _refused(core, placement, clock)
+    if len(link.namespaces) == 1:
+        reason = tried[0][1]
+    else:
+        reason = "no replica granted a session: " + "; ".join(
+            [f"{namespace}: {problem}" for namespace, problem, _ in tried] + [str(each) for each in placement.skipped])
     core.handshake_failed(reason, clock())
-    view = problems[0][2]
+    view = tried[0][2]
     return HandshakeResult(False, reason, view.instance_id, view.capabilities.model_fingerprint)
 
 

@@ -93,11 +93,12 @@ class Fleet:
         self.refusing: set[str] = set()
         self.current = ""
         self.opened: list[str] = []
+        self.asked: list[str] = []
         self.sent: list = []
 
     def get_status(self, namespace, timeout_s):
-        entry = self.views[namespace]
-        return entry if isinstance(entry, ServerView) else entry
+        self.asked.append(namespace)
+        return self.views[namespace]
 
     def open_session(self, namespace, timeout_s, check):
         if namespace in self.refuse_open:
@@ -163,11 +164,12 @@ def test_heartbeat_loss_moves_at_once_keeps_the_queue_and_bumps_the_epoch():
     action = core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING and action is not None
     assert counts(core, clock).queue_depth == queued_before - 1, "the queue keeps playing during the move"
+    asked = len(link.asked)
     assert worker.step(), "the move is due at once: a working session was lost"
     telemetry = counts(core, clock)
     assert core.identity.replica == "/b" and core.identity.epoch == 1 and core.state is ExecutorState.STREAMING
     assert telemetry.replica_moves == 1 and telemetry.last_move_reason.startswith("/a -> /b: server heartbeat silent")
-    assert "/a: no policy server answered" in telemetry.replicas_skipped[0]
+    assert link.asked[asked:] == ["/b", "/c"], "the replica left is not asked while another takes the robot"
     while counts(core, clock).queued_time_s > 0.25:  # the queue plays down to the buffer
         clock.t += 0.1
         core.control_tick(clock())
