@@ -5,9 +5,12 @@ executor's parameters; status and session calls name their replica; every
 chunk goes to the core (which matches it against its request in flight);
 an observation goes to the replica the latest session was opened on,
 encoded as the settings say (task, JPEG quality, the RTC prefix when RTC is
-on). Invariant: only the current replica's data plane exists, so no chunk of
-a replica the robot moved away from even reaches the core after the move
-(and the epoch would drop it if one did).
+on). Invariant: observations go only to the current replica; a chunk of a
+replica the robot moved away from still reaches the core, whose session and
+epoch checks drop it. The old replica's data plane is kept, not destroyed:
+destroying entities from the worker thread while the executor spins them has
+crashed rclpy, and the old server closes the session after its
+``session_idle_timeout_s`` without observations.
 """
 
 from __future__ import annotations
@@ -70,10 +73,6 @@ class RosServerLink:
         grant = self._clients[namespace].open_session(self._open_request, timeout_s, check)
         if isinstance(grant, SessionGrant):
             self._current = namespace
-            # The replica left behind sees its observation publisher go and frees the slot.
-            for other, client in self._clients.items():
-                if other != namespace:
-                    client.disconnect()
         return grant
 
     def send_observation(self, prepared: PreparedRequest) -> str | None:
