@@ -48,7 +48,7 @@ MAX_OFFLINE_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 2.0  # five servers share two cores here: an answer can take a second
 DELIVERY_SLACK_S = 0.3  # one DDS hop, one control tick and one status period
-CATEGORY = "fleet"
+CATEGORY = "fault: fleet"
 
 
 def ns(name: str) -> str:
