@@ -48,6 +48,8 @@ MAX_OFFLINE_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 2.0  # five servers share two cores here: an answer can take a second
 DELIVERY_SLACK_S = 0.3  # one DDS hop, one control tick and one status period
+# Five servers import torch and load at once: on a shared 2-core machine that took over 180 s (one alone: ~11 s).
+PARALLEL_START_TIMEOUT_S = 400.0
 CATEGORY = "fault: fleet"
 
 
@@ -155,7 +157,7 @@ def test_fleet_places_moves_and_ends_dead_when_nothing_is_left(act_checkpoint, o
             spec = {"warmup_inferences": 1, **spec}
             servers[name] = spawn_server(spec.pop("checkpoint", act_checkpoint), tmp_path, node_name=name, **spec)
         for server in servers.values():
-            wait_for_server(server, ros_node)
+            wait_for_server(server, ros_node, PARALLEL_START_TIMEOUT_S)
 
         # 1. A full, O another model: robot 1 opens on B.
         fillers = [RobotClient(ros_node, f"filler_{i}", ns(A)) for i in range(2)]

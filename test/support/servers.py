@@ -45,13 +45,13 @@ def spawn_server(checkpoint, directory: Path, node_name: str = "lerobot", **para
     return server
 
 
-def wait_for_server(server: ServerProcess, ros_node) -> ServerProcess:
+def wait_for_server(server: ServerProcess, ros_node, timeout_s: float = 180.0) -> ServerProcess:
     """Wait (bounded) until a spawned server's services answer; a server that exits or never answers fails the test."""
     from lerobot_ros.processes import stop
     from lerobot_ros.srv import GetStatus
 
     client = ros_node.create_client(GetStatus, f"{server.namespace}/get_status")
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + timeout_s
     try:
         while not client.wait_for_service(timeout_sec=0.5):
             if server.process.poll() is not None or time.monotonic() > deadline:
