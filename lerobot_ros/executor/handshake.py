@@ -20,6 +20,7 @@ clients, or a fake in tests); the outcome is reported to the executor core.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -122,17 +123,45 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
     return HandshakeResult(True, "robot matches the policy contract", **identity)
 
 
+#: How often the start-up handshake asks again while a replica has not answered yet (seconds).
+START_RETRY_S = 0.5
+
+
 def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
     """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its data plane.
 
     Used for the first handshake (at start-up) and every re-handshake or move;
-    reports the outcome to the core. The replica being left is asked only
-    when no other one takes the robot: it would rank last anyway, and a killed
-    one answers nothing (each unanswered call costs ``replica_status_timeout_s``).
+    reports the outcome to the core. At start-up, while some replica has not
+    answered (its server may still be loading), every replica is asked again
+    until ``handshake_timeout_s`` has passed, each call bounded by
+    ``replica_status_timeout_s``: a server that comes up late is found without
+    waiting on one that never does. A refusal from a server that answered is final.
+    """
+    settings = core.settings
+    first = core.identity.model is None
+    deadline = time.monotonic() + settings.handshake_timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        status_timeout = min(settings.replica_status_timeout_s, max(remaining, 0.0)) if first \
+            else settings.replica_status_timeout_s
+        outcome = _place_once(core, link, robot, clock, status_timeout)
+        if isinstance(outcome, HandshakeResult):
+            return outcome
+        placement, tried, unanswered = outcome
+        if not (first and unanswered and time.monotonic() + START_RETRY_S < deadline):
+            return _failed(core, link, placement, tried, clock)
+        time.sleep(START_RETRY_S)
+
+
+def _place_once(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float],
+                status_timeout: float) -> HandshakeResult | tuple[Placement, list, bool]:
+    """One placement: a final result (a session, or DEAD), or what failed and whether a replica did not answer.
+
+    The replica being left is asked only when no other one takes the robot:
+    it would rank last anyway, and a killed one answers nothing (each
+    unanswered call costs ``replica_status_timeout_s``).
     """
     settings, identity = core.settings, core.identity
-    # At start-up a server may still be coming up; a move must not wait on a dead replica.
-    status_timeout = settings.handshake_timeout_s if identity.model is None else settings.replica_status_timeout_s
     rounds = [[namespace for namespace in link.namespaces if namespace != identity.replica]]
     if identity.replica:
         rounds.append([identity.replica])
@@ -166,6 +195,13 @@ def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, 
             if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
                 return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
             tried.append((namespace, grant, view))
+    unanswered = any(isinstance(view, str) or not view.ready for _, view in views)
+    return placement, tried, unanswered
+
+
+def _failed(core: ExecutorCore, link: SessionOpener, placement: Placement, tried: list,
+            clock: Callable[[], float]) -> HandshakeResult:
+    """No session anywhere: one failed handshake, named after the first replica that answered."""
     if not tried:
         return _refused(core, placement, clock)
     if len(link.namespaces) == 1:

@@ -63,8 +63,8 @@ PARAMETERS = (
               "empty: server_namespace alone. When set, server_namespace is not used",
               (_each_absolute, distinct("server namespace"))),
     Parameter("replica_status_timeout_s", FLOAT, 1.0,
-              "Bound of each replica's get_status while moving the robot (seconds); start-up waits "
-              "handshake_timeout_s", (positive(),)),
+              "Bound of each replica's get_status (seconds); at start-up every replica is asked again "
+              "until handshake_timeout_s", (positive(),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
               (optional(_client_id),)),  # empty: generated from the host name
