@@ -38,8 +38,10 @@ def run(args) -> int:
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_fleet_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = args.checkpoint or str(default_checkpoint(args.policy))
+    # Everything starts at once: the robots wait for the replicas as long as the demo does.
     plan = fleet_plan(checkpoint, servers=args.servers, robots=args.robots, device=args.device,
-                      server_parameters={"audit_log": "off"})
+                      server_parameters={"audit_log": "off"},
+                      executor_parameters={"handshake_timeout_s": args.startup_timeout})
     executors = [node for node in plan.nodes if node.executable == "chunk_executor_node"]
     print(f"fleet demo: {args.servers} replicas of {checkpoint}, {args.robots} simulated arms; logs in {output_dir}",
           flush=True)
@@ -51,12 +53,16 @@ def run(args) -> int:
                                  lambda msg, robot=executor.namespace: latest.__setitem__(robot, msg), 10)
     processes = start_processes(plan, output_dir)
     by_label = dict(processes)
-    victim, victim_robots, killed_at = "", [], None
+    victim, victim_label, victim_robots, killed_at = "", "", [], None
     deadline, end_at, last_print = time.monotonic() + args.startup_timeout, None, 0.0
     try:
         while True:
             rclpy.spin_once(node, timeout_sec=0.05)
             now = time.monotonic()
+            exited = [label for label, process in processes if process.poll() is not None and label != victim_label]
+            if exited:
+                print(f"fleet demo: {exited} exited early; see the logs in {output_dir}", flush=True)
+                break
             streaming = len(latest) == len(executors) and all(s.state_name in STREAMING_STATES for s in latest.values())
             if end_at is None:
                 if streaming:
@@ -70,8 +76,8 @@ def run(args) -> int:
                 served = Counter(s.server_namespace for s in latest.values())
                 victim = served.most_common(1)[0][0]
                 victim_robots = [robot for robot, s in latest.items() if s.server_namespace == victim]
-                label = f"{victim.strip('/').split('/')[0]}_lerobot"
-                by_label[label].send_signal(signal.SIGTERM if args.drain else signal.SIGKILL)
+                victim_label = f"{victim.strip('/').split('/')[0]}_lerobot"
+                by_label[victim_label].send_signal(signal.SIGTERM if args.drain else signal.SIGKILL)
                 killed_at = now
                 print(f"fleet demo: {'SIGTERM' if args.drain else 'kill -9'} of {victim}, serving {victim_robots}",
                       flush=True)
