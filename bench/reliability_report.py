@@ -32,6 +32,7 @@ from report import RELIABILITY_MD, write_section  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 TEST_FILES = (
     "test/reliability/test_chaos.py",
+    "test/reliability/test_fleet.py",
     "test/reliability/test_bad_input_properties.py",
     "test/reliability/test_isolation.py",
     "test/reliability/test_security.py",

@@ -54,9 +54,12 @@ def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | No
 
 def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
     processes = []
+    names = [node.name for node in plan.nodes]
     for node in plan.nodes:
-        with (log_dir / f"{node.name}.log").open("w") as log:
-            processes.append((node.name, spawn_node(
+        # A fleet runs several nodes of one name, each in its own namespace: those are told apart by it.
+        label = node.name if names.count(node.name) == 1 else f"{node.namespace.strip('/').replace('/', '_')}_{node.name}"
+        with (log_dir / f"{label}.log").open("w") as log:
+            processes.append((label, spawn_node(
                 node.module, node.parameters, env=plan.environment, log=log, node_name=node.name,
                 namespace=node.namespace, parameter_files=node.parameter_files, remappings=node.remappings,
             )))

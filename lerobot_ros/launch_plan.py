@@ -201,6 +201,39 @@ def demo_plan(
     return server + robot
 
 
+def fleet_plan(
+    checkpoint: str,
+    servers: int = 2,
+    robots: int = 3,
+    output_mode: str = output_modes.DEFAULT_OUTPUT_MODE,
+    device: str = "auto",
+    rmw_implementation: str = "",
+    start_zenoh_router: bool = False,
+    server_parameters: dict | None = None,
+    executor_parameters: dict | None = None,
+) -> Plan:
+    """A small fleet on one machine: ``servers`` replicas of one policy (/gpu<i>/lerobot) and ``robots``
+    simulated arms (/sim_arm_<j>), each executor listing every replica in order.
+
+    On real hardware each replica runs on its own GPU (``server_plan`` with
+    namespace gpu<i> and device cuda:<i>, one per machine or per GPU).
+    """
+    if servers < 1 or robots < 1:
+        raise ValueError(f"a fleet needs at least one server and one robot, got {servers} and {robots}")
+    replicas = [server_plan(checkpoint, namespace=f"gpu{index}", device=device, rmw_implementation=rmw_implementation,
+                            start_zenoh_router=start_zenoh_router and index == 0, extra_parameters=server_parameters)
+                for index in range(servers)]
+    namespaces = [server_namespace_of(replica) for replica in replicas]
+    arms = [robot_plan(robot_namespace=f"sim_arm_{index}", server_namespace=namespaces[0], client_id=f"sim_arm_{index}",
+                       output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation,
+                       extra_parameters={"server_namespaces": namespaces, **(executor_parameters or {})})
+            for index in range(robots)]
+    plan = replicas[0]
+    for part in (*replicas[1:], *arms):
+        plan = plan + part
+    return plan
+
+
 def parse_remaps(text: str) -> dict[str, str]:
     """``"a:=b, c:=d"`` -> {"a": "b", "c": "d"} (the launch argument form of remaps)."""
     remaps = {}

@@ -126,6 +126,11 @@ class ExecutorTelemetry:
     prefix_deviation_mean: float
     prefix_deviation_max: float
     request_threshold_s: float
+    replicas: tuple[str, ...]
+    replica_moves: int
+    last_move_reason: str
+    replicas_skipped: tuple[str, ...]
+    last_drop_reason: str
     request_rejections: int = 0
     last_rejection_reason: str = ""
     other_server_instance: str = ""

@@ -34,11 +34,17 @@ MAX_DROP_EXPLANATION_CHARS = 1000
 
 @dataclass(frozen=True)
 class ValidatedModel:
-    """What the first successful handshake validated; every chunk must match it."""
+    """What the first successful handshake validated; every chunk must match it.
+
+    Two replicas serve the same model when all fields are equal (a fleet
+    moves a robot only between those).
+    """
 
     fingerprint: str
     revision: str
     action_names: tuple[str, ...]
+    camera_names: tuple[str, ...] = ()
+    chunk_size: int = 0
 
     def difference(self, other: ValidatedModel) -> str | None:
         """Why ``other`` (a re-handshaken server's model) is not this one, or None."""
@@ -49,13 +55,18 @@ class ValidatedModel:
             changes.append(f"revision {self.revision!r} -> {other.revision!r}")
         if other.action_names != self.action_names:
             changes.append(f"action names {list(self.action_names)} -> {list(other.action_names)}")
+        if other.camera_names != self.camera_names:
+            changes.append(f"cameras {list(self.camera_names)} -> {list(other.camera_names)}")
+        if other.chunk_size != self.chunk_size:
+            changes.append(f"chunk size {self.chunk_size} -> {other.chunk_size}")
         if not changes:
             return None
         return "the server now serves a different model (" + "; ".join(changes) + "): never executing its chunks"
 
     @classmethod
     def of(cls, capabilities: ServerCapabilities) -> ValidatedModel:
-        return cls(capabilities.model_fingerprint, capabilities.model_revision, capabilities.action_names)
+        return cls(capabilities.model_fingerprint, capabilities.model_revision, tuple(capabilities.action_names),
+                   tuple(capabilities.camera_names), capabilities.chunk_size)
 
 
 def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedModel | None) -> tuple[str, str] | None:

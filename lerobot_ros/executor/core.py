@@ -20,6 +20,11 @@ Invariants enforced here:
   episode and epoch; its rows carry their observation's send time so the
   staleness bound holds per row;
 * the model validated by the FIRST handshake is the only one ever executed;
+* a move to another replica (``replicas.py``) keeps the queue playing: the
+  next request carries its RTC prefix, and the new session's epoch drops any
+  chunk of the old replica; a drain the current replica announces moves the
+  robot once the request in flight is answered (its chunk is still merged),
+  a lost replica cancels the request in flight at once;
 * the session identity (``SessionIdentity``) is one frozen value, replaced as
   a whole under the lock (a session opens or re-opens, an episode resets), so
   every reader sees one consistent session, episode and epoch.
@@ -47,6 +52,7 @@ from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import SessionGrant
 from lerobot_ros.executor.interpolation import Playback, Row, step_per_tick
+from lerobot_ros.executor.replicas import FleetRecord
 from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.observation import AssembledObservation, NotSent, ObservationAssembler
 from lerobot_ros.executor.safety import SafetyEnvelope
@@ -88,6 +94,7 @@ class SessionIdentity:
     policy_cameras: frozenset[str] | None = None  # None until a session is open
     epoch: int = 0
     episode: int = 0
+    replica: str = ""  # the server namespace the session is open on
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,7 @@ class ExecutorCore:
         self._smoothness = SmoothnessTracker()
         self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
         self._last_trimmed_rows = 0  # rows of it replace mode skipped
+        self._fleet = FleetRecord()
 
     # ------------------------------------------------------------- sensors
 
@@ -177,6 +185,8 @@ class ExecutorCore:
         # the next row can find the queue empty.
         depth = self._queue.qsize() + (0 if position.new_row else 1)
         decision = self._failsafe.tick(now_s, depth, None if segment is None else segment.age_s(now_s))
+        if any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions):
+            self._in_flight.cancel()  # the replica is lost: move now, not at the request timeout
         if decision.clear_queue:
             self._queue.clear()
             self._smoothness.queue_cleared()
@@ -211,7 +221,11 @@ class ExecutorCore:
     # -------------------------------------------------- network worker's side
 
     def reconnect_due(self, now_s: float) -> bool:
+        """Whether the worker should (re-)place the robot now; called only with no request in flight."""
         with self._lock:
+            drain = self._fleet.take_drain()
+            if drain:
+                self._failsafe.on_server_restarted(now_s, drain)
             return self._failsafe.reconnect_due(now_s)
 
     def request_due(self, now_s: float) -> bool:
@@ -332,6 +346,7 @@ class ExecutorCore:
                 queued_before if queued_before is not None else np.empty((0, self._dim)), self._queue.rtc_enabled
             )
             self._counts["chunks_merged"] += 1
+            self._fleet.merged_in_session += 1
             self._failsafe.on_chunk_merged(now_s)
             return True
 
@@ -357,24 +372,32 @@ class ExecutorCore:
     def check_model(self, capabilities: ServerCapabilities, now_s: float) -> str | None:
         """On every re-handshake: the server must serve the model of the first one.
 
-        Returns the reason (and goes DEAD) when it does not; None when it does
-        or when this is the first handshake.
+        Returns the reason when it does not (and goes DEAD when this executor
+        knows one server only: a fleet skips that replica instead); None when
+        it does or when this is the first handshake.
         """
         with self._lock:
             validated = self._identity.model
             if validated is None:
                 return None
             difference = validated.difference(ValidatedModel.of(capabilities))
-            if difference:
+            if difference and len(self.settings.replicas) == 1:
                 self._failsafe.on_model_changed(now_s, difference)
             return difference
 
-    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float) -> None:
-        """A session is open (the first, or a re-opened one): the identity is replaced as a whole."""
+    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = "") -> None:
+        """A session is open (the first, or a re-opened one, maybe on another replica): the identity is
+        replaced as a whole; the queue stays (same model), so playback goes on through a move."""
         capabilities = grant.capabilities
+        replica = replica or self.settings.replicas[0]
         with self._lock:
             previous = self._identity
             first = previous.model is None
+            self._fleet.take_drain()  # announced by the replica this session replaces
+            if not first:
+                self._fleet.session_left(previous.replica)
+            if not first and replica != previous.replica:
+                self._fleet.moved(previous.replica, replica, self._failsafe.reason)
             self._identity = SessionIdentity(
                 model=ValidatedModel.of(capabilities) if first else previous.model,
                 instance_id=instance_id,
@@ -385,6 +408,7 @@ class ExecutorCore:
                 policy_cameras=frozenset(capabilities.camera_names),
                 epoch=0 if first else previous.epoch + 1,
                 episode=previous.episode,
+                replica=replica,
             )
             if first or grant.rtc_enabled != previous.rtc_active:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
@@ -399,20 +423,40 @@ class ExecutorCore:
         with self._lock:
             self._failsafe.on_handshake_failed(now_s, reason)
 
-    def on_heartbeat(self, instance_id: str, now_s: float) -> None:
-        """A server heartbeat. Another instance while ours still beats is a second server on the
-        namespace: reported, never followed (no flapping); once ours is silent it is a restart."""
+    @property
+    def unanswered_replicas(self) -> frozenset[str]:
+        """Replicas whose latest session with this robot never answered with a chunk (placed last)."""
         with self._lock:
+            return self._fleet.unanswered
+
+    def replicas_skipped(self, skipped: tuple[str, ...]) -> None:
+        """The latest placement's skipped replicas, each "namespace: why" (for ~/status)."""
+        with self._lock:
+            self._fleet.skipped = skipped
+
+    def on_heartbeat(self, instance_id: str, now_s: float, replica: str = "", draining: bool = False) -> None:
+        """A heartbeat of ``replica`` (default: the only one); only the current replica's counts.
+
+        Another instance while ours still beats is a second server on the
+        namespace: reported, never followed (no flapping); once ours is silent
+        it is a restart."""
+        with self._lock:
+            if (replica or self.settings.replicas[0]) != (self._identity.replica or self.settings.replicas[0]):
+                return
             known = self._identity.instance_id
             if known and instance_id == known:
                 self._known_heard_at = now_s
             elif known and now_s - self._known_heard_at <= self.settings.failsafe.heartbeat_timeout_s:
                 self._other_instance = instance_id
                 return
+            if draining and self._failsafe.accepting_chunks:
+                # Moved by the worker once the request in flight is answered: the drain still delivers it.
+                self._fleet.drain_announced(f"server {self._identity.replica} announced a drain")
             if known and instance_id != known:
                 self._failsafe.on_server_restarted(
                     now_s, f"server restarted (instance {known} -> {instance_id}): its sessions are gone"
                 )
+                self._in_flight.cancel()  # its answer will never come
             else:
                 self._failsafe.on_heartbeat(now_s)
 
@@ -482,7 +526,7 @@ class ExecutorCore:
             telemetry = ExecutorTelemetry(
                 client_id=self.settings.client_id,
                 session_id=identity.session_id,
-                server_namespace=self.settings.server_namespace,
+                server_namespace=identity.replica or self.settings.replicas[0],
                 state=int(failsafe.state),
                 state_name=failsafe.state.name,
                 reason=failsafe.reason,
@@ -509,5 +553,10 @@ class ExecutorCore:
                 last_rejection_reason=self._last_rejection,
                 other_server_instance=self._other_instance,
                 **{name: self._counts[name] for name in COUNTERS},
+                replicas=self.settings.replicas,
+                replica_moves=self._fleet.moves,
+                last_move_reason=self._fleet.last_move,
+                replicas_skipped=self._fleet.skipped,
+                last_drop_reason=drops.last,
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))

@@ -7,19 +7,27 @@ Invariants:
   matches this robot; otherwise the node stops with the reason;
 * every re-handshake checks the server's model against the FIRST one, in its
   GetStatus and again in the session it grants, before the data plane is
-  built: a different model is never executed (DEAD).
+  built: a different model is never executed (one server: DEAD; a fleet:
+  that replica is skipped and reported, see ``replicas.py``);
+* with several replicas, every handshake is a placement: all are asked for
+  their status (the replica being left last), and sessions are tried on the
+  candidates ``replicas.choose`` ranks until one is granted, so a refusal
+  for capacity or drain moves on to the next replica at once.
 
 Plain Python: the ROS calls go through a ``SessionOpener`` (the session
-client, or a fake in tests); the outcome is reported to the executor core.
+clients, or a fake in tests); the outcome is reported to the executor core.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from lerobot_ros.contract import ContractCheck, ServerCapabilities, check_robot
+from lerobot_ros.executor.replicas import NOT_READY, Placement, choose
+from lerobot_ros.executor.state_machine import ExecutorState
 
 if TYPE_CHECKING:
     from lerobot_ros.executor.core import ExecutorCore
@@ -32,6 +40,10 @@ class ServerView:
     ready: bool
     instance_id: str
     capabilities: ServerCapabilities
+    draining: bool = False
+    active_sessions: int = 0
+    max_sessions: int = 0
+    pending_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,19 @@ class SessionGrant:
 
 
 class SessionOpener(Protocol):
-    """What the handshake needs from ROS. Each call is bounded by ``timeout_s``; errors are returned as text."""
+    """What the handshake needs from ROS, per replica namespace (in ``namespaces``, the configured order).
 
-    def get_status(self, timeout_s: float) -> ServerView | str: ...
+    Each call is bounded by ``timeout_s``; errors are returned as text.
+    """
+
+    namespaces: tuple[str, ...]
+
+    def get_status(self, namespace: str, timeout_s: float) -> ServerView | str: ...
 
     def open_session(
-        self, timeout_s: float, check: Callable[[SessionGrant], str | None]
+        self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
     ) -> SessionGrant | str:
-        """Open a session; ``check`` vets the grant before its data plane is built and matched."""
+        """Open a session there; ``check`` vets the grant before its data plane is built and matched."""
 
 
 @dataclass(frozen=True)
@@ -99,45 +116,110 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
         policy_type=capabilities.policy_type,
     )
     if not server_ready:
-        return HandshakeResult(False, "server is not ready (still loading or warming up)", **identity)
+        return HandshakeResult(False, NOT_READY, **identity)
     check = robot.check_against(capabilities)
     if not check.ok:
         return HandshakeResult(False, check.message(), **identity)
     return HandshakeResult(True, "robot matches the policy contract", **identity)
 
 
-def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
-    """GetStatus, contract and model checks, OpenSession and its data plane; reports to the core.
+#: How often the start-up handshake asks again while a replica has not answered yet (seconds).
+START_RETRY_S = 0.5
 
-    Used for the first handshake (at start-up) and every re-handshake.
+
+def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
+    """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its data plane.
+
+    Used for the first handshake (at start-up) and every re-handshake or move;
+    reports the outcome to the core. At start-up, while some replica has not
+    answered (its server may still be loading), every replica is asked again
+    until ``handshake_timeout_s`` has passed, each call bounded by
+    ``replica_status_timeout_s``: a server that comes up late is found without
+    waiting on one that never does. A refusal from a server that answered is final.
     """
-    timeout = core.settings.handshake_timeout_s
-    view = link.get_status(timeout)
-    if isinstance(view, str):
-        core.handshake_failed(view, clock())
-        return HandshakeResult(False, view)
-    # A re-handshaken server serving another model is DEAD, not merely a mismatch to retry.
-    changed = core.check_model(view.capabilities, clock())
-    if changed:
-        return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
-    checked = evaluate(robot, view.capabilities, view.ready, view.instance_id)
-    if not checked.accepted:
-        core.handshake_failed(checked.reason, clock())
-        return checked
-    # The session's capabilities are what the server validated us against: check them too.
-    offered_fingerprints = [view.capabilities.model_fingerprint]
+    settings = core.settings
+    first = core.identity.model is None
+    deadline = time.monotonic() + settings.handshake_timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        status_timeout = min(settings.replica_status_timeout_s, max(remaining, 0.0)) if first \
+            else settings.replica_status_timeout_s
+        outcome = _place_once(core, link, robot, clock, status_timeout)
+        if isinstance(outcome, HandshakeResult):
+            return outcome
+        placement, tried, unanswered = outcome
+        if not (first and unanswered and time.monotonic() + START_RETRY_S < deadline):
+            return _failed(core, link, placement, tried, clock)
+        time.sleep(START_RETRY_S)
+
+
+def _place_once(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float],
+                status_timeout: float) -> HandshakeResult | tuple[Placement, list, bool]:
+    """One placement: a final result (a session, or DEAD), or what failed and whether a replica did not answer.
+
+    The replica being left is asked only when no other one takes the robot:
+    it would rank last anyway, and a killed one answers nothing (each
+    unanswered call costs ``replica_status_timeout_s``).
+    """
+    settings, identity = core.settings, core.identity
+    rounds = [[namespace for namespace in link.namespaces if namespace != identity.replica]]
+    if identity.replica:
+        rounds.append([identity.replica])
+    views: list[tuple[str, ServerView | str]] = []
+    tried: list[tuple[str, str, ServerView]] = []  # (namespace, why no session, its view)
+    offered_fingerprints = []
 
     def check_offered(offered: SessionGrant) -> str | None:
+        # The session's capabilities are what the server validated us against: check them too.
         offered_fingerprints.append(offered.capabilities.model_fingerprint)
         return core.check_model(offered.capabilities, clock())
 
-    grant = link.open_session(timeout, check=check_offered)
-    if isinstance(grant, str):
-        # After a changed model the core is already DEAD, which a failed handshake leaves alone.
-        core.handshake_failed(grant, clock())
-        # The result names the model the grant offered, when there was a grant.
-        return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
-    core.session_opened(grant, view.instance_id, clock())
-    return HandshakeResult(
-        True, "session opened", view.instance_id, grant.capabilities.model_fingerprint, grant.capabilities.policy_type
-    )
+    for namespaces in rounds:
+        for namespace in namespaces:
+            view = link.get_status(namespace, status_timeout)
+            views.append((namespace, view))
+            # One server serving another model now: DEAD (a fleet skips that replica instead).
+            changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
+            if changed and core.state is ExecutorState.DEAD:
+                return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
+        placement = choose(views, robot, identity.model, identity.replica, core.unanswered_replicas)
+        core.replicas_skipped(tuple(str(each) for each in placement.skipped))
+        for namespace, view in placement.candidates:
+            if any(namespace == done for done, _, _ in tried):
+                continue
+            grant = link.open_session(namespace, settings.handshake_timeout_s, check=check_offered)
+            if isinstance(grant, SessionGrant):
+                core.session_opened(grant, view.instance_id, clock(), replica=namespace)
+                return HandshakeResult(True, f"session opened on {namespace}", view.instance_id,
+                                       grant.capabilities.model_fingerprint, grant.capabilities.policy_type)
+            if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
+                return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
+            tried.append((namespace, grant, view))
+    unanswered = any(isinstance(view, str) or not view.ready for _, view in views)
+    return placement, tried, unanswered
+
+
+def _failed(core: ExecutorCore, link: SessionOpener, placement: Placement, tried: list,
+            clock: Callable[[], float]) -> HandshakeResult:
+    """No session anywhere: one failed handshake, named after the first replica that answered."""
+    if not tried:
+        return _refused(core, placement, clock)
+    if len(link.namespaces) == 1:
+        reason = tried[0][1]
+    else:
+        reason = "no replica granted a session: " + "; ".join(
+            [f"{namespace}: {problem}" for namespace, problem, _ in tried] + [str(each) for each in placement.skipped])
+    core.handshake_failed(reason, clock())
+    view = tried[0][2]
+    return HandshakeResult(False, reason, view.instance_id, view.capabilities.model_fingerprint)
+
+
+def _refused(core: ExecutorCore, placement: Placement, clock: Callable[[], float]) -> HandshakeResult:
+    """No replica can take the robot: a failed handshake, named after the first one that answered."""
+    reason = placement.refusal()
+    core.handshake_failed(reason, clock())
+    answered = next((each.view for each in placement.skipped if each.view is not None), None)
+    if answered is None:
+        return HandshakeResult(False, reason)
+    return HandshakeResult(False, reason, answered.instance_id, answered.capabilities.model_fingerprint,
+                           answered.capabilities.policy_type)

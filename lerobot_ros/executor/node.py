@@ -15,8 +15,8 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
   ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
-  <server_namespace>/status              lerobot_ros/ServerStatus (sub; heartbeat watchdog)
-  <server_namespace>/get_status, open_session, close_session, reset_episode   (service clients)
+  <replica>/status                       lerobot_ros/ServerStatus (sub, per replica; heartbeat watchdog, drains)
+  <replica>/get_status, open_session, close_session, reset_episode   (service clients, per replica)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
@@ -119,8 +119,10 @@ class ChunkExecutorNode(Node):
         self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
         self.control_period_s = 1.0 / settings.command_rate_hz
 
-        # Server side: heartbeat watchdog (the data plane was created by the handshake).
-        self.create_subscription(ServerStatus, names.in_namespace(settings.server_namespace, names.STATUS), self.on_heartbeat, STATUS_QOS)
+        # Server side: heartbeat watchdog of every replica (the data plane was created by the handshake).
+        for namespace in settings.replicas:
+            self.create_subscription(ServerStatus, names.in_namespace(namespace, names.STATUS),
+                                     lambda msg, namespace=namespace: self.on_heartbeat(namespace, msg), STATUS_QOS)
 
         # Operator and telemetry.
         self.create_service(Trigger, "~/pause", self.on_pause)
@@ -134,7 +136,7 @@ class ChunkExecutorNode(Node):
         self._transitions_logged = 0
         self._rejections_logged = 0
 
-        self.link.session.spinning = True
+        self.link.mark_spinning()
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
         # A thread waiting for the GIL gets it only after the switch interval (5 ms by
@@ -156,7 +158,7 @@ class ChunkExecutorNode(Node):
 
     def _check_only(self) -> None:
         """handshake_only: get_status and the contract check, then exit (0 accepted, 1 refused)."""
-        session = SessionClient(self, self.settings.server_namespace, self.settings.client_id)
+        session = SessionClient(self, self.settings.replicas[0], self.settings.client_id)
         view = session.get_status(self.settings.handshake_timeout_s)
         if isinstance(view, str):
             self._refuse(view)
@@ -181,8 +183,8 @@ class ChunkExecutorNode(Node):
     def on_control_error(self, error: BaseException) -> None:
         self.get_logger().error(f"control tick failed: {error!r}", throttle_duration_sec=1.0)
 
-    def on_heartbeat(self, msg: ServerStatus) -> None:
-        self.core.on_heartbeat(msg.instance_id, time.monotonic())
+    def on_heartbeat(self, namespace: str, msg: ServerStatus) -> None:
+        self.core.on_heartbeat(msg.instance_id, time.monotonic(), namespace, msg.draining)
 
     def on_pause(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.core.pause(time.monotonic())

@@ -1,13 +1,21 @@
-"""The executor's end of the conversation with its policy server: the session client, set up from its settings.
+"""The executor's end of the conversation with its policy server replicas: one session client each.
 
 Implements ``worker.ServerLink``: the open request is built once from the
-executor's parameters, every chunk goes to the core (which matches it
-against its request in flight), and an observation is encoded as the
-settings say (task, JPEG quality, the RTC prefix when RTC is on).
+executor's parameters; status and session calls name their replica; every
+chunk goes to the core (which matches it against its request in flight);
+an observation goes to the replica the latest session was opened on,
+encoded as the settings say (task, JPEG quality, the RTC prefix when RTC is
+on). Invariant: observations go only to the current replica; a chunk of a
+replica the robot moved away from still reaches the core, whose session and
+epoch checks drop it. The old replica's data plane is kept, not destroyed:
+destroying entities from the worker thread while the executor spins them has
+crashed rclpy, and the old server closes the session after its
+``session_idle_timeout_s`` without observations.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -26,11 +34,16 @@ from lerobot_ros.executor.session_client import SessionClient
 class RosServerLink:
     def __init__(self, node: Node, settings: ExecutorSettings, core: ExecutorCore) -> None:
         self.settings = settings
-        # Its own callback group: a response must be handled even while a
+        self.namespaces = settings.replicas
+        self.stopping = threading.Event()  # one for all clients: a shutdown ends every wait
+        # Their own callback group: a response must be handled even while a
         # service callback of the node (awaiting one of these calls) is running.
-        self.session = SessionClient(node, settings.server_namespace, settings.client_id, sink=core,
-                                     callback_group=MutuallyExclusiveCallbackGroup())
-        self.stopping = self.session.stopping
+        group = MutuallyExclusiveCallbackGroup()
+        self._clients = {namespace: SessionClient(node, namespace, settings.client_id, sink=core, callback_group=group)
+                         for namespace in self.namespaces}
+        for client in self._clients.values():
+            client.stopping = self.stopping
+        self._current = self.namespaces[0]
         self._policy_sizes: dict[str, tuple[int, int]] | None = None
         self._open_request = OpenRequest(
             client_id=settings.client_id,
@@ -43,12 +56,25 @@ class RosServerLink:
             rtc_requested=settings.rtc_requested,
         )
 
-    def get_status(self, timeout_s: float) -> ServerView | str:
-        return self.session.get_status(timeout_s)
+    @property
+    def session(self) -> SessionClient:
+        """The client of the replica the latest session was opened on (reset, close)."""
+        return self._clients[self._current]
 
-    def open_session(self, timeout_s: float, check: Callable[[SessionGrant], str | None]) -> SessionGrant | str:
-        grant = self.session.open_session(self._open_request, timeout_s, check)
-        if not isinstance(grant, str):  # frames larger than the served policy's are shrunk to its size
+    def mark_spinning(self) -> None:
+        """An executor spins the node from now on: calls only wait for their futures."""
+        for client in self._clients.values():
+            client.spinning = True
+
+    def get_status(self, namespace: str, timeout_s: float) -> ServerView | str:
+        return self._clients[namespace].get_status(timeout_s)
+
+    def open_session(self, namespace: str, timeout_s: float,
+                     check: Callable[[SessionGrant], str | None]) -> SessionGrant | str:
+        grant = self._clients[namespace].open_session(self._open_request, timeout_s, check)
+        if isinstance(grant, SessionGrant):
+            self._current = namespace
+            # frames larger than the served policy's are shrunk to its size
             self._policy_sizes = grant.capabilities.camera_sizes if self.settings.resize_to_policy else None
         return grant
 

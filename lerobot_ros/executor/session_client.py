@@ -127,7 +127,9 @@ class SessionClient:
         if isinstance(response, str):
             return response
         status = response.status
-        return ServerView(status.ready, status.instance_id, wire.capabilities_from_msg(status.capabilities))
+        return ServerView(status.ready, status.instance_id, wire.capabilities_from_msg(status.capabilities),
+                          draining=status.draining, active_sessions=status.active_sessions,
+                          max_sessions=status.max_sessions, pending_requests=status.pending_requests)
 
     def request_session(self, request: OpenSession.Request, timeout_s: float) -> OpenSession.Response | str:
         """The bare OpenSession call: the server's answer, accepted or not (no data plane yet).

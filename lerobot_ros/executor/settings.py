@@ -48,11 +48,23 @@ def _client_id(name: str, value: str) -> str | None:
     return f"'{name}': {problem}" if problem else None
 
 
+def _each_absolute(name: str, values) -> str | None:
+    relative = [value for value in values if not value.startswith("/")]
+    return f"'{name}' has {relative}, expected absolute names like /lerobot_gpu0" if relative else None
+
+
 _LIMIT_CHECKS = (no_nan("use .inf / -.inf for 'no limit' on one joint"),)
 
 PARAMETERS = (
     Parameter("server_namespace", STRING, "/lerobot", "Namespace of the policy server's services, e.g. /lerobot",
               (absolute_name("/lerobot"),)),
+    Parameter("server_namespaces", STRING_LIST, [""],
+              "Ordered replica namespaces serving the same model (a fleet, e.g. [/gpu0, /gpu1]); "
+              "empty: server_namespace alone. When set, server_namespace is not used",
+              (_each_absolute, distinct("server namespace"))),
+    Parameter("replica_status_timeout_s", FLOAT, 1.0,
+              "Bound of each replica's get_status (seconds); at start-up every replica is asked again "
+              "until handshake_timeout_s", (positive(),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
               (optional(_client_id),)),  # empty: generated from the host name
@@ -97,7 +109,8 @@ PARAMETERS = (
     Parameter("max_action_age_s", FLOAT, 3.0,
               "Never execute an action whose source observation is older than this (seconds)", (positive(),)),
     Parameter("max_offline_s", FLOAT, 30.0,
-              "Offline (no chunk, no accepted handshake) longer than this: DEAD (seconds)", (positive(),)),
+              "No chunk merged for longer than this (accepted re-handshakes do not count): DEAD (seconds)",
+              (positive(),)),
     Parameter("reconnect_backoff_initial_s", FLOAT, 0.5,
               "First wait before re-handshaking after the server was lost (seconds)", (positive(),)),
     Parameter("reconnect_backoff_max_s", FLOAT, 5.0,
@@ -227,6 +240,11 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
         return self.control_rate_hz or self.fps
 
     @property
+    def replicas(self) -> tuple[str, ...]:
+        """The server namespaces this robot may use, in order (one: the simple single-server case)."""
+        return self.server_namespaces or (self.server_namespace,)
+
+    @property
     def state_dim(self) -> int:
         return len(self.joint_names) * (2 if self.state_include_velocity else 1)
 
@@ -242,6 +260,7 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             reconnect_backoff_initial_s=self.reconnect_backoff_initial_s,
             reconnect_backoff_max_s=self.reconnect_backoff_max_s,
+            move_at_once=len(self.replicas) > 1,
         )
 
 

@@ -7,6 +7,14 @@ Invariants:
 * nothing is commanded before the first handshake, and once DEAD (offline
   beyond ``max_offline_s``, a failed first handshake, or a different model)
   no event brings the executor back: one final fallback, then silence;
+* the offline budget counts from the last merged chunk (or the first
+  handshake): a server that accepts sessions but never answers with chunks
+  ends in DEAD, however often a re-handshake is accepted;
+* the reconnect backoff is reset only by a merged chunk: a server that
+  grants sessions and then refuses or ignores every request is re-handshaken
+  at a doubling interval, not at full rate; with several replicas
+  (``move_at_once``) the first attempt after losing a working session is
+  immediate, since another replica can take over now;
 * time spent paused by the operator never spends the offline budget, the
   heartbeat timeout, the degraded timer or the reconnect backoff.
 
@@ -66,6 +74,7 @@ class FailSafeConfig:
     heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
     reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt
     reconnect_backoff_max_s: float  # cap of the doubling wait between attempts
+    move_at_once: bool = False  # several replicas: re-handshake at once after a working session was lost
 
     def __post_init__(self) -> None:
         for name in (
@@ -141,13 +150,14 @@ class FailSafe:
         self._paused_since: float | None = None
         self._paused_total_s = 0.0
         start = self._active(now)
-        self._last_success = start  # last chunk merged or handshake accepted (offline budget)
+        self._last_success = start  # last chunk merged, or the first handshake (offline budget)
         self._last_chunk = start  # last chunk merged (degraded timer)
         self._last_heartbeat = start
         self._timeout_streak = 0
         self._backoff_s = config.reconnect_backoff_initial_s
         self._next_attempt = start
         self._final_fallback_pending = False
+        self._merged_since_handshake = False  # the latest session answered with at least one chunk
         self.last_handshake_error = ""
 
     # ------------------------------------------------------------------ state
@@ -190,7 +200,7 @@ class FailSafe:
         return self._backoff_s
 
     def offline_s(self, now: float) -> float:
-        """Active (unpaused) time since the last merged chunk or accepted handshake."""
+        """Active (unpaused) time since the last merged chunk (or the first accepted handshake)."""
         return self._active(now) - self._last_success
 
     def reconnect_due(self, now: float) -> bool:
@@ -207,9 +217,11 @@ class FailSafe:
         if self._state not in (ExecutorState.CONNECTING, ExecutorState.RECONNECTING):
             return  # a duplicate answer; the session is already open (or DEAD, which is terminal)
         t = self._active(now)
-        self._last_success = self._last_chunk = self._last_heartbeat = t
+        if self._state is ExecutorState.CONNECTING:
+            self._last_success = t  # later handshakes do not refill the offline budget: only chunks do
+        self._last_chunk = self._last_heartbeat = t
         self._timeout_streak = 0
-        self._backoff_s = self.config.reconnect_backoff_initial_s
+        self._merged_since_handshake = False
         self.last_handshake_error = ""
         self._go(ExecutorState.STREAMING, "handshake accepted", now)
 
@@ -237,6 +249,8 @@ class FailSafe:
         t = self._active(now)
         self._last_success = self._last_chunk = t
         self._timeout_streak = 0
+        self._merged_since_handshake = True
+        self._backoff_s = self.config.reconnect_backoff_initial_s
         if self._state is not ExecutorState.STREAMING:
             self._go(ExecutorState.STREAMING, "chunk merged", now)
 
@@ -349,7 +363,7 @@ class FailSafe:
     def _offline_text(self, now: float) -> str:
         return (
             f"offline for {self.offline_s(now):.3f} s (> max_offline_s {self.config.max_offline_s}) "
-            "without a merged chunk or accepted handshake"
+            "without a merged chunk"
         )
 
     def _staleness(self, next_action_age_s: float | None) -> str | None:
@@ -368,8 +382,14 @@ class FailSafe:
 
     def _start_reconnecting(self, now: float, reason: str) -> None:
         self._timeout_streak = 0
-        self._backoff_s = self.config.reconnect_backoff_initial_s
-        self._next_attempt = self._active(now) + self._backoff_s
+        if self._merged_since_handshake:
+            wait = 0.0 if self.config.move_at_once else self._backoff_s
+        else:
+            # The session never answered with a chunk: back off further than last time.
+            wait = self._backoff_s
+            self._backoff_s = min(2.0 * self._backoff_s, self.config.reconnect_backoff_max_s)
+            reason += f"; backing off {wait:g} s (no chunk merged since the session opened)"
+        self._next_attempt = self._active(now) + wait
         self._go(ExecutorState.RECONNECTING, reason, now)
 
     def _go(self, to_state: ExecutorState, reason: str, now: float) -> None:

@@ -363,6 +363,8 @@ class PolicyServerNode(Node):
         self.get_logger().info("draining: heartbeat stopped, new sessions refused, finishing the in-flight request")
         self.destroy_timer(self.heartbeat_timer)
         self.draining = True
+        # The last heartbeat announces the drain: robots move to another replica now, not at the heartbeat timeout.
+        self.on_heartbeat()
         self.worker.stop()
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         while self.worker.is_alive() and time.monotonic() < deadline:

@@ -53,7 +53,7 @@ def test_every_config_parses_and_never_scouts_by_multicast(path):
 
 
 def test_router_configs_use_mutual_tls():
-    for name in ("router_server.json5", "router_robot.json5"):
+    for name in ("router_server.json5", "router_robot.json5", "router_fleet_server.json5", "router_fleet_robot.json5"):
         tls = json_of(load(name), "transport/link/tls")
         assert tls["enable_mtls"] is True and tls["root_ca_certificate"], name
 
@@ -105,3 +105,44 @@ def test_readme_explains_how_rmw_zenoh_finds_these_files():
     for needle in ("ZENOH_ROUTER_CONFIG_URI", "ZENOH_SESSION_CONFIG_URI", "router_server.json5", "session.json5"):
         assert needle in readme
     assert re.search(r"mTLS|mutual TLS", readme)
+
+
+def replica_key(replica: str, name: str, kind: str, type_name: str) -> "zenoh.KeyExpr":
+    """An entity of the server under namespace ``/<replica>/lerobot`` (one per GPU in a fleet)."""
+    return zenoh.KeyExpr(f"0/{replica}/lerobot/{name}/lerobot_ros::{kind}::dds_::{type_name}_/{HASH}")
+
+
+@pytest.mark.parametrize("robot, other", [("arm_1", "arm_2"), ("arm_2", "arm_1")])
+def test_fleet_acl_holds_for_each_robot_on_every_replica(robot, other):
+    acl = json_of(load("router_fleet_server.json5"), "access_control")
+    assert acl["enabled"] and acl["default_permission"] == "deny"
+    policy = next(policy for policy in acl["policies"] if policy["subjects"] == [f"robot_{robot}"])
+    rules = [rule for rule in acl["rules"] if rule["id"] in policy["rules"]]
+    for replica in ("gpu0", "gpu1", "gpu7"):
+        assert _allows(rules, replica_key(replica, names.observation_topic(robot), "msg", "Observation"), "put")
+        assert _allows(rules, replica_key(replica, names.action_chunk_topic(robot), "msg", "ActionChunk"),
+                       "declare_subscriber")
+        assert not _allows(rules, replica_key(replica, names.observation_topic(other), "msg", "Observation"), "put")
+        assert not _allows(rules, replica_key(replica, names.action_chunk_topic(other), "msg", "ActionChunk"),
+                           "declare_subscriber"), f"{robot} may read {other}'s chunks on {replica}"
+        for service, type_name in SERVICE_TYPES.items():
+            assert _allows(rules, replica_key(replica, service, "srv", type_name), "query"), service
+        assert _allows(rules, replica_key(replica, names.STATUS, "msg", "ServerStatus"), "declare_subscriber")
+
+
+def test_fleet_routers_peer_and_robots_connect_to_several():
+    server = load("router_fleet_server.json5")
+    assert len(json_of(server, "connect/endpoints")) >= 2, "a GPU router peers with the others"
+    peers = next(s for s in json_of(server, "access_control/subjects") if s["id"] == "fleet_routers")
+    assert peers["cert_common_names"]
+    assert len(json_of(load("router_fleet_robot.json5"), "connect/endpoints")) >= 2
+    patterns = [p for rule in json_of(server, "access_control/rules") for p in rule["key_exprs"]]
+    real = [replica_key("gpu0", names.observation_topic("arm_1"), "msg", "Observation"),
+            replica_key("gpu0", names.action_chunk_topic("arm_1"), "msg", "ActionChunk"),
+            replica_key("gpu0", names.observation_topic("arm_2"), "msg", "Observation"),
+            replica_key("gpu0", names.action_chunk_topic("arm_2"), "msg", "ActionChunk"),
+            replica_key("gpu0", names.STATUS, "msg", "ServerStatus"),
+            *(replica_key("gpu0", service, "srv", type_name) for service, type_name in SERVICE_TYPES.items())]
+    for pattern in patterns:
+        if pattern not in ("**", "@ros2_lv/**"):
+            assert any(zenoh.KeyExpr(pattern).intersects(key) for key in real), f"{pattern} matches no fleet entity"

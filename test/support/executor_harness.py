@@ -62,10 +62,12 @@ class FakeLink:
         self.sent: list = []
         self.sessions = 0
 
-    def get_status(self, timeout_s):
+    namespaces = ("/lerobot",)
+
+    def get_status(self, namespace, timeout_s):
         return ServerView(True, self.instance, self.capabilities)
 
-    def open_session(self, timeout_s, check):
+    def open_session(self, namespace, timeout_s, check):
         self.sessions += 1
         grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
         return check(grant) or grant

@@ -24,8 +24,12 @@ class ServerProcess:
 
 def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobot", **parameters) -> ServerProcess:
     """Start policy_server_node and wait until its services answer (bounded)."""
-    from lerobot_ros.processes import spawn_node, stop
-    from lerobot_ros.srv import GetStatus
+    return wait_for_server(spawn_server(checkpoint, directory, node_name, **parameters), ros_node)
+
+
+def spawn_server(checkpoint, directory: Path, node_name: str = "lerobot", **parameters) -> ServerProcess:
+    """Start policy_server_node without waiting (several start in parallel; then ``wait_for_server`` each)."""
+    from lerobot_ros.processes import spawn_node
 
     server = ServerProcess(
         process=None,
@@ -38,8 +42,16 @@ def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobo
     parameters = {"checkpoint": str(checkpoint), "audit_log": str(server.audit), "http_port": server.http_port, **parameters}
     with server.log.open("w") as log:
         server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name)
+    return server
+
+
+def wait_for_server(server: ServerProcess, ros_node, timeout_s: float = 180.0) -> ServerProcess:
+    """Wait (bounded) until a spawned server's services answer; a server that exits or never answers fails the test."""
+    from lerobot_ros.processes import stop
+    from lerobot_ros.srv import GetStatus
+
     client = ros_node.create_client(GetStatus, f"{server.namespace}/get_status")
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + timeout_s
     try:
         while not client.wait_for_service(timeout_sec=0.5):
             if server.process.poll() is not None or time.monotonic() > deadline:

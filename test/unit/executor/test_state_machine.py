@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from support.paths import REPO
 
@@ -166,7 +167,10 @@ def test_server_restart_reconnects_and_a_new_handshake_streams_again():
     assert fail_safe.state is S.RECONNECTING
     fail_safe.on_handshake_ok(1.6)
     assert fail_safe.state is S.STREAMING
-    assert fail_safe.offline_s(1.6) == 0.0
+    # Only a chunk refills the offline budget: a server that accepts sessions and never answers runs it out.
+    assert fail_safe.offline_s(1.6) == pytest.approx(1.6)
+    fail_safe.on_chunk_merged(1.7)
+    assert fail_safe.offline_s(1.7) == 0.0
 
 
 def test_reconnect_backoff_doubles_up_to_its_cap_and_resets_on_success():
@@ -183,9 +187,30 @@ def test_reconnect_backoff_doubles_up_to_its_cap_and_resets_on_success():
     assert waits == [1.0, 2.0, 2.0, 2.0]
     assert fail_safe.state is S.RECONNECTING and fail_safe.last_handshake_error == "no answer"
     fail_safe.on_handshake_ok(now)
-    assert fail_safe.backoff_s == 0.5 and not fail_safe.reconnect_due(now)
+    assert not fail_safe.reconnect_due(now)
+    # A session that never answered with a chunk does not reset the backoff: it keeps its doubled wait.
     fail_safe.on_server_restarted(now, "again")
-    assert not fail_safe.reconnect_due(now) and fail_safe.reconnect_due(now + 0.5)
+    assert "backing off 2 s" in fail_safe.reason
+    assert not fail_safe.reconnect_due(now + 1.99) and fail_safe.reconnect_due(now + 2.0)
+    # A merged chunk resets it.
+    fail_safe.on_handshake_ok(now + 2.0)
+    fail_safe.on_chunk_merged(now + 2.1)
+    assert fail_safe.backoff_s == 0.5
+    fail_safe.on_server_restarted(now + 3.0, "again")
+    assert not fail_safe.reconnect_due(now + 3.49) and fail_safe.reconnect_due(now + 3.5)
+
+
+def test_with_several_replicas_losing_a_working_session_re_handshakes_at_once():
+    fail_safe = FailSafe(dataclasses.replace(CONFIG, move_at_once=True), now=0.0)
+    fail_safe.on_handshake_ok(0.0)
+    fail_safe.on_chunk_merged(0.1)
+    fail_safe.on_server_restarted(1.0, "replica lost")
+    assert fail_safe.reconnect_due(1.0)
+    fail_safe.on_handshake_ok(1.0)  # the next replica grants a session but never answers
+    fail_safe.on_request_timeout(2.0, refusal="server refused the request: camera broken")
+    fail_safe.on_request_timeout(2.1, refusal="server refused the request: camera broken")
+    assert fail_safe.state is S.RECONNECTING and not fail_safe.reconnect_due(2.1)
+    assert fail_safe.reason.startswith("2 requests failed in a row (last: server refused the request: camera broken)")
 
 
 def test_handshake_failures_beyond_the_offline_budget_are_dead():

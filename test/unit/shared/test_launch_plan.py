@@ -6,6 +6,7 @@ from lerobot_ros.launch_plan import (
     SIM_CAMERA_TOPIC,
     ZENOH_RMW,
     demo_plan,
+    fleet_plan,
     parse_remaps,
     robot_plan,
     server_namespace_of,
@@ -96,6 +97,20 @@ def test_demo_plan_runs_server_sim_and_executor_against_each_other():
     assert executor.parameters["server_namespace"] == server_namespace_of(plan)
     assert executor.parameters["client_id"] == "sim_arm"
     assert plan.environment == {}  # the demo keeps the caller's middleware
+
+
+def test_fleet_plan_runs_replicas_under_their_own_namespaces_and_every_robot_lists_them_all():
+    plan = fleet_plan("/cache/act", servers=2, robots=3, start_zenoh_router=True, rmw_implementation="rmw_zenoh_cpp")
+    servers = [node for node in plan.nodes if node.executable == "policy_server_node"]
+    executors = [node for node in plan.nodes if node.executable == "chunk_executor_node"]
+    assert [f"{node.namespace}/{node.name}" for node in servers] == ["/gpu0/lerobot", "/gpu1/lerobot"]
+    assert [node.namespace for node in executors] == ["/sim_arm_0", "/sim_arm_1", "/sim_arm_2"]
+    assert len({node.parameters["client_id"] for node in executors}) == 3
+    assert all(node.parameters["server_namespaces"] == ["/gpu0/lerobot", "/gpu1/lerobot"] for node in executors)
+    assert sum(node.executable == "sim_robot_node" for node in plan.nodes) == 3
+    assert plan.start_zenoh_router  # one router for the machine
+    with pytest.raises(ValueError, match="at least one server"):
+        fleet_plan("/cache/act", servers=0)
 
 
 def test_ros_arguments_carry_name_namespace_files_parameters_and_remaps():
