@@ -134,6 +134,13 @@ def fleet(namespaces=("/a", "/b", "/c"), capabilities=None, **overrides):
     return clock, core, link, worker
 
 
+def restarted(core, clock, replica, instance):
+    """A new instance beats on ``replica`` after its old one fell silent (a second
+    instance heard while the old one still beats is reported, never followed)."""
+    clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.01
+    core.on_heartbeat(instance, clock(), replica)
+
+
 def stream(core, clock, worker, steps=1):
     for _ in range(steps):
         feed(core, clock)
@@ -191,7 +198,7 @@ def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
     old = core.prepare_request(clock(), clock.ns())
     core.begin_request(old.request)
     core.on_heartbeat("i/a", clock(), "/a", draining=False)
-    core.on_heartbeat("restarted", clock(), "/a")  # /a restarted: its session is gone
+    restarted(core, clock, "/a", "restarted")  # its session is gone
     link.views["/a"] = view(active=4, instance="restarted")
     assert core.state is ExecutorState.RECONNECTING
     assert core.wait_for_answer(0.0).cancelled, "the request in flight ends with the move"
@@ -229,7 +236,7 @@ def test_another_model_replica_is_reported_never_used_and_none_left_ends_dead_af
     assert "/b: the server now serves a different model" in counts(core, clock).replicas_skipped[0]
     merged_at = clock()
     link.views["/a"] = "no policy server answered on /a/get_status within 1 s"
-    core.on_heartbeat("gone", clock(), "/a")  # /a restarted and died
+    restarted(core, clock, "/a", "gone")  # and died
     while core.state is not ExecutorState.DEAD and clock() < merged_at + 20:
         worker.step()
         clock.t += 0.25
@@ -244,7 +251,7 @@ def test_one_server_serving_another_model_is_still_dead_at_once():
     clock, core, link, worker = fleet(("/only",))
     assert handshake(core, link, ROBOT, clock).accepted
     link.views["/only"] = view(capabilities=OTHER_MODEL)
-    core.on_heartbeat("new", clock(), "/only")
+    restarted(core, clock, "/only", "new")
     clock.t += 1.0
     worker.step()
     assert core.state is ExecutorState.DEAD and "different model" in counts(core, clock).reason
@@ -271,7 +278,7 @@ def test_a_replica_refusing_every_request_backs_off_with_its_reason_and_the_budg
     assert telemetry.chunks_merged == 0 and telemetry.last_drop_reason.startswith("refused:")
     assert "camera observation.images.front is broken" in telemetry.last_drop_reason
     reconnecting = [t.reason for t in core.transitions_since(0)[0] if t.to_state is ExecutorState.RECONNECTING]
-    assert "requests failed in a row" in reconnecting[-1] and "backing off" in reconnecting[-1]
+    assert "failed requests in a row" in reconnecting[-1] and "backing off" in reconnecting[-1]
 
 
 def test_a_replica_whose_session_never_answered_is_tried_after_the_others():
@@ -288,6 +295,6 @@ def test_a_replica_whose_session_never_answered_is_tried_after_the_others():
     assert core.unanswered_replicas == {"/hung"}
     stream(core, clock, worker)
     link.views["/a"] = "no policy server answered on /a/get_status within 1 s"
-    core.on_heartbeat("restarted", clock(), "/a")
+    restarted(core, clock, "/a", "restarted")
     worker.step()
     assert core.identity.replica == "/b", "the hung replica is less loaded, but never answered this robot"

@@ -207,10 +207,10 @@ def test_with_several_replicas_losing_a_working_session_re_handshakes_at_once():
     fail_safe.on_server_restarted(1.0, "replica lost")
     assert fail_safe.reconnect_due(1.0)
     fail_safe.on_handshake_ok(1.0)  # the next replica grants a session but never answers
-    fail_safe.on_request_timeout(2.0, refusal="server refused the request: camera broken")
-    fail_safe.on_request_timeout(2.1, refusal="server refused the request: camera broken")
+    fail_safe.on_request_timeout(2.0, refusal="camera broken")
+    fail_safe.on_request_timeout(2.1, refusal="camera broken")
     assert fail_safe.state is S.RECONNECTING and not fail_safe.reconnect_due(2.1)
-    assert fail_safe.reason.startswith("2 requests failed in a row (last: server refused the request: camera broken)")
+    assert fail_safe.reason.startswith("2 failed requests in a row; the server refused the last: camera broken")
 
 
 def test_handshake_failures_beyond_the_offline_budget_are_dead():
