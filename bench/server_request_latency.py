@@ -156,10 +156,13 @@ def run_config(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple
     if not checkpoint.is_dir():
         build_act_checkpoint(checkpoint, cameras={name: trained for name in cameras})
     audit = tmp / f"audit_{tag}.jsonl"
-    # Requests alternate with LeRobot's, so ours can pause for seconds on a loaded machine: keep the
-    # session open (the default closes it after 10 s without an observation).
+    # Requests alternate with the peers', and the peers load their models between our session's
+    # opening and its first observation: keep the session open (by default the server collects a
+    # session without an observation 5 s after opening and an idle one after 10 s).
     server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
-                                                               "session_idle_timeout_s": 3600.0, "device": device})
+                                                               "session_idle_timeout_s": 3600.0,
+                                                               "session_first_observation_timeout_s": 3600.0,
+                                                               "device": device})
     ours_client = None
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras, {name: trained for name in cameras})

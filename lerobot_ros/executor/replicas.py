@@ -6,8 +6,8 @@ per GPU. Invariants:
 * the robot only ever uses replicas serving the SAME model as the first one
   it validated (``ValidatedModel``: fingerprint, revision, ordered action
   names, cameras, chunk size); before anything is validated, the reference is
-  the first replica in list order that is ready and matches the robot's
-  contract. A replica serving another model is never a candidate, and is
+  the model most ready replicas matching the robot's contract serve (ties:
+  list order). A replica serving another model is never a candidate, and is
   reported with the difference;
 * a replica that did not answer, is not ready, is draining or is full is
   skipped, with the reason;
@@ -93,12 +93,7 @@ def choose(
     the replicas whose latest session never answered with a chunk, next to last.
     """
     if reference is None:
-        reference = next(
-            (ValidatedModel.of(view.capabilities) for _, view in views
-             if not isinstance(view, str) and view.ready and not view.draining
-             and robot.check_against(view.capabilities).ok),
-            None,
-        )
+        reference = _most_served_model(views, robot)
     ranked: list[tuple[tuple, str, ServerView]] = []
     skipped: list[Skipped] = []
     for index, (namespace, view) in enumerate(views):
@@ -122,6 +117,19 @@ def choose(
         skipped.append(Skipped(namespace, reason, view))
     ranked.sort(key=lambda entry: entry[0])
     return Placement(tuple((namespace, view) for _, namespace, view in ranked), tuple(skipped), reference)
+
+
+def _most_served_model(views: Sequence[tuple[str, ServerView | str]], robot: RobotDeclaration) -> ValidatedModel | None:
+    """The model most of the ready replicas that match the robot serve; ties go to list order.
+
+    A majority, not the first in the list: one replica that answers late (a
+    loaded machine) must not let a misconfigured replica listed after it
+    decide the model for the whole fleet.
+    """
+    served = [ValidatedModel.of(view.capabilities) for _, view in views
+              if not isinstance(view, str) and view.ready and not view.draining
+              and robot.check_against(view.capabilities).ok]
+    return max(served, key=lambda model: (served.count(model), -served.index(model)), default=None)
 
 
 class FleetRecord:

@@ -61,9 +61,15 @@ def test_the_first_validated_model_decides_and_another_model_is_never_a_candidat
     assert names(placement) == ["/same2", "/same"]
     (skipped,) = placement.skipped
     assert skipped.namespace == "/other" and "different model" in skipped.reason and "fingerprint" in skipped.reason
-    # Before any validation, the first ready replica matching the robot sets the reference, in list order.
+    # Before any validation, the model most ready replicas serve sets the reference ...
     placement = choose(views, ROBOT, None)
-    assert placement.reference == ValidatedModel.of(OTHER_MODEL) and names(placement) == ["/other"]
+    assert placement.reference == validated and names(placement) == ["/same2", "/same"]
+    # ... a full replica counts (it serves the model), one that did not answer does not ...
+    late = [("/late", "no policy server answered on /late/get_status within 1 s"), views[0],
+            ("/full", view(active=4)), ("/same", view())]
+    assert names(choose(late, ROBOT, None)) == ["/same"]
+    # ... and a tie goes to list order.
+    assert choose(views[:2], ROBOT, None).reference == ValidatedModel.of(OTHER_MODEL)
     # Cameras and chunk size are part of the model's identity too.
     for changed in (dict(chunk_size=20), dict(cameras=())):
         other = dataclasses.replace(CAPABILITIES, **changed)
