@@ -66,7 +66,9 @@ def fleet_parameters(robot, replicas) -> dict:
         max_offline_s=MAX_OFFLINE_S,
         reconnect_backoff_initial_s=0.5,
         reconnect_backoff_max_s=1.0,
-        replica_status_timeout_s=1.0,
+        # A fresh executor's first GetStatus includes discovering that server's services: among
+        # five servers on 2 cores that alone can pass 1 s, and the placement would see no answer.
+        replica_status_timeout_s=3.0,
         fallback="hold",
     )
 
