@@ -16,7 +16,8 @@ Invariants:
   (``move_at_once``) the first attempt after losing a working session is
   immediate, since another replica can take over now;
 * time spent paused by the operator never spends the offline budget, the
-  heartbeat timeout, the degraded timer or the reconnect backoff.
+  heartbeat timeout, the degraded timer or the reconnect backoff; a resume
+  starts a whole offline budget (the queue went stale while paused).
 
 Pure logic: every method takes the current monotonic time in seconds, so the
 node calls it from its timers and tests drive it without sleeping.
@@ -280,6 +281,10 @@ class FailSafe:
         if self._paused_since is not None:
             self._paused_total_s += max(0.0, now - self._paused_since)
             self._paused_since = None
+            # The queue went stale while paused and the session may be re-opened: the server
+            # gets a whole budget to answer again. Only an operator's resume refills it, so
+            # a server that never answers still ends in DEAD.
+            self._last_success = max(self._last_success, self._active(now))
 
     # ------------------------------------------------------------------- tick
 

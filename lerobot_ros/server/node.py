@@ -58,12 +58,17 @@ DIAGNOSTICS_PERIOD_S = 1.0
 GC_PERIOD_S = 1.0
 #: How long a starting server listens for another live server's heartbeat on its namespace (at least).
 DUPLICATE_LISTEN_MIN_S = 1.5
+#: How long after joining the graph a starting server looks for another one's heartbeat publisher
+#: (seconds): discovery on a loaded machine takes a while, and checking at once let a second
+#: server start unnoticed in CI.
+DUPLICATE_DISCOVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
 
 
 class PolicyServerNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
+        self._joined_graph_at = time.monotonic()  # discovery runs while the policy loads
         self.settings = declare_settings(self, ServerSettings)
         self.instance_id = uuid.uuid4().hex[:12]
         self.started = time.monotonic()
@@ -131,8 +136,12 @@ class PolicyServerNode(Node):
         heard: list[ServerStatus] = []
         subscription = self.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
         try:
-            if self.count_publishers(subscription.topic_name) == 0:
-                return
+            # A new participant learns the graph over a moment: wait for a publisher that far.
+            discovered_by = self._joined_graph_at + DUPLICATE_DISCOVERY_S
+            while self.count_publishers(subscription.topic_name) == 0:
+                if time.monotonic() >= discovered_by:
+                    return
+                rclpy.spin_once(self, timeout_sec=0.1)
             deadline = time.monotonic() + max(DUPLICATE_LISTEN_MIN_S, 3 * self.settings.heartbeat_period_s)
             while not heard and time.monotonic() < deadline:
                 rclpy.spin_once(self, timeout_sec=0.1)

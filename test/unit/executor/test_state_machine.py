@@ -285,10 +285,10 @@ def test_pause_holds_and_spends_no_budget():
     assert not fail_safe.reconnect_due(500.0)  # no attempts while paused
     fail_safe.resume(1000.0)
     assert not fail_safe.paused
-    assert fail_safe.offline_s(1000.0) == pytest.approx(1.0)
+    assert fail_safe.offline_s(1000.0) == pytest.approx(0.0), "a resume starts a whole budget"
     assert fail_safe.reconnect_due(1000.0)
-    assert fail_safe.tick(1008.9, 0, None).state is S.RECONNECTING  # 9.9 s of active offline time
-    assert fail_safe.tick(1009.1, 0, None).state is S.DEAD  # 10.1 s
+    assert fail_safe.tick(1009.9, 0, None).state is S.RECONNECTING  # 9.9 s of active offline time
+    assert fail_safe.tick(1010.1, 0, None).state is S.DEAD  # 10.1 s: a server that never answers still ends DEAD
 
 
 def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():
