@@ -9,22 +9,28 @@ joints) is each output mode's job: see ``lerobot_ros.output_modes``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from lerobot_ros.output_modes import JointCommand
 
 
+def linear(fraction: float) -> float:
+    return fraction
+
+
 class TimedTrajectory:
-    """Positions at times after the trajectory started, linearly interpolated.
+    """Positions at times after the trajectory started, interpolated (linearly unless ``easing`` says otherwise).
 
     Like joint_trajectory_controller: a new trajectory replaces the old one;
     before the first point the target moves from where the arm was; after
-    the last point it holds the last point.
+    the last point it holds the last point. ``easing`` maps the fraction of a
+    segment's time elapsed to the fraction of its distance covered.
     """
 
-    def __init__(self, start_position: np.ndarray, times_s: Sequence[float], positions: Sequence[np.ndarray]) -> None:
+    def __init__(self, start_position: np.ndarray, times_s: Sequence[float], positions: Sequence[np.ndarray],
+                 easing: Callable[[float], float] = linear) -> None:
         if len(times_s) != len(positions) or not len(times_s):
             raise ValueError(f"trajectory needs matching, non-empty times and positions ({len(times_s)} vs {len(positions)})")
         if any(b <= a for a, b in zip(times_s, times_s[1:])):
@@ -32,6 +38,7 @@ class TimedTrajectory:
         self._times = np.concatenate([[0.0], np.asarray(times_s, dtype=np.float64)]) if times_s[0] > 0 else np.asarray(times_s, dtype=np.float64)
         stacked = np.stack([np.asarray(p, dtype=np.float64) for p in positions])
         self._positions = np.vstack([start_position, stacked]) if times_s[0] > 0 else stacked
+        self._easing = easing
 
     @property
     def duration_s(self) -> float:
@@ -44,7 +51,7 @@ class TimedTrajectory:
         if index == 0:
             return self._positions[0].copy()
         t0, t1 = self._times[index - 1], self._times[index]
-        weight = (elapsed_s - t0) / (t1 - t0)
+        weight = self._easing((elapsed_s - t0) / (t1 - t0))
         return (1 - weight) * self._positions[index - 1] + weight * self._positions[index]
 
 

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from lerobot_ros.sim.command_input import TimedTrajectory
 from lerobot_ros.sim.kinematics import Chain
 from lerobot_ros.sim.so101 import JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS
 from lerobot_ros.sim.task import GRIPPER_INDEX, TaskConfig
@@ -52,8 +53,8 @@ class ExpertPlan:
         closed = grasp.copy()
         closed[GRIPPER_INDEX] = GRIPPER_SHUT
         stretch = np.clip(1.0 + rng.normal(0.0, 0.25 * noise, 3), 0.6, 1.6)
-        self._times = np.concatenate([[0.0], np.cumsum(np.array(PHASE_DURATIONS_S) * stretch)])
-        self._poses = np.stack([start, hover, grasp, closed])
+        times = np.concatenate([[0.0], np.cumsum(np.array(PHASE_DURATIONS_S) * stretch)])
+        self._trajectory = TimedTrajectory(start, times, [start, hover, grasp, closed], easing=_cosine)
 
     @staticmethod
     def _pose(chain: Chain, point: np.ndarray, start: np.ndarray, gripper: float) -> np.ndarray | None:
@@ -68,15 +69,15 @@ class ExpertPlan:
 
     @property
     def duration_s(self) -> float:
-        return float(self._times[-1])
+        return self._trajectory.duration_s
 
     def command_at(self, elapsed_s: float) -> np.ndarray:
-        if elapsed_s >= self._times[-1]:
-            return self._poses[-1].copy()
-        index = max(1, int(np.searchsorted(self._times, elapsed_s, side="right")))
-        t0, t1 = self._times[index - 1], self._times[index]
-        weight = 0.5 - 0.5 * math.cos(math.pi * (max(elapsed_s, 0.0) - t0) / (t1 - t0))
-        return (1 - weight) * self._poses[index - 1] + weight * self._poses[index]
+        return self._trajectory.target_at(elapsed_s)
+
+
+def _cosine(fraction: float) -> float:
+    """A smooth start and stop within a segment, as a demonstrator's hand moves."""
+    return 0.5 - 0.5 * math.cos(math.pi * fraction)
 
 
 def _bounded(rng: np.random.Generator, size: int, sigma: float, bound: float) -> np.ndarray:
