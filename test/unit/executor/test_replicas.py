@@ -195,14 +195,20 @@ def test_heartbeat_loss_moves_at_once_keeps_the_queue_and_bumps_the_epoch():
     assert counts(core, clock).chunks_merged == 2
 
 
-def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
+def streaming_with_a_request_in_flight():
+    """A robot streaming on /a of the default fleet, its next request sent and not answered yet."""
     clock, core, link, worker = fleet()
     assert handshake(core, link, ROBOT, clock).accepted
     stream(core, clock, worker)
     clock.t += 1.0
     feed(core, clock)
-    old = core.prepare_request(clock(), clock.ns())
-    core.begin_request(old.request)
+    prepared = core.prepare_request(clock(), clock.ns())
+    core.begin_request(prepared.request)
+    return clock, core, link, worker, prepared
+
+
+def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
+    clock, core, link, worker, old = streaming_with_a_request_in_flight()
     core.on_heartbeat("i/a", clock(), "/a", draining=False)
     restarted(core, clock, "/a", "restarted")  # its session is gone
     link.views["/a"] = view(active=4, instance="restarted")
@@ -215,13 +221,7 @@ def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
 
 
 def test_an_announced_drain_moves_after_the_answer_in_flight_is_merged():
-    clock, core, link, worker = fleet()
-    assert handshake(core, link, ROBOT, clock).accepted
-    stream(core, clock, worker)
-    clock.t += 1.0
-    feed(core, clock)
-    prepared = core.prepare_request(clock(), clock.ns())
-    core.begin_request(prepared.request)
+    clock, core, link, worker, prepared = streaming_with_a_request_in_flight()
     core.on_heartbeat("i/a", clock(), "/b", draining=True)  # another replica's drain: not ours
     core.on_heartbeat("i/a", clock(), "/a", draining=True)
     assert core.state is ExecutorState.STREAMING, "the drain still answers the request in flight"
