@@ -90,6 +90,8 @@ class PolicyServerNode(Node):
         )
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(self._create_client_topics, self._destroy_client_topics)
+        # Before the audit log and the HTTP port: a refused duplicate must touch neither.
+        self._refuse_a_second_instance()
         self.observability = Observability.open(
             audit_log=self.settings.audit_log,
             instance_id=self.instance_id,
@@ -100,7 +102,6 @@ class PolicyServerNode(Node):
             snapshot=self.health_snapshot,
             log=self.get_logger(),
         )
-        self._refuse_a_second_instance()
         self.worker = self._start_worker()
 
         self.status_pub = self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)

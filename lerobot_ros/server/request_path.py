@@ -119,10 +119,8 @@ class _Request:
     def fail(self, error: Exception) -> None:
         request = self.reply.request
         log.error("inference failed for client %s seq %d", request.client_id, request.seq, exc_info=error)
-        self.outcome, self.prepared = "failed", None
-        self.reply.status, self.reply.error = ActionChunk.STATUS_FAILED, f"{type(error).__name__}: {error}"
-        self.reply.actions_model = self.reply.actions_robot = None
-        self.reply.batch_size = 0
+        self.refuse("failed", f"{type(error).__name__}: {error}")
+        self.reply.status, self.reply.batch_size = ActionChunk.STATUS_FAILED, 0
 
 
 class RequestHandler:
@@ -140,6 +138,7 @@ class RequestHandler:
     ) -> None:
         self.runner = runner
         self.capabilities: ServerCapabilities = runner.capabilities
+        self._camera_sizes = self.capabilities.camera_sizes  # a derived dict: built once, not per request
         self.sessions = sessions
         self.publish = publish
         self.audit = audit
@@ -196,7 +195,7 @@ class RequestHandler:
             decode_started = time.perf_counter()
             try:
                 frame = pending_request.frame = observation_from_msg(
-                    ready.item, len(self.capabilities.action_names), self.limits, self.capabilities.camera_sizes
+                    ready.item, len(self.capabilities.action_names), self.limits, self._camera_sizes
                 )
                 check_observation(frame, self.capabilities, session)
                 # An observation of a newer episode may overtake its ResetEpisode call.
@@ -221,28 +220,31 @@ class RequestHandler:
         groups: dict[tuple, list[_Request]] = {}
         for request in requests:
             groups.setdefault(batch_key(request.prepared), []).append(request)
-        forwards = []
+        forwards: list[int] = []
         for group in groups.values():
-            try:
-                actions, inference_s = self.runner.infer([request.prepared for request in group])
-            except Exception as error:  # noqa: BLE001
-                if len(group) == 1:
-                    group[0].fail(error)
-                    continue
-                log.exception("a forward pass of %d requests failed; running them one at a time", len(group))
-                for request in group:
-                    try:
-                        actions, inference_s = self.runner.infer([request.prepared])
-                    except Exception as single_error:  # noqa: BLE001
-                        request.fail(single_error)
-                        continue
-                    forwards.append(1)
-                    self._finish(request, actions, inference_s, 1)
-                continue
-            forwards.append(len(group))
-            for row, request in enumerate(group):
-                self._finish(request, actions[row : row + 1], inference_s, len(group))
+            if not self._run_group(group, forwards) and len(group) > 1:
+                for request in group:  # one bad request must not fail the others
+                    self._run_group([request], forwards)
         return forwards
+
+    def _run_group(self, group: list[_Request], forwards: list[int]) -> bool:
+        """One forward pass for ``group``, its size appended to ``forwards``; False if it raised.
+
+        A lone request that raises is failed with the error; a larger group is
+        only logged, for the caller to rerun one request at a time.
+        """
+        try:
+            actions, inference_s = self.runner.infer([request.prepared for request in group])
+        except Exception as error:  # noqa: BLE001 - one failed forward must not end the worker
+            if len(group) == 1:
+                group[0].fail(error)
+            else:
+                log.exception("a forward pass of %d requests failed; running them one at a time", len(group))
+            return False
+        forwards.append(len(group))
+        for row, request in enumerate(group):
+            self._finish(request, actions[row : row + 1], inference_s, len(group))
+        return True
 
     def _finish(self, request: _Request, actions, inference_s: float, batch_size: int) -> None:
         reply = request.reply
