@@ -52,7 +52,9 @@ def run(args) -> int:
         node.create_subscription(ExecutorStatus, f"{executor.namespace}/{executor.name}/status",
                                  lambda msg, robot=executor.namespace: latest.__setitem__(robot, msg), 10)
     processes = start_processes(plan, output_dir)
-    by_label = dict(processes)
+    # start_processes keeps the plan's order: each server's process by the namespace it answers on.
+    server_process = {f"{node.namespace}/{node.name}": process for node, (_, process) in zip(plan.nodes, processes)
+                      if node.executable == "policy_server_node"}
     victim, victim_label, victim_robots, killed_at = "", "", [], None
     deadline, end_at, last_print = time.monotonic() + args.startup_timeout, None, 0.0
     try:
@@ -76,8 +78,7 @@ def run(args) -> int:
                 served = Counter(s.server_namespace for s in latest.values())
                 victim = served.most_common(1)[0][0]
                 victim_robots = [robot for robot, s in latest.items() if s.server_namespace == victim]
-                victim_label = f"{victim.strip('/').split('/')[0]}_lerobot"
-                by_label[victim_label].send_signal(signal.SIGTERM if args.drain else signal.SIGKILL)
+                server_process[victim].send_signal(signal.SIGTERM if args.drain else signal.SIGKILL)
                 killed_at = now
                 print(f"fleet demo: {'SIGTERM' if args.drain else 'kill -9'} of {victim}, serving {victim_robots}",
                       flush=True)

@@ -39,7 +39,6 @@ class ControlLoop(threading.Thread):
         self.period_s = 1.0 / rate_hz
         self._tick, self._on_error, self._clock = tick, on_error, clock
         self._stop_event = threading.Event()
-        self.ticks = 0  # ticks run
         self.skipped = 0  # deadlines missed by a whole period or more, not made up
 
     def stop(self) -> None:
@@ -57,7 +56,6 @@ class ControlLoop(threading.Thread):
                 self._tick(now)
             except Exception as error:  # noqa: BLE001 - reported; the next tick decides afresh
                 self._on_error(error)
-            self.ticks += 1
             deadline = self.next_deadline(deadline, self._clock())
 
     def next_deadline(self, deadline: float, now: float) -> float:

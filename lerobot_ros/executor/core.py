@@ -261,7 +261,7 @@ class ExecutorCore:
 
     def prepare_request(self, now_s: float, now_ns: int) -> PreparedRequest | NotSent:
         """Assemble the next observation and give it a request id, or say why not."""
-        observation = self._sensors.assemble(now_s)
+        observation = self._sensors.assemble(now_s, self._identity.policy_cameras)
         with self._lock:
             if isinstance(observation, NotSent):
                 if observation.too_old:
@@ -270,8 +270,8 @@ class ExecutorCore:
                 return observation
             identity = self._identity
             if identity.policy_cameras is not None:
-                # Only what the policy reads: a robot may have more cameras than the
-                # policy, and the server refuses cameras it does not know.
+                # Only what the policy reads (assembled that way; filtered again in case a
+                # re-handshake changed the session meanwhile): a robot may have more cameras.
                 observation = dataclasses.replace(
                     observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
                 )

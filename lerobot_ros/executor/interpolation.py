@@ -98,10 +98,6 @@ class Playback:
         self._playing: Row | None = None
         self._phase = 0.0
 
-    @property
-    def playing(self) -> Row | None:
-        return self._playing
-
     def next_position(self) -> Position:
         """Where the coming tick lands (nothing changes until ``played`` or ``stop``)."""
         if self._playing is None:

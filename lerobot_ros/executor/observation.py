@@ -144,7 +144,8 @@ class ObservationAssembler:
         sample, _ = self.joints.get()
         return None if sample is None else sample.positions
 
-    def assemble(self, now_s: float) -> AssembledObservation | NotSent:
+    def assemble(self, now_s: float, cameras: frozenset[str] | None = None) -> AssembledObservation | NotSent:
+        """The latest joint state and frames, fresh, deserialized; ``cameras``: only these (None: all)."""
         sample, joints_at = self.joints.get()
         if sample is None:
             why = f" (last error: {self.last_joint_state_error})" if self.last_joint_state_error else ""
@@ -152,6 +153,8 @@ class ObservationAssembler:
         ages = {"joint state": now_s - joints_at}
         frames = {}
         for name, holder in self.cameras.items():
+            if cameras is not None and name not in cameras:
+                continue  # a camera the policy does not read costs nothing, not even a deserialization
             frame, received = holder.get()
             if frame is None:
                 return NotSent(f"camera {name!r} has not published a frame yet")
