@@ -258,10 +258,13 @@ class PolicyRunner:
 
 def batch_key(request: PreparedRequest) -> tuple:
     """Requests with equal keys can be stacked into one forward pass (same tensor shapes and dtypes:
-    e.g. SmolVLA's task tokens have the task's length)."""
+    e.g. SmolVLA's task tokens have the task's length). An input that is neither a tensor nor a list
+    is one value for the whole pass (``_stack`` keeps it once), so it must be equal too: a request
+    never runs with another's."""
     return tuple(
-        (key, tuple(value.shape), value.dtype) for key, value in sorted(request.batch.items())
-        if isinstance(value, torch.Tensor)
+        (key, tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else (key, repr(value))
+        for key, value in sorted(request.batch.items())
+        if not isinstance(value, list)
     )
 
 
