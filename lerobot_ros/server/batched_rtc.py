@@ -72,6 +72,9 @@ def batched_rtc_kwargs(samples: Sequence[SamplePrefix], execution_horizon: int, 
 class BatchedRTCProcessor(RTCProcessor):
     """LeRobot's RTC processor, accepting one delay and one horizon per sample."""
 
+    _weights_key: tuple | None = None
+    _weights: torch.Tensor | None = None
+
     def denoise_step(
         self,
         x_t,
@@ -91,10 +94,7 @@ class BatchedRTCProcessor(RTCProcessor):
                 f"per-sample RTC inputs must all have the batch size {batch_size}: {len(inference_delay)} delays, "
                 f"{len(execution_horizon)} horizons, {prev_chunk_left_over.shape[0]} prefixes"
             )
-        weights = torch.stack([
-            self.get_prefix_weights(delay, horizon, chunk_length) if horizon > 0 else torch.zeros(chunk_length)
-            for delay, horizon in zip(inference_delay, execution_horizon)
-        ]).to(x_t.device).unsqueeze(-1)  # [batch, chunk_length, 1]
+        weights = self._row_weights(tuple(inference_delay), tuple(execution_horizon), chunk_length, x_t.device)
         target = torch.zeros(batch_size, chunk_length, action_dim, device=x_t.device)
         steps, dims = min(prev_chunk_left_over.shape[1], chunk_length), min(prev_chunk_left_over.shape[2], action_dim)
         target[:, :steps, :dims] = prev_chunk_left_over[:, :steps, :dims]
@@ -110,6 +110,18 @@ class BatchedRTCProcessor(RTCProcessor):
         result = v_t - guidance_weight(time, self.rtc_config.max_guidance_weight) * correction
         self.track(time=time, x1_t=x1_t, correction=correction, err=err, weights=weights)
         return result
+
+
+    def _row_weights(self, delays: tuple, horizons: tuple, chunk_length: int, device) -> torch.Tensor:
+        """Per-row prefix weights [batch, chunk_length, 1], built once per forward: every denoise step reuses them."""
+        key = (delays, horizons, chunk_length, str(device))
+        if self._weights_key != key:
+            self._weights = torch.stack([
+                self.get_prefix_weights(delay, horizon, chunk_length) if horizon > 0 else torch.zeros(chunk_length)
+                for delay, horizon in zip(delays, horizons)
+            ]).to(device).unsqueeze(-1)
+            self._weights_key = key
+        return self._weights
 
 
 def guidance_weight(time: float, max_guidance_weight: float) -> torch.Tensor:
