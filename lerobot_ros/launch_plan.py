@@ -110,9 +110,9 @@ def server_namespace_of(plan: Plan) -> str:
 
 def robot_plan(
     robot_namespace: str = "",
-    server_namespace: str = "/lerobot",
+    server_namespace: str = "",
     client_id: str = "",
-    output_mode: str = output_modes.DEFAULT_OUTPUT_MODE,
+    output_mode: str = "",
     params_file: str = "",
     camera_remaps: dict[str, str] | None = None,
     joint_states_topic: str = "",
@@ -126,12 +126,20 @@ def robot_plan(
     ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
     parameter) to the driver's actual topics; ``joint_states_topic`` and
     ``command_topic`` remap the state input and the command output.
+    An empty ``server_namespace``, ``output_mode`` or ``client_id`` sets
+    nothing, so the params file's value (or the node's default) stays; the
+    simulated arm needs to know the mode, so with ``sim`` an empty mode is
+    the default one.
     """
-    mode = output_modes.output_mode(output_mode)
     namespace = _absolute(robot_namespace)
-    parameters: dict = {"server_namespace": server_namespace, "output_mode": output_mode}
-    if client_id:
-        parameters["client_id"] = client_id
+    if sim and not output_mode:
+        output_mode = output_modes.DEFAULT_OUTPUT_MODE
+    parameters: dict = {}
+    for name, value in (("server_namespace", server_namespace), ("output_mode", output_mode), ("client_id", client_id)):
+        if value:
+            parameters[name] = value
+    if output_mode:
+        mode = output_modes.output_mode(output_mode)
     nodes = []
     if sim:
         # The simulated arm matches the default policy: SO-101 joints, one front camera.
@@ -234,6 +242,22 @@ def fleet_plan(
     return plan
 
 
+def parse_flag(name: str, text: str) -> bool:
+    """A boolean launch argument: ``true`` or ``false`` (any case)."""
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"launch argument {name}: expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def checkpoint_or_default(checkpoint: str, policy: str) -> str:
+    """``checkpoint``, or when empty the default ``policy`` (act or smolvla), built once and cached."""
+    if checkpoint:
+        return checkpoint
+    from lerobot_ros.sim.default_policy import default_checkpoint  # torch: only when it is needed
+
+    return str(default_checkpoint(policy))
+
+
 def parse_remaps(text: str) -> dict[str, str]:
     """``"a:=b, c:=d"`` -> {"a": "b", "c": "d"} (the launch argument form of remaps)."""
     remaps = {}
@@ -246,10 +270,15 @@ def parse_remaps(text: str) -> dict[str, str]:
 
 
 def share_path(*parts: str) -> str:
-    """A file of this package's share directory (colcon install), or of the source tree."""
+    """A file of this package's share directory (colcon install), or of the source tree.
+
+    Resolved: in a --symlink-install or the dev venv the share files are links
+    into the checkout, and Fast DDS loads a profile named by a link and by its
+    target twice (its two profile variables), refusing the second copy.
+    """
     try:
         from ament_index_python.packages import get_package_share_directory
 
-        return str(Path(get_package_share_directory(PACKAGE), *parts))
+        return str(Path(get_package_share_directory(PACKAGE), *parts).resolve())
     except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return str(Path(__file__).resolve().parents[1].joinpath(*parts))
