@@ -19,6 +19,9 @@ PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
 FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
+#: How long the executors of a demo or fleet wait for their server at start-up (its handshake_timeout_s):
+#: all start at once, and the server first imports torch, loads and warms up (over a minute on a loaded CPU).
+SERVER_START_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ def demo_plan(
         output_mode=output_mode,
         sim=True,
         rmw_implementation=rmw_implementation,
-        extra_parameters=executor_parameters,
+        extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})},
     )
     return server + robot
 
@@ -234,7 +237,8 @@ def fleet_plan(
     namespaces = [server_namespace_of(replica) for replica in replicas]
     arms = [robot_plan(robot_namespace=f"sim_arm_{index}", server_namespace=namespaces[0], client_id=f"sim_arm_{index}",
                        output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation,
-                       extra_parameters={"server_namespaces": namespaces, **(executor_parameters or {})})
+                       extra_parameters={"server_namespaces": namespaces, "handshake_timeout_s": SERVER_START_S,
+                                         **(executor_parameters or {})})
             for index in range(robots)]
     plan = replicas[0]
     for part in (*replicas[1:], *arms):

@@ -179,3 +179,12 @@ def test_boolean_launch_arguments_are_true_or_false():
 
 def test_an_explicit_checkpoint_is_used_as_given():
     assert checkpoint_or_default("/ckpt/act", "act") == "/ckpt/act"
+
+
+def test_demo_and_fleet_executors_wait_for_a_server_that_starts_with_them():
+    from lerobot_ros.launch_plan import SERVER_START_S
+
+    executors = [node for node in (demo_plan("/ckpt") + fleet_plan("/ckpt", servers=1, robots=1)).nodes
+                 if node.executable == "chunk_executor_node"]
+    assert [node.parameters["handshake_timeout_s"] for node in executors] == [SERVER_START_S] * 2
+    assert demo_plan("/ckpt", executor_parameters={"handshake_timeout_s": 5.0}).nodes[2].parameters["handshake_timeout_s"] == 5.0
