@@ -6,7 +6,9 @@
 
 The parameter file names the robot's ordered joints, cameras and output
 (see config/robot.yaml). camera_remaps is a comma-separated list of
-from:=to pairs for the camera topics. Uses rmw_zenoh by default, like
+from:=to pairs for the camera topics. An argument left empty
+(server_namespace, output_mode, client_id) keeps the parameter file's value.
+Uses rmw_zenoh by default, like
 server.launch.py. The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 

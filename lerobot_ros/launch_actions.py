@@ -47,6 +47,7 @@ def actions_of(plan: Plan) -> list:
                 remappings=list(node.remappings),
                 output="screen",
                 emulate_tty=True,
+                sigterm_timeout=str(node.stop_timeout_s),
             )
         )
     return actions

@@ -22,6 +22,10 @@ SIM_CAMERA_TOPIC = "camera/front/image_raw"
 #: How long the executors of a demo or fleet wait for their server at start-up (its handshake_timeout_s):
 #: all start at once, and the server first imports torch, loads and warms up (over a minute on a loaded CPU).
 SERVER_START_S = 180.0
+#: How long a launch lets a stopping node finish before escalating to SIGTERM (launch's own default).
+STOP_TIMEOUT_S = 5.0
+#: The server's: its drain may finish the in-flight request for up to 30 s (server.node.DRAIN_TIMEOUT_S), then tears down.
+SERVER_STOP_TIMEOUT_S = 40.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class NodeSpec:
     parameter_files: tuple[str, ...] = ()
     parameters: dict = field(default_factory=dict)  # applied after the files: these win
     remappings: tuple[tuple[str, str], ...] = ()
+    stop_timeout_s: float = STOP_TIMEOUT_S  # SIGINT to SIGTERM, under launch
 
     def ros_arguments(self) -> list[str]:
         """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
@@ -101,6 +106,7 @@ def server_plan(
         namespace=_absolute(namespace),
         parameter_files=(params_file,) if params_file else (),
         parameters=parameters,
+        stop_timeout_s=SERVER_STOP_TIMEOUT_S,
     )
     return Plan((server,), _environment(rmw_implementation), start_zenoh_router, zenoh_router_config)
 

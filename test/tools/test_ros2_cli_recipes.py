@@ -65,10 +65,12 @@ def test_the_readme_has_the_recipes():
 def test_readme_recipe_runs_as_written(demo, command, shown):
     # The first recipe waits for STREAMING, which covers the demo's start-up (torch import, load, warm-up).
     result = ros2(*shlex.split(command)[1:], timeout_s=240 if "--filter" in command else 60)
-    real = [line.rstrip() for line in result.stdout.splitlines()]
+    # What a terminal shows: ros2 prints some answers (a refused parameter) on stderr.
+    printed = result.stdout + result.stderr
+    real = [line.rstrip() for line in printed.splitlines()]
     for line in shown:
         if line.strip() != "...":
-            assert line.rstrip() in real, f"README shows {line!r} for `{command}`; the real output was:\n{result.stdout}"
+            assert line.rstrip() in real, f"README shows {line!r} for `{command}`; the real output was:\n{printed}"
 
 
 def test_the_demo_streams_commands_to_the_simulated_arm(demo):

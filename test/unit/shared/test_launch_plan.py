@@ -188,3 +188,12 @@ def test_demo_and_fleet_executors_wait_for_a_server_that_starts_with_them():
                  if node.executable == "chunk_executor_node"]
     assert [node.parameters["handshake_timeout_s"] for node in executors] == [SERVER_START_S] * 2
     assert demo_plan("/ckpt", executor_parameters={"handshake_timeout_s": 5.0}).nodes[2].parameters["handshake_timeout_s"] == 5.0
+
+
+def test_a_launch_lets_the_server_drain_before_escalating_to_sigterm():
+    from lerobot_ros.launch_plan import SERVER_STOP_TIMEOUT_S, STOP_TIMEOUT_S
+    from lerobot_ros.server.node import DRAIN_TIMEOUT_S
+
+    server, sim, executor = demo_plan("/ckpt").nodes
+    assert server.stop_timeout_s == SERVER_STOP_TIMEOUT_S > DRAIN_TIMEOUT_S
+    assert sim.stop_timeout_s == executor.stop_timeout_s == STOP_TIMEOUT_S
