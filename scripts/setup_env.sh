@@ -64,7 +64,7 @@ inputs_hash="$(
       find lerobot_ros launch config -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
     else
       # launch/ and config/ are linked file by file: only a new or removed file needs a set-up.
-      find launch config -type f | sort
+      find launch config -type f -not -path '*/__pycache__/*' | sort
     fi
     echo "tools: $tools"
     if [ "$tools" = vendored ]; then
