@@ -10,13 +10,9 @@ server.launch.py per GPU instead (namespace:=gpu<i> device:=cuda:<i>). The
 wiring lives in lerobot_ros.launch_plan.fleet_plan.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-
 from lerobot_ros import output_modes
-from lerobot_ros.launch_actions import actions_of
-from lerobot_ros.launch_plan import ZENOH_RMW, fleet_plan
+from lerobot_ros.launch_actions import launch_description
+from lerobot_ros.launch_plan import ZENOH_RMW, checkpoint_or_default, fleet_plan, parse_flag
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
@@ -30,27 +26,17 @@ ARGUMENTS = {
 }
 
 
-def _plan(context):
-    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
-    checkpoint = value["checkpoint"]
-    if not checkpoint:
-        from lerobot_ros.sim.default_policy import default_checkpoint
-
-        checkpoint = str(default_checkpoint(value["policy"]))
-    plan = fleet_plan(
-        checkpoint,
+def _plan(value: dict[str, str]):
+    return fleet_plan(
+        checkpoint_or_default(value["checkpoint"], value["policy"]),
         servers=int(value["servers"]),
         robots=int(value["robots"]),
         output_mode=value["output_mode"],
         device=value["device"],
         rmw_implementation=value["rmw_implementation"],
-        start_zenoh_router=value["start_router"].lower() == "true" and value["rmw_implementation"] == ZENOH_RMW,
+        start_zenoh_router=parse_flag("start_router", value["start_router"]) and value["rmw_implementation"] == ZENOH_RMW,
     )
-    return actions_of(plan)
 
 
-def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription(
-        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
-        + [OpaqueFunction(function=_plan)]
-    )
+def generate_launch_description():
+    return launch_description(ARGUMENTS, _plan)

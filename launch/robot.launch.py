@@ -6,23 +6,21 @@
 
 The parameter file names the robot's ordered joints, cameras and output
 (see config/robot.yaml). camera_remaps is a comma-separated list of
-from:=to pairs for the camera topics. Uses rmw_zenoh by default, like
+from:=to pairs for the camera topics. An argument left empty
+(server_namespace, output_mode, client_id) keeps the parameter file's value.
+Uses rmw_zenoh by default, like
 server.launch.py. The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-
 from lerobot_ros import output_modes
-from lerobot_ros.launch_actions import actions_of
-from lerobot_ros.launch_plan import ZENOH_RMW, parse_remaps, robot_plan, share_path
+from lerobot_ros.launch_actions import launch_description
+from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, parse_remaps, robot_plan, share_path
 
 ARGUMENTS = {
     "robot_namespace": ("", "Namespace of this robot"),
-    "server_namespace": ("/lerobot", "Where the policy server answers"),
+    "server_namespace": ("", "Where the policy server answers; empty keeps the params file's (/lerobot by default)"),
     "client_id": ("", "Stable id of this robot (empty: derived from the host name and namespace)"),
-    "output_mode": (output_modes.DEFAULT_OUTPUT_MODE, output_modes.choices_text()),
+    "output_mode": ("", output_modes.choices_text() + "; empty keeps the params file's"),
     "params_file": (share_path("config", "robot.yaml"), "Parameter file"),
     "camera_remaps": ("", "Camera topic remaps, e.g. camera/front/image_raw:=/usb_cam/image_raw"),
     "joint_states_topic": ("", "Remap the joint state input to this topic"),
@@ -32,26 +30,20 @@ ARGUMENTS = {
 }
 
 
-def _plan(context):
-    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
-    return actions_of(
-        robot_plan(
-            robot_namespace=value["robot_namespace"],
-            server_namespace=value["server_namespace"],
-            client_id=value["client_id"],
-            output_mode=value["output_mode"],
-            params_file=value["params_file"],
-            camera_remaps=parse_remaps(value["camera_remaps"]),
-            joint_states_topic=value["joint_states_topic"],
-            command_topic=value["command_topic"],
-            sim=value["sim"].lower() == "true",
-            rmw_implementation=value["rmw_implementation"],
-        )
+def _plan(value: dict[str, str]):
+    return robot_plan(
+        robot_namespace=value["robot_namespace"],
+        server_namespace=value["server_namespace"],
+        client_id=value["client_id"],
+        output_mode=value["output_mode"],
+        params_file=value["params_file"],
+        camera_remaps=parse_remaps(value["camera_remaps"]),
+        joint_states_topic=value["joint_states_topic"],
+        command_topic=value["command_topic"],
+        sim=parse_flag("sim", value["sim"]),
+        rmw_implementation=value["rmw_implementation"],
     )
 
 
-def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription(
-        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
-        + [OpaqueFunction(function=_plan)]
-    )
+def generate_launch_description():
+    return launch_description(ARGUMENTS, _plan)

@@ -9,12 +9,8 @@ start_router:=true also starts rmw_zenohd, with router_config if given
 lerobot_ros.launch_plan.server_plan.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-
-from lerobot_ros.launch_actions import actions_of
-from lerobot_ros.launch_plan import ZENOH_RMW, server_plan, share_path
+from lerobot_ros.launch_actions import launch_description
+from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, server_plan, share_path
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint directory or Hugging Face Hub id (required)"),
@@ -27,23 +23,17 @@ ARGUMENTS = {
 }
 
 
-def _plan(context):
-    value = {name: LaunchConfiguration(name).perform(context) for name in ARGUMENTS}
-    return actions_of(
-        server_plan(
-            value["checkpoint"],
-            namespace=value["namespace"],
-            device=value["device"],
-            params_file=value["params_file"],
-            rmw_implementation=value["rmw_implementation"],
-            start_zenoh_router=value["start_router"].lower() == "true",
-            zenoh_router_config=value["router_config"],
-        )
+def _plan(value: dict[str, str]):
+    return server_plan(
+        value["checkpoint"],
+        namespace=value["namespace"],
+        device=value["device"],
+        params_file=value["params_file"],
+        rmw_implementation=value["rmw_implementation"],
+        start_zenoh_router=parse_flag("start_router", value["start_router"]),
+        zenoh_router_config=value["router_config"],
     )
 
 
-def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription(
-        [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in ARGUMENTS.items()]
-        + [OpaqueFunction(function=_plan)]
-    )
+def generate_launch_description():
+    return launch_description(ARGUMENTS, _plan)

@@ -1,16 +1,32 @@
 """Turn a launch_plan.Plan into ROS 2 launch actions (used by launch/*.launch.py).
 
-Needs the ``launch`` and ``launch_ros`` packages of a ROS 2 install (no
-wheels exist for them, so this module is only imported by ``ros2 launch``);
-all decisions live in ``launch_plan``, which is tested everywhere.
+Needs the ``launch`` and ``launch_ros`` packages (a ROS 2 install, or the
+vendored tools that scripts/setup_env.sh installs), so this module is only
+imported by ``ros2 launch``; all decisions live in ``launch_plan``, which is
+tested everywhere.
 """
 
 from __future__ import annotations
 
-from launch.actions import ExecuteProcess, SetEnvironmentVariable
+from collections.abc import Callable, Mapping
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction, SetEnvironmentVariable
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from lerobot_ros.launch_plan import PACKAGE, Plan
+
+
+def launch_description(arguments: Mapping[str, tuple[str, str]], plan_of: Callable[[dict[str, str]], Plan]) -> LaunchDescription:
+    """A launch file's whole description: ``arguments`` maps each launch argument to (default, description);
+    ``plan_of`` gets every argument's value, as text, and returns the plan to run."""
+
+    def run(context) -> list:
+        return actions_of(plan_of({name: LaunchConfiguration(name).perform(context) for name in arguments}))
+
+    declared = [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in arguments.items()]
+    return LaunchDescription([*declared, OpaqueFunction(function=run)])
 
 
 def actions_of(plan: Plan) -> list:
@@ -31,6 +47,7 @@ def actions_of(plan: Plan) -> list:
                 remappings=list(node.remappings),
                 output="screen",
                 emulate_tty=True,
+                sigterm_timeout=str(node.stop_timeout_s),
             )
         )
     return actions

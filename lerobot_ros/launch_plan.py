@@ -19,6 +19,13 @@ PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
 FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
+#: How long the executors of a demo or fleet wait for their server at start-up (its handshake_timeout_s):
+#: all start at once, and the server first imports torch, loads and warms up (over a minute on a loaded CPU).
+SERVER_START_S = 180.0
+#: How long a launch lets a stopping node finish before escalating to SIGTERM (launch's own default).
+STOP_TIMEOUT_S = 5.0
+#: The server's: its drain may finish the in-flight request for up to 30 s (server.node.DRAIN_TIMEOUT_S), then tears down.
+SERVER_STOP_TIMEOUT_S = 40.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class NodeSpec:
     parameter_files: tuple[str, ...] = ()
     parameters: dict = field(default_factory=dict)  # applied after the files: these win
     remappings: tuple[tuple[str, str], ...] = ()
+    stop_timeout_s: float = STOP_TIMEOUT_S  # SIGINT to SIGTERM, under launch
 
     def ros_arguments(self) -> list[str]:
         """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
@@ -98,6 +106,7 @@ def server_plan(
         namespace=_absolute(namespace),
         parameter_files=(params_file,) if params_file else (),
         parameters=parameters,
+        stop_timeout_s=SERVER_STOP_TIMEOUT_S,
     )
     return Plan((server,), _environment(rmw_implementation), start_zenoh_router, zenoh_router_config)
 
@@ -110,9 +119,9 @@ def server_namespace_of(plan: Plan) -> str:
 
 def robot_plan(
     robot_namespace: str = "",
-    server_namespace: str = "/lerobot",
+    server_namespace: str = "",
     client_id: str = "",
-    output_mode: str = output_modes.DEFAULT_OUTPUT_MODE,
+    output_mode: str = "",
     params_file: str = "",
     camera_remaps: dict[str, str] | None = None,
     joint_states_topic: str = "",
@@ -126,12 +135,20 @@ def robot_plan(
     ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
     parameter) to the driver's actual topics; ``joint_states_topic`` and
     ``command_topic`` remap the state input and the command output.
+    An empty ``server_namespace``, ``output_mode`` or ``client_id`` sets
+    nothing, so the params file's value (or the node's default) stays; the
+    simulated arm needs to know the mode, so with ``sim`` an empty mode is
+    the default one.
     """
-    mode = output_modes.output_mode(output_mode)
     namespace = _absolute(robot_namespace)
-    parameters: dict = {"server_namespace": server_namespace, "output_mode": output_mode}
-    if client_id:
-        parameters["client_id"] = client_id
+    if sim and not output_mode:
+        output_mode = output_modes.DEFAULT_OUTPUT_MODE
+    parameters: dict = {}
+    for name, value in (("server_namespace", server_namespace), ("output_mode", output_mode), ("client_id", client_id)):
+        if value:
+            parameters[name] = value
+    if output_mode:
+        mode = output_modes.output_mode(output_mode)
     nodes = []
     if sim:
         # The simulated arm matches the default policy: SO-101 joints, one front camera.
@@ -196,7 +213,7 @@ def demo_plan(
         output_mode=output_mode,
         sim=True,
         rmw_implementation=rmw_implementation,
-        extra_parameters=executor_parameters,
+        extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})},
     )
     return server + robot
 
@@ -226,12 +243,29 @@ def fleet_plan(
     namespaces = [server_namespace_of(replica) for replica in replicas]
     arms = [robot_plan(robot_namespace=f"sim_arm_{index}", server_namespace=namespaces[0], client_id=f"sim_arm_{index}",
                        output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation,
-                       extra_parameters={"server_namespaces": namespaces, **(executor_parameters or {})})
+                       extra_parameters={"server_namespaces": namespaces, "handshake_timeout_s": SERVER_START_S,
+                                         **(executor_parameters or {})})
             for index in range(robots)]
     plan = replicas[0]
     for part in (*replicas[1:], *arms):
         plan = plan + part
     return plan
+
+
+def parse_flag(name: str, text: str) -> bool:
+    """A boolean launch argument: ``true`` or ``false`` (any case)."""
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"launch argument {name}: expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def checkpoint_or_default(checkpoint: str, policy: str) -> str:
+    """``checkpoint``, or when empty the default ``policy`` (act or smolvla), built once and cached."""
+    if checkpoint:
+        return checkpoint
+    from lerobot_ros.sim.default_policy import default_checkpoint  # torch: only when it is needed
+
+    return str(default_checkpoint(policy))
 
 
 def parse_remaps(text: str) -> dict[str, str]:
@@ -246,10 +280,15 @@ def parse_remaps(text: str) -> dict[str, str]:
 
 
 def share_path(*parts: str) -> str:
-    """A file of this package's share directory (colcon install), or of the source tree."""
+    """A file of this package's share directory (colcon install), or of the source tree.
+
+    Resolved: in a --symlink-install or the dev venv the share files are links
+    into the checkout, and Fast DDS loads a profile named by a link and by its
+    target twice (its two profile variables), refusing the second copy.
+    """
     try:
         from ament_index_python.packages import get_package_share_directory
 
-        return str(Path(get_package_share_directory(PACKAGE), *parts))
+        return str(Path(get_package_share_directory(PACKAGE), *parts).resolve())
     except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return str(Path(__file__).resolve().parents[1].joinpath(*parts))

@@ -108,10 +108,15 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        # A Ctrl-C in a terminal reaches every process of the group, and
+        # `ros2 launch` forwards its own SIGINT too: a second signal during
+        # this bounded teardown must not interrupt it half-way.
+        for signum in previous:
+            signal.signal(signum, lambda signum, frame: None)
         executor.shutdown(timeout_sec=1.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0

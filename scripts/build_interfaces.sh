@@ -1,52 +1,91 @@
 #!/usr/bin/env bash
-# Generate lerobot_ros.msg / lerobot_ros.srv from msg/ and srv/ with the ROS 2
-# wheels of a venv and install them into that venv: libraries into <venv>/lib
-# (which the wheels' bootstrapper puts on LD_LIBRARY_PATH), the ament index and
-# interface definitions into <venv>/share, and the generated Python modules
-# into site-packages/lerobot_ros next to the pip-installed package.
+# Generate an interface package's Python, C and typesupport code with the
+# ROS 2 wheels of a venv and install it into that venv: libraries into
+# <venv>/lib (which the wheels' bootstrapper puts on LD_LIBRARY_PATH), the
+# ament index and interface definitions into <venv>/share, and the generated
+# Python package into site-packages.
 #
-# usage: scripts/build_interfaces.sh VENV [BUILD_DIR]
+# usage: scripts/build_interfaces.sh VENV [BUILD_DIR [PACKAGE_DIR]]
+#   without PACKAGE_DIR: lerobot_ros's own msg/ and srv/ (CMakeLists.txt with
+#     -DLEROBOT_ROS_INTERFACES_ONLY=ON); the generated modules go next to the
+#     pip-installed package.
+#   PACKAGE_DIR: another interface package's source (for example the vendored
+#     composition_interfaces or tf2_msgs). It is never modified: its copy in
+#     BUILD_DIR/source gets the wheel include fix and loses ADD_LINTER_TESTS.
 # A colcon workspace does not use this: colcon runs CMakeLists.txt directly.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$(cd "${1:?usage: build_interfaces.sh VENV [BUILD_DIR]}" && pwd)"
+venv="$(cd "${1:?usage: build_interfaces.sh VENV [BUILD_DIR [PACKAGE_DIR]]}" && pwd)"
 build_dir="${2:-$root/build/interfaces}"
+package_dir="${3:-}"
 python="$venv/bin/python"
 site_packages="$("$python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 
 mkdir -p "$build_dir"
+build_dir="$(cd "$build_dir" && pwd)"
+cmake_options=()
+if [ -z "$package_dir" ]; then
+  source_dir="$root"
+  package=lerobot_ros
+  cmake_options+=(-DLEROBOT_ROS_INTERFACES_ONLY=ON)
+else
+  package_dir="$(cd "$package_dir" && pwd)"
+  package="$(basename "$package_dir")"
+  source_dir="$build_dir/source"
+  rm -rf "$source_dir"
+  cp -a "$package_dir" "$source_dir"
+  chmod -R u+w "$source_dir"
+  # Linter tests need ament_lint packages the wheels do not ship; the imported
+  # targets of the dependencies need the same include fix as ours.
+  "$python" - "$source_dir/CMakeLists.txt" "$root/cmake/ros_wheel_include_fix.cmake" <<'PY'
+import pathlib, re, sys
+cmakelists, fix = pathlib.Path(sys.argv[1]), sys.argv[2]
+text = cmakelists.read_text()
+if "rosidl_generate_interfaces(" not in text:
+    sys.exit(f"error: {cmakelists} has no rosidl_generate_interfaces() call")
+text = re.sub(r"^\s*ADD_LINTER_TESTS\s*$\n", "", text, flags=re.M)
+# At the end: rosidl_generate_interfaces itself imports targets
+# (service_msgs, action_msgs) that need it too; CMake checks them only when
+# it generates, after the whole file.
+text += f'\ninclude("{fix}")\nlerobot_ros_fix_wheel_include_dirs()\n'
+cmakelists.write_text(text)
+PY
+fi
+
 # The venv's bin first: its cmake, python and the rosidl generator scripts.
 export PATH="$venv/bin:$PATH"
 export AMENT_PREFIX_PATH="$venv"
 export CMAKE_PREFIX_PATH="$venv"
 
-cmake -S "$root" -B "$build_dir" \
-  -DLEROBOT_ROS_INTERFACES_ONLY=ON \
+cmake -S "$source_dir" -B "$build_dir/cmake" \
+  "${cmake_options[@]}" \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$build_dir/install" \
   -DPython3_EXECUTABLE="$python" \
   -DBUILD_TESTING=OFF \
   >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log" >&2; exit 1; }
-cmake --build "$build_dir" --parallel "$(nproc)" >"$build_dir/build.log" 2>&1 \
+cmake --build "$build_dir/cmake" --parallel "$(nproc)" >"$build_dir/build.log" 2>&1 \
   || { tail -n 60 "$build_dir/build.log" >&2; exit 1; }
-cmake --install "$build_dir" >"$build_dir/install.log" 2>&1 \
+cmake --install "$build_dir/cmake" >"$build_dir/install.log" 2>&1 \
   || { cat "$build_dir/install.log" >&2; exit 1; }
 
-# rosidl installs the generated Python as a distribution of its own: an
-# empty lerobot_ros/__init__.py and a lerobot_ros egg-info. Either would
-# shadow the real package (pip's editable install or wheel), so copy only the
-# generated modules, whatever order pip and this script ran in.
 staged="$build_dir/install"
-staged_package="$(echo "$staged"/lib/python3*/site-packages/lerobot_ros)"
+staged_package="$(echo "$staged"/lib/python3*/site-packages/"$package")"
 [ -d "$staged_package" ] || { echo "error: no generated Python package under $staged" >&2; exit 1; }
 cp -a "$staged"/lib/*.so "$venv/lib/"
-mkdir -p "$venv/share" "$site_packages/lerobot_ros"
+mkdir -p "$venv/share" "$site_packages/$package"
 cp -a "$staged/share/." "$venv/share/"
+# rosidl installs the generated Python as a distribution of its own: an
+# empty __init__.py and an egg-info. For lerobot_ros either would shadow the
+# real package (pip's editable install or wheel), so copy only the generated
+# modules, whatever order pip and this script ran in. Another package is
+# only its generated code, __init__.py included.
 for generated in "$staged_package"/*; do
   case "$(basename "$generated")" in
-    __init__.py|__pycache__) ;;
-    *) cp -a "$generated" "$site_packages/lerobot_ros/" ;;
+    __pycache__) ;;
+    __init__.py) [ "$package" = lerobot_ros ] || cp -a "$generated" "$site_packages/$package/" ;;
+    *) cp -a "$generated" "$site_packages/$package/" ;;
   esac
 done
-echo "interfaces installed into $venv"
+echo "$package interfaces installed into $venv"

@@ -9,9 +9,19 @@
 #   --robot    robot-side environment: ROS 2 wheels, the interfaces and a
 #              regular (non-editable) `pip install .` with no server extra,
 #              i.e. no torch and no LeRobot.
+#   Both lay the package out for ament (share/lerobot_ros/{launch,config},
+#   lib/lerobot_ros/<executables>, the venv on AMENT_PREFIX_PATH), so a `ros2`
+#   command finds it. The default profile also installs ROS 2's command-line
+#   and launch tools (`ros2`, launch, launch_ros) and the interface packages
+#   composition_interfaces and tf2_msgs from their sources in
+#   LEROBOT_ROS_ROS2_TOOLS, where no ROS 2 install provides them.
 # environment:
-#   LEROBOT_ROS_VENV    where to create the venv (default: <repo>/.venv)
-#   LEROBOT_ROS_PYTHON  the Python 3.12 interpreter to use (default: searched)
+#   LEROBOT_ROS_VENV        where to create the venv (default: <repo>/.venv)
+#   LEROBOT_ROS_PYTHON      the Python 3.12 interpreter to use (default: searched)
+#   LEROBOT_ROS_ROS2_TOOLS  the ROS 2 tools' sources (default:
+#                           <repo>/../shared/vendor/ros2_tools); when the folder
+#                           is absent and no ROS 2 install is sourced, the tools
+#                           are skipped and the tests that need them skip
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +29,7 @@ profile=dev
 case "${1:-}" in
   "") ;;
   --robot) profile=robot ;;
-  -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
   *) echo "error: unknown argument '$1' (expected nothing or --robot)" >&2; exit 2 ;;
 esac
 venv="${LEROBOT_ROS_VENV:-$root/.venv}"
@@ -28,15 +38,37 @@ venv="${LEROBOT_ROS_VENV:-$root/.venv}"
 . "$root/scripts/find_python312.sh"
 python312="$(lerobot_ros_find_python312)"
 
+# Where `ros2`, launch and launch_ros come from: a sourced ROS 2 install, the
+# vendored sources (default profile), or nowhere.
+ros2_tools="${LEROBOT_ROS_ROS2_TOOLS:-$root/../shared/vendor/ros2_tools}"
+if [ "$profile" = robot ]; then
+  tools=none
+elif [ -n "${ROS_DISTRO:-}" ] && command -v ros2 >/dev/null 2>&1; then
+  tools=ros-install
+elif [ -d "$ros2_tools" ]; then
+  tools=vendored
+  ros2_tools="$(cd "$ros2_tools" && pwd)"
+else
+  tools=none
+fi
+
 # Everything that changes what this script installs. Python files of the
 # package are not listed: the dev install is editable, so edits need no setup.
 inputs_hash="$(
   cd "$root" && {
     echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
-    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv \
-      scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh
+    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv bin/* \
+      scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh \
+      scripts/install_ament_package.sh scripts/install_ros2_tools.sh
     if [ "$profile" = robot ]; then
-      find lerobot_ros bin -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
+      find lerobot_ros launch config -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
+    else
+      # launch/ and config/ are linked file by file: only a new or removed file needs a set-up.
+      find launch config -type f -not -path '*/__pycache__/*' | sort
+    fi
+    echo "tools: $tools"
+    if [ "$tools" = vendored ]; then
+      (cd "$ros2_tools" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
     fi
   } | sha256sum | cut -d' ' -f1
 )"
@@ -78,5 +110,25 @@ echo "lerobot_ros: generating the ROS interfaces"
 
 "$venv/bin/python" -c "from lerobot_ros.msg import Observation; from lerobot_ros.srv import OpenSession" \
   || { echo "error: the generated interfaces do not import" >&2; exit 1; }
+if [ "$profile" = dev ]; then
+  "$root/scripts/install_ament_package.sh" "$venv" link
+else
+  "$root/scripts/install_ament_package.sh" "$venv" copy
+fi
+
+case "$tools" in
+  vendored)
+    echo "lerobot_ros: installing the ROS 2 tools from $ros2_tools"
+    "$root/scripts/install_ros2_tools.sh" "$venv" "$ros2_tools" "$root/build/ros2_tools"
+    "$venv/bin/python" -c "import launch_ros.actions, ros2cli; from tf2_msgs.msg import TFMessage" \
+      || { echo "error: the ROS 2 tools do not import" >&2; exit 1; }
+    ;;
+  ros-install) echo "lerobot_ros: ROS 2 tools: using the sourced ROS 2 $ROS_DISTRO install ($(command -v ros2))" ;;
+  none)
+    if [ "$profile" = dev ]; then
+      echo "lerobot_ros: ROS 2 tools: skipped (no $ros2_tools and no sourced ROS 2 install; the tests that need them skip)"
+    fi
+    ;;
+esac
 echo "$inputs_hash" > "$stamp"
 echo "lerobot_ros: environment ready in $((SECONDS - started)) s ($(du -sh "$venv" | cut -f1))"

@@ -5,15 +5,17 @@ import pytest
 from lerobot_ros.launch_plan import (
     SIM_CAMERA_TOPIC,
     ZENOH_RMW,
+    checkpoint_or_default,
     demo_plan,
     fleet_plan,
+    parse_flag,
     parse_remaps,
     robot_plan,
     server_namespace_of,
     share_path,
     server_plan,
 )
-from lerobot_ros.output_modes import OUTPUT_MODES
+from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 
@@ -114,7 +116,7 @@ def test_fleet_plan_runs_replicas_under_their_own_namespaces_and_every_robot_lis
 
 
 def test_ros_arguments_carry_name_namespace_files_parameters_and_remaps():
-    plan = robot_plan(robot_namespace="arm", params_file="/p.yaml", joint_states_topic="/js",
+    plan = robot_plan(robot_namespace="arm", server_namespace="/lerobot", params_file="/p.yaml", joint_states_topic="/js",
                       extra_parameters={"fps": 50.0}, rmw_implementation="")
     args = plan.nodes[0].ros_arguments()
     assert args[:5] == ["--ros-args", "-r", "__node:=chunk_executor", "-r", "__ns:=/arm"]
@@ -157,3 +159,41 @@ def test_the_shipped_fastdds_profile_is_accepted_by_fastdds_with_a_16_mib_segmen
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
     problems = [line for line in result.stderr.splitlines() if "error" in line.lower() or "XMLPARSER" in line]
     assert not problems, problems
+
+
+def test_robot_plan_leaves_unset_arguments_to_the_params_file():
+    (executor,) = robot_plan(params_file="/etc/arm.yaml").nodes
+    assert executor.parameter_files == ("/etc/arm.yaml",)
+    assert not {"server_namespace", "output_mode", "client_id"} & executor.parameters.keys()
+    # The simulated arm must know where the executor commands it, so the mode is set.
+    sim, executor = robot_plan(sim=True).nodes
+    assert executor.parameters["output_mode"] == DEFAULT_OUTPUT_MODE
+    assert executor.parameters["output_topic"] == OUTPUT_MODES[DEFAULT_OUTPUT_MODE].sim_topic
+
+
+def test_boolean_launch_arguments_are_true_or_false():
+    assert parse_flag("sim", "True") is True and parse_flag("sim", "false") is False
+    with pytest.raises(ValueError, match="launch argument sim: expected true or false, got 'yes'"):
+        parse_flag("sim", "yes")
+
+
+def test_an_explicit_checkpoint_is_used_as_given():
+    assert checkpoint_or_default("/ckpt/act", "act") == "/ckpt/act"
+
+
+def test_demo_and_fleet_executors_wait_for_a_server_that_starts_with_them():
+    from lerobot_ros.launch_plan import SERVER_START_S
+
+    executors = [node for node in (demo_plan("/ckpt") + fleet_plan("/ckpt", servers=1, robots=1)).nodes
+                 if node.executable == "chunk_executor_node"]
+    assert [node.parameters["handshake_timeout_s"] for node in executors] == [SERVER_START_S] * 2
+    assert demo_plan("/ckpt", executor_parameters={"handshake_timeout_s": 5.0}).nodes[2].parameters["handshake_timeout_s"] == 5.0
+
+
+def test_a_launch_lets_the_server_drain_before_escalating_to_sigterm():
+    from lerobot_ros.launch_plan import SERVER_STOP_TIMEOUT_S, STOP_TIMEOUT_S
+    from lerobot_ros.server.node import DRAIN_TIMEOUT_S
+
+    server, sim, executor = demo_plan("/ckpt").nodes
+    assert server.stop_timeout_s == SERVER_STOP_TIMEOUT_S > DRAIN_TIMEOUT_S
+    assert sim.stop_timeout_s == executor.stop_timeout_s == STOP_TIMEOUT_S
