@@ -7,14 +7,15 @@ all decisions live in ``launch_plan``, which is tested everywhere.
 
 from __future__ import annotations
 
-from launch.actions import ExecuteProcess, SetEnvironmentVariable
+from launch.actions import ExecuteProcess, LogInfo, SetEnvironmentVariable
 from launch_ros.actions import Node
 
-from lerobot_ros.launch_plan import PACKAGE, Plan
+from lerobot_ros.launch_plan import Plan
 
 
 def actions_of(plan: Plan) -> list:
     actions: list = [SetEnvironmentVariable(name, value) for name, value in plan.environment.items()]
+    actions += [LogInfo(msg=notice) for notice in plan.notices]
     if plan.start_zenoh_router:
         router_env = {"ZENOH_ROUTER_CONFIG_URI": plan.zenoh_router_config} if plan.zenoh_router_config else {}
         actions.append(
@@ -23,8 +24,9 @@ def actions_of(plan: Plan) -> list:
     for node in plan.nodes:
         actions.append(
             Node(
-                package=PACKAGE,
+                package=node.package,
                 executable=node.executable,
+                arguments=list(node.arguments),
                 name=node.name,
                 namespace=node.namespace,
                 parameters=[*node.parameter_files, dict(node.parameters)],

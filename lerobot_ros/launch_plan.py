@@ -19,6 +19,7 @@ PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
 FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
+RVIZ_PACKAGE = "rviz2"
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,14 @@ class NodeSpec:
     """One node: what `launch_ros.actions.Node` needs, and how to run it without launch."""
 
     executable: str
-    module: str
+    module: str  # empty for a node that is not a Python module of this package (rviz2)
     name: str
     namespace: str = ""
     parameter_files: tuple[str, ...] = ()
     parameters: dict = field(default_factory=dict)  # applied after the files: these win
     remappings: tuple[tuple[str, str], ...] = ()
+    package: str = PACKAGE
+    arguments: tuple[str, ...] = ()  # command-line arguments before --ros-args
 
     def ros_arguments(self) -> list[str]:
         """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
@@ -44,6 +47,7 @@ class Plan:
     environment: dict = field(default_factory=dict)
     start_zenoh_router: bool = False
     zenoh_router_config: str = ""  # empty: rmw_zenoh's built-in default
+    notices: tuple[str, ...] = ()  # logged by whoever runs the plan, e.g. an optional tool that is not installed
 
     def __add__(self, other: Plan) -> Plan:
         clash = {k for k in self.environment.keys() & other.environment.keys() if self.environment[k] != other.environment[k]}
@@ -54,6 +58,7 @@ class Plan:
             {**self.environment, **other.environment},
             self.start_zenoh_router or other.start_zenoh_router,
             self.zenoh_router_config or other.zenoh_router_config,
+            self.notices + other.notices,
         )
 
 
@@ -120,13 +125,16 @@ def robot_plan(
     sim: bool = False,
     rmw_implementation: str = ZENOH_RMW,
     extra_parameters: dict | None = None,
+    rviz: bool = False,
 ) -> Plan:
-    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it.
+    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with ``rviz``, rviz2).
 
     ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
     parameter) to the driver's actual topics; ``joint_states_topic`` and
     ``command_topic`` remap the state input and the command output.
     """
+    if rviz and not sim:
+        raise ValueError("rviz shows the simulated arm (its robot_description and /tf): it needs sim")
     mode = output_modes.output_mode(output_mode)
     namespace = _absolute(robot_namespace)
     parameters: dict = {"server_namespace": server_namespace, "output_mode": output_mode}
@@ -169,7 +177,22 @@ def robot_plan(
         parameters=parameters,
         remappings=tuple(remappings),
     )
-    return Plan((*nodes, executor), _environment(rmw_implementation))
+    plan = Plan((*nodes, executor), _environment(rmw_implementation))
+    return plan + rviz_plan(namespace) if rviz else plan
+
+
+def rviz_plan(robot_namespace: str = "") -> Plan:
+    """rviz2 showing the simulated arm (``config/rviz/sim_arm.rviz``); a notice instead where rviz2 is not installed.
+
+    rviz2 runs in the robot's namespace, so the config's relative topics
+    (robot_description, the camera) are that robot's; ``/tf`` is global.
+    """
+    if not package_installed(RVIZ_PACKAGE):
+        return Plan((), notices=(f"rviz:=true, but {RVIZ_PACKAGE} is not installed (not in the ament index): "
+                                 "starting without it",))
+    rviz = NodeSpec(executable="rviz2", module="", name="rviz", namespace=_absolute(robot_namespace), package=RVIZ_PACKAGE,
+                    arguments=("-d", share_path("config", "rviz", "sim_arm.rviz")))
+    return Plan((rviz,))
 
 
 def demo_plan(
@@ -180,8 +203,9 @@ def demo_plan(
     start_zenoh_router: bool = False,
     server_parameters: dict | None = None,
     executor_parameters: dict | None = None,
+    rviz: bool = False,
 ) -> Plan:
-    """Server + simulated robot + executor, talking to each other."""
+    """Server + simulated robot + executor, talking to each other (with ``rviz``, rviz2 showing the arm)."""
     server = server_plan(
         checkpoint,
         device=device,
@@ -197,6 +221,7 @@ def demo_plan(
         sim=True,
         rmw_implementation=rmw_implementation,
         extra_parameters=executor_parameters,
+        rviz=rviz,
     )
     return server + robot
 
@@ -243,6 +268,17 @@ def parse_remaps(text: str) -> dict[str, str]:
             raise ValueError(f"remap {item!r} is not of the form from:=to")
         remaps[source] = target
     return remaps
+
+
+def package_installed(package: str) -> bool:
+    """Whether the ament index (a ROS install or colcon workspace on AMENT_PREFIX_PATH) holds ``package``."""
+    try:
+        from ament_index_python.packages import get_package_prefix
+
+        get_package_prefix(package)
+    except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+        return False
+    return True
 
 
 def share_path(*parts: str) -> str:
