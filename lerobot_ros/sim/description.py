@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from xml.etree import ElementTree
 
 import numpy as np
@@ -91,7 +92,7 @@ class ArmDescription:
         """Upper arm, forearm and hand (metres)."""
         return tuple(fraction * METRES_PER_SCALE for fraction in LINK_FRACTIONS)
 
-    @property
+    @cached_property
     def joints(self) -> tuple[Joint, ...]:
         upper_arm, forearm, hand = self.link_lengths
         origins = ((0.0, 0.0, 0.0), (0.0, 0.0, SHOULDER_HEIGHT_M), (0.0, 0.0, upper_arm), (0.0, 0.0, forearm),
@@ -128,19 +129,30 @@ class ArmDescription:
             poses[transform.child] = poses[transform.parent] @ _matrix(transform)
         return poses
 
+    @cached_property
+    def _visuals(self) -> dict[str, tuple[str, dict[str, str], tuple[float, float, float], str]]:
+        """Per link: geometry, its attributes, its centre in the link's frame, material. Links along z from their origin."""
+        upper_arm, forearm, hand = self.link_lengths
+        visuals = {BASE_LINK: ("box", {"size": "0.1 0.1 0.02"}, (0.0, 0.0, -0.01), "grey"),
+                   "jaw_link": ("box", {"size": "0.006 0.012 0.024"}, (0.0, 0.008, 0.012), "red")}
+        for link, length, radius in (("shoulder_link", SHOULDER_HEIGHT_M, 0.03), ("upper_arm_link", upper_arm, 0.02),
+                                     ("forearm_link", forearm, 0.018), ("hand_link", hand, 0.012)):
+            visuals[link] = ("cylinder", {"radius": repr(radius), "length": repr(length)}, (0.0, 0.0, length / 2), "orange")
+        return visuals
+
     def urdf(self) -> str:
         """The URDF text: links with simple visuals, the joint table with limits, axes and origins."""
         robot = ElementTree.Element("robot", name=ROBOT_NAME)
-        lengths = dict(zip(("upper_arm_link", "forearm_link", "hand_link"), self.link_lengths))
-        lengths["shoulder_link"] = SHOULDER_HEIGHT_M
+        for name, rgba in (("orange", "0.9 0.47 0.16 1"), ("grey", "0.3 0.3 0.35 1"), ("red", "0.8 0.16 0.16 1")):
+            ElementTree.SubElement(ElementTree.SubElement(robot, "material", name=name), "color", rgba=rgba)
         for link in (*LINKS, TIP_LINK):
             element = ElementTree.SubElement(robot, "link", name=link)
-            if link in lengths:
-                _visual(element, f'{0.025 if link != "hand_link" else 0.015}', lengths[link], "orange")
-            elif link == BASE_LINK:
-                _box(element, "0.1 0.1 0.02", "0 0 -0.01", "grey")
-            elif link == "jaw_link":
-                _box(element, "0.006 0.03 0.03", "0 0 0.015", "red")
+            if link in self._visuals:
+                geometry, attributes, centre, material = self._visuals[link]
+                visual = ElementTree.SubElement(element, "visual")
+                ElementTree.SubElement(visual, "origin", xyz=_triple(centre), rpy="0 0 0")
+                ElementTree.SubElement(ElementTree.SubElement(visual, "geometry"), geometry, attributes)
+                ElementTree.SubElement(visual, "material", name=material)
         for joint in self.joints:
             element = ElementTree.SubElement(robot, "joint", name=joint.name, type=joint.kind)
             ElementTree.SubElement(element, "parent", link=joint.parent)
@@ -150,8 +162,6 @@ class ArmDescription:
                 ElementTree.SubElement(element, "axis", xyz=_triple(joint.axis))
                 ElementTree.SubElement(element, "limit", lower=repr(joint.lower), upper=repr(joint.upper),
                                        velocity=repr(self.max_velocity), effort=repr(EFFORT_LIMIT))
-        for name, rgba in (("orange", "0.9 0.47 0.16 1"), ("grey", "0.3 0.3 0.35 1"), ("red", "0.8 0.16 0.16 1")):
-            ElementTree.SubElement(ElementTree.SubElement(robot, "material", name=name), "color", rgba=rgba)
         ElementTree.indent(robot)
         return '<?xml version="1.0"?>\n' + ElementTree.tostring(robot, encoding="unicode") + "\n"
 
@@ -188,16 +198,3 @@ def _matrix(transform: Transform) -> np.ndarray:
 def _triple(values) -> str:
     return " ".join(repr(float(value)) for value in values)
 
-
-def _visual(link: ElementTree.Element, radius: str, length: float, material: str) -> None:
-    visual = ElementTree.SubElement(link, "visual")
-    ElementTree.SubElement(visual, "origin", xyz=f"0 0 {length / 2!r}", rpy="0 0 0")
-    ElementTree.SubElement(ElementTree.SubElement(visual, "geometry"), "cylinder", radius=radius, length=repr(length))
-    ElementTree.SubElement(visual, "material", name=material)
-
-
-def _box(link: ElementTree.Element, size: str, xyz: str, material: str) -> None:
-    visual = ElementTree.SubElement(link, "visual")
-    ElementTree.SubElement(visual, "origin", xyz=xyz, rpy="0 0 0")
-    ElementTree.SubElement(ElementTree.SubElement(visual, "geometry"), "box", size=size)
-    ElementTree.SubElement(visual, "material", name=material)

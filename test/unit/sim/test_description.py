@@ -41,6 +41,11 @@ def test_the_urdf_names_the_sims_joints_with_its_limits_axes_and_a_tree_rooted_a
     assert sorted(children) == sorted(set(links) - {BASE_LINK})
     assert all(joint.find("parent").get("link") in links for joint in joints)
     assert TIP_LINK in children
+    # The URDF's joint origins are the transforms' translations (one joint table makes both).
+    moving, fixed = ArmDescription.for_arm(config).transforms(config.initial)
+    origins = {joint.find("child").get("link"): tuple(float(v) for v in joint.find("origin").get("xyz").split())
+               for joint in joints}
+    assert origins == {transform.child: transform.translation for transform in moving + fixed}
 
 
 def test_renamed_joints_appear_in_the_urdf_and_bad_descriptions_are_refused():
