@@ -3,6 +3,7 @@
     ros2 launch lerobot_ros demo.launch.py
     ros2 launch lerobot_ros demo.launch.py checkpoint:=/path/to/act output_mode:=joint_trajectory
     ros2 launch lerobot_ros demo.launch.py policy:=smolvla
+    ros2 launch lerobot_ros demo.launch.py rviz:=true   # and watch the arm in rviz2
 
 Without a checkpoint it builds (once) a default random-weight policy matched
 to the simulated arm: ACT, or with policy:=smolvla a tiny SmolVLA that does
@@ -21,6 +22,7 @@ ARGUMENTS = {
     "device": ("auto", "auto, cpu, cuda or cuda:N"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
     "start_router": ("true", "Start the rmw_zenoh router (only with rmw_zenoh_cpp)"),
+    "rviz": ("false", "Also open rviz2 on the simulated arm where rviz2 is installed (else a log line says it is not)"),
 }
 
 
@@ -31,6 +33,7 @@ def _plan(value: dict[str, str]):
         device=value["device"],
         rmw_implementation=value["rmw_implementation"],
         start_zenoh_router=parse_flag("start_router", value["start_router"]) and value["rmw_implementation"] == ZENOH_RMW,
+        rviz=parse_flag("rviz", value["rviz"]),
     )
 
 

@@ -27,6 +27,7 @@ ARGUMENTS = {
     "command_topic": ("", "Remap the command output to this topic"),
     "sim": ("false", "Also start sim_robot_node and wire the executor to it"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
+    "rviz": ("false", "With sim:=true, also open rviz2 on the simulated arm where rviz2 is installed (else a log line says it is not)"),
 }
 
 
@@ -42,6 +43,7 @@ def _plan(value: dict[str, str]):
         command_topic=value["command_topic"],
         sim=parse_flag("sim", value["sim"]),
         rmw_implementation=value["rmw_implementation"],
+        rviz=parse_flag("rviz", value["rviz"]),
     )
 
 

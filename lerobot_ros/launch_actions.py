@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lerobot_ros.launch_plan import PACKAGE, Plan
+from lerobot_ros.launch_plan import Plan
 
 
 def launch_description(arguments: Mapping[str, tuple[str, str]], plan_of: Callable[[dict[str, str]], Plan]) -> LaunchDescription:
@@ -31,6 +31,7 @@ def launch_description(arguments: Mapping[str, tuple[str, str]], plan_of: Callab
 
 def actions_of(plan: Plan) -> list:
     actions: list = [SetEnvironmentVariable(name, value) for name, value in plan.environment.items()]
+    actions += [LogInfo(msg=notice) for notice in plan.notices]
     if plan.start_zenoh_router:
         router_env = {"ZENOH_ROUTER_CONFIG_URI": plan.zenoh_router_config} if plan.zenoh_router_config else {}
         actions.append(
@@ -39,8 +40,9 @@ def actions_of(plan: Plan) -> list:
     for node in plan.nodes:
         actions.append(
             Node(
-                package=PACKAGE,
+                package=node.package,
                 executable=node.executable,
+                arguments=list(node.arguments),
                 name=node.name,
                 namespace=node.namespace,
                 parameters=[*node.parameter_files, dict(node.parameters)],

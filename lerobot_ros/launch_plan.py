@@ -26,6 +26,7 @@ SERVER_START_S = 180.0
 STOP_TIMEOUT_S = 5.0
 #: The server's: its drain may finish the in-flight request for up to 30 s (server.node.DRAIN_TIMEOUT_S), then tears down.
 SERVER_STOP_TIMEOUT_S = 40.0
+RVIZ_PACKAGE = "rviz2"
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,15 @@ class NodeSpec:
     """One node: what `launch_ros.actions.Node` needs, and how to run it without launch."""
 
     executable: str
-    module: str
+    module: str  # empty for a node that is not a Python module of this package (rviz2)
     name: str
     namespace: str = ""
     parameter_files: tuple[str, ...] = ()
     parameters: dict = field(default_factory=dict)  # applied after the files: these win
     remappings: tuple[tuple[str, str], ...] = ()
     stop_timeout_s: float = STOP_TIMEOUT_S  # SIGINT to SIGTERM, under launch
+    package: str = PACKAGE
+    arguments: tuple[str, ...] = ()  # command-line arguments before --ros-args
 
     def ros_arguments(self) -> list[str]:
         """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
@@ -52,6 +55,7 @@ class Plan:
     environment: dict = field(default_factory=dict)
     start_zenoh_router: bool = False
     zenoh_router_config: str = ""  # empty: rmw_zenoh's built-in default
+    notices: tuple[str, ...] = ()  # logged by whoever runs the plan, e.g. an optional tool that is not installed
 
     def __add__(self, other: Plan) -> Plan:
         clash = {k for k in self.environment.keys() & other.environment.keys() if self.environment[k] != other.environment[k]}
@@ -62,6 +66,7 @@ class Plan:
             {**self.environment, **other.environment},
             self.start_zenoh_router or other.start_zenoh_router,
             self.zenoh_router_config or other.zenoh_router_config,
+            self.notices + other.notices,
         )
 
 
@@ -129,8 +134,9 @@ def robot_plan(
     sim: bool = False,
     rmw_implementation: str = ZENOH_RMW,
     extra_parameters: dict | None = None,
+    rviz: bool = False,
 ) -> Plan:
-    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it.
+    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with ``rviz``, rviz2).
 
     ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
     parameter) to the driver's actual topics; ``joint_states_topic`` and
@@ -140,6 +146,8 @@ def robot_plan(
     simulated arm needs to know the mode, so with ``sim`` an empty mode is
     the default one.
     """
+    if rviz and not sim:
+        raise ValueError("rviz shows the simulated arm (its robot_description and /tf): it needs sim")
     namespace = _absolute(robot_namespace)
     if sim and not output_mode:
         output_mode = output_modes.DEFAULT_OUTPUT_MODE
@@ -186,7 +194,22 @@ def robot_plan(
         parameters=parameters,
         remappings=tuple(remappings),
     )
-    return Plan((*nodes, executor), _environment(rmw_implementation))
+    plan = Plan((*nodes, executor), _environment(rmw_implementation))
+    return plan + rviz_plan(namespace) if rviz else plan
+
+
+def rviz_plan(robot_namespace: str = "") -> Plan:
+    """rviz2 showing the simulated arm (``config/rviz/sim_arm.rviz``); a notice instead where rviz2 is not installed.
+
+    rviz2 runs in the robot's namespace, so the config's relative topics
+    (robot_description, the camera) are that robot's; ``/tf`` is global.
+    """
+    if not package_installed(RVIZ_PACKAGE):
+        return Plan((), notices=(f"rviz:=true, but {RVIZ_PACKAGE} is not installed (not in the ament index): "
+                                 "starting without it",))
+    rviz = NodeSpec(executable="rviz2", module="", name="rviz", namespace=_absolute(robot_namespace), package=RVIZ_PACKAGE,
+                    arguments=("-d", share_path("config", "rviz", "sim_arm.rviz")))
+    return Plan((rviz,))
 
 
 def demo_plan(
@@ -197,8 +220,9 @@ def demo_plan(
     start_zenoh_router: bool = False,
     server_parameters: dict | None = None,
     executor_parameters: dict | None = None,
+    rviz: bool = False,
 ) -> Plan:
-    """Server + simulated robot + executor, talking to each other."""
+    """Server + simulated robot + executor, talking to each other (with ``rviz``, rviz2 showing the arm)."""
     server = server_plan(
         checkpoint,
         device=device,
@@ -214,6 +238,7 @@ def demo_plan(
         sim=True,
         rmw_implementation=rmw_implementation,
         extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})},
+        rviz=rviz,
     )
     return server + robot
 
@@ -277,6 +302,17 @@ def parse_remaps(text: str) -> dict[str, str]:
             raise ValueError(f"remap {item!r} is not of the form from:=to")
         remaps[source] = target
     return remaps
+
+
+def package_installed(package: str) -> bool:
+    """Whether the ament index (a ROS install or colcon workspace on AMENT_PREFIX_PATH) holds ``package``."""
+    try:
+        from ament_index_python.packages import get_package_prefix
+
+        get_package_prefix(package)
+    except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+        return False
+    return True
 
 
 def share_path(*parts: str) -> str:

@@ -34,3 +34,13 @@ SENSOR_QOS = QoSProfile(
 COMMAND_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
 )
+#: What a late subscriber must still get, published once (robot_description,
+#: /tf_static): transient local, the newest only, as robot_state_publisher
+#: and tf2's static broadcaster publish them.
+LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+#: /tf: tf2's broadcaster profile (reliable, volatile, keep the last 100).
+TF_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE
+)

@@ -7,6 +7,10 @@ ROS entities (in the node's namespace):
                                               std_msgs/Float64MultiArray; see lerobot_ros.output_modes
   ~/status                                    lerobot_ros/TaskStatus (pub, 10 Hz and at every episode start/end)
   forward_position_controller/commands        (pub, 30 Hz, only with ``expert``: the scripted expert's commands)
+  robot_description                           std_msgs/String (pub once, transient local: the arm's URDF)
+  /tf                                         tf2_msgs/TFMessage (pub, rate_hz: the moving links and the cube)
+  /tf_static                                  tf2_msgs/TFMessage (pub once, transient local: the fixed links)
+                                              (/tf and /tf_static only where tf2_msgs is installed)
 
 It accepts every command form chunk_executor_node can publish, tracks the
 latest one with first-order dynamics under velocity and position limits
@@ -22,17 +26,20 @@ import time
 import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import String
 
 from lerobot_ros import images
 from lerobot_ros.msg import TaskStatus
 from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES, OutputMode
-from lerobot_ros.qos import COMMAND_QOS, STATUS_QOS
+from lerobot_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS, TF_QOS
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
 from lerobot_ros.sim.command_input import CommandFollower
+from lerobot_ros.sim.description import ArmDescription, cube_transform
 from lerobot_ros.sim.expert import ExpertPlan
 from lerobot_ros.sim.settings import SimRobotSettings
 from lerobot_ros.sim.task import TASK_DESCRIPTION, Phase, ReachTask, TaskConfig
+from lerobot_ros.sim.tf_messages import tf_message, tf_message_type
 
 NODE_NAME = "sim_robot"
 STATUS_PERIOD_S = 0.1
@@ -54,6 +61,10 @@ class SimRobotNode(Node):
             raise NodeStartupError(str(error)) from error
         if len(self.joint_names) != 6:
             raise NodeStartupError(f"the reach task needs the 6 SO-101 style joints; joint_names has {len(self.joint_names)}")
+        try:
+            self.description = ArmDescription.for_arm(config)
+        except ValueError as error:
+            raise NodeStartupError(str(error)) from error
         self.arm = SimulatedArm(config)
         self.follower = CommandFollower(self.arm)
         self.last_step = time.monotonic()
@@ -74,6 +85,15 @@ class SimRobotNode(Node):
         for mode in OUTPUT_MODES.values():
             self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
         self.status_pub = self.create_publisher(TaskStatus, "~/status", STATUS_QOS)
+        self.create_publisher(String, "robot_description", LATCHED_QOS).publish(String(data=self.description.urdf()))
+        self.tf_message_type, no_tf = tf_message_type()
+        if self.tf_message_type is None:
+            self.get_logger().info(no_tf)
+        else:
+            self.tf_pub = self.create_publisher(self.tf_message_type, "/tf", TF_QOS)
+            fixed = self.description.transforms(self.arm.position)[1]
+            self.create_publisher(self.tf_message_type, "/tf_static", LATCHED_QOS).publish(
+                tf_message(self.tf_message_type, fixed, self.get_clock().now().to_msg()))
         self.create_timer(1.0 / settings.rate_hz, self.on_step)
         self.create_timer(STATUS_PERIOD_S, self.publish_status)
         if self.cameras:
@@ -117,6 +137,10 @@ class SimRobotNode(Node):
         msg.position = self.arm.position.tolist()
         msg.velocity = self.arm.velocity.tolist()
         self.joint_state_pub.publish(msg)
+        if self.tf_message_type is not None:
+            moving = self.description.transforms(self.arm.position)[0]
+            cube = cube_transform(self.task.cube, self.task.config.height, self.task.config.width)
+            self.tf_pub.publish(tf_message(self.tf_message_type, [*moving, cube], msg.header.stamp))
 
     def on_expert(self) -> None:
         elapsed = self.task.status(time.monotonic()).elapsed_s

@@ -1,8 +1,13 @@
 """The launch wiring (used by launch/*.launch.py and the demo), without ros2 launch."""
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from lerobot_ros import launch_plan
 from lerobot_ros.launch_plan import (
+    RVIZ_PACKAGE,
     SIM_CAMERA_TOPIC,
     ZENOH_RMW,
     checkpoint_or_default,
@@ -16,6 +21,7 @@ from lerobot_ros.launch_plan import (
     server_plan,
 )
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
+from lerobot_ros.sim.description import BASE_LINK
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 
@@ -197,3 +203,31 @@ def test_a_launch_lets_the_server_drain_before_escalating_to_sigterm():
     server, sim, executor = demo_plan("/ckpt").nodes
     assert server.stop_timeout_s == SERVER_STOP_TIMEOUT_S > DRAIN_TIMEOUT_S
     assert sim.stop_timeout_s == executor.stop_timeout_s == STOP_TIMEOUT_S
+def test_rviz_opens_in_the_sim_arms_namespace_with_the_shipped_config(monkeypatch):
+    monkeypatch.setattr(launch_plan, "package_installed", lambda package: package == RVIZ_PACKAGE)
+    plan = demo_plan("ckpt", rviz=True)
+    rviz = plan.nodes[-1]
+    assert (rviz.package, rviz.executable, rviz.name, rviz.namespace) == (RVIZ_PACKAGE, "rviz2", "rviz", "/sim_arm")
+    assert rviz.arguments == ("-d", share_path("config", "rviz", "sim_arm.rviz")) and Path(rviz.arguments[1]).is_file()
+    assert plan.notices == ()
+    assert [node.executable for node in demo_plan("ckpt").nodes] == [node.executable for node in plan.nodes[:-1]]
+    assert robot_plan(robot_namespace="arm", sim=True, rviz=True).nodes[-1].namespace == "/arm"
+    with pytest.raises(ValueError, match="rviz shows the simulated arm .* it needs sim"):
+        robot_plan(rviz=True)
+
+
+def test_without_rviz2_the_plan_says_so_and_starts_the_rest(monkeypatch):
+    monkeypatch.setattr(launch_plan, "package_installed", lambda package: False)
+    plan = demo_plan("ckpt", rviz=True)
+    assert plan.nodes == demo_plan("ckpt").nodes
+    assert plan.notices == ("rviz:=true, but rviz2 is not installed (not in the ament index): starting without it",)
+
+
+def test_the_rviz_config_shows_the_sims_description_frames_and_camera():
+    config = yaml.safe_load(Path(share_path("config", "rviz", "sim_arm.rviz")).read_text())["Visualization Manager"]
+    assert config["Global Options"]["Fixed Frame"] == BASE_LINK
+    displays = {display["Class"].split("/")[-1]: display for display in config["Displays"]}
+    description = displays["RobotModel"]["Description Topic"]
+    assert (description["Value"], description["Durability Policy"]) == ("robot_description", "Transient Local")
+    assert displays["Image"]["Topic"]["Value"] == SIM_CAMERA_TOPIC
+    assert displays["TF"]["Enabled"]
