@@ -33,7 +33,7 @@ python312="$(lerobot_ros_find_python312)"
 inputs_hash="$(
   cd "$root" && {
     echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
-    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv \
+    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv action/*.action \
       scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh
     if [ "$profile" = robot ]; then
       find lerobot_ros bin -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
