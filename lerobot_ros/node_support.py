@@ -41,7 +41,7 @@ def declare_settings(node: Node, settings_class: type[SettingsT], **context: Any
 def read_settings(node: Node, settings_class: type[SettingsT], **context: Any) -> SettingsT:
     """The validated settings of parameters ``declare_settings`` declared before, as they are now
     (a managed node re-reads them on every configure)."""
-    values = {entry.name: _or_default(entry, node.get_parameter(entry.name).value)
+    values = {entry.name: _or_default(entry, node.get_parameter_or(entry.name).value)
               for entry in settings_class.PARAMETERS}
     return _validated(settings_class, values, context)
 

@@ -508,14 +508,23 @@ class ExecutorCore:
         with self._lock:
             self._task = task
 
+    def clear_queue(self) -> None:
+        """Drop the queued actions and the request in flight (a goal begins or ends: they were planned for
+        another); the tick holds until the next chunk is merged."""
+        with self._lock:
+            self._clear_queue()
+
+    def _clear_queue(self) -> None:
+        self._queue.clear()
+        self._playback.stop()
+        self._smoothness.queue_cleared()
+        self._in_flight.cancel()
+
     def end_session(self) -> str:
         """The session is being closed (deactivation): its queue and request in flight are dropped, and a
         chunk still on its way is dropped too (new epoch); returns the session id to close."""
         with self._lock:
-            self._queue.clear()
-            self._playback.stop()
-            self._smoothness.queue_cleared()
-            self._in_flight.cancel()
+            self._clear_queue()
             session_id = self._identity.session_id
             self._identity = dataclasses.replace(self._identity, session_id="", epoch=self._identity.epoch + 1)
             return session_id

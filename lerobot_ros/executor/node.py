@@ -60,7 +60,11 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.publisher import Publisher
 from rclpy.serialization import deserialize_message
+from rclpy.service import Service
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
@@ -108,14 +112,14 @@ class ChunkExecutorNode(LifecycleNode):
         super().__init__(NODE_NAME)
         self.settings: ExecutorSettings | None = None
         self.core: ExecutorCore | None = None
-        self.link: RosServerLink | None = None
         self.worker: NetworkWorker | None = None
         self.control_loop: ControlLoop | None = None
+        self.link: RosServerLink | None = None
         self._entities: list = []
         self.last_transition_error = ""
         self._declare_problem = ""
         try:
-            settings = declare_settings(self, ExecutorSettings, **self._context())
+            settings = declare_settings(self, ExecutorSettings, **self._settings_context())
         except NodeStartupError as error:
             settings, self._declare_problem = None, str(error)
         if settings is not None and settings.handshake_only:
@@ -133,7 +137,7 @@ class ChunkExecutorNode(LifecycleNode):
         self.create_service(StartPolicy, "~/start_policy", self.on_start_policy, callback_group=goal_group)
         self.create_service(StopPolicy, "~/stop_policy", self.on_stop_policy, callback_group=goal_group)
 
-    def _context(self) -> dict:
+    def _settings_context(self) -> dict:
         return {"node_namespace": self.get_namespace(), "hostname": socket.gethostname()}
 
     # ---- lifecycle transitions (lifecycle.py decides what, these do it) ----
@@ -174,7 +178,7 @@ class ChunkExecutorNode(LifecycleNode):
         if self._declare_problem:
             raise TransitionFailed(self._declare_problem)
         try:
-            self.settings = read_settings(self, ExecutorSettings, **self._context())
+            self.settings = read_settings(self, ExecutorSettings, **self._settings_context())
         except NodeStartupError as error:
             raise TransitionFailed(str(error)) from error
         self.robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
@@ -288,8 +292,12 @@ class ChunkExecutorNode(LifecycleNode):
         self.control_loop = self.worker = None
 
     def destroy_entities(self) -> None:
+        # Through the node's destroy_*: they also take the entity's event handlers out of the
+        # executor's wait set (entity.destroy() alone leaves them there, and the next wait fails).
+        destroyers = {Subscription: self.destroy_subscription, Publisher: self.destroy_publisher,
+                      Service: self.destroy_service, Timer: self.destroy_timer}
         for entity in reversed(self._entities):
-            entity.destroy()
+            destroyers[next(kind for kind in destroyers if isinstance(entity, kind))](entity)
         self._entities.clear()
         if self.link is not None:
             self.link.destroy()
@@ -338,6 +346,7 @@ class ChunkExecutorNode(LifecycleNode):
                 self._goal_handles.pop(preempted.goal_id, None)
                 self.get_logger().info(f"goal {preempted.goal_id}: {preempted.termination.value} ({preempted.reason})")
             self.core.set_task(request.task)
+            self.core.clear_queue()  # what is queued was planned for the previous goal (or none)
             if request.new_episode:
                 # The server moves the session's episode with the first observation that names it.
                 self.core.reset_episode()
@@ -364,6 +373,7 @@ class ChunkExecutorNode(LifecycleNode):
         now = time.monotonic()
         self._goal_handles.pop(result.goal_id, None)
         self.core.set_task(self.settings.task)
+        self.core.clear_queue()  # planned for this goal: never played for the next one
         if self.settings.wait_for_goal:
             self.core.pause(now, HOLD_GOAL)
         if result.termination is Termination.CANCELLED:
@@ -513,7 +523,9 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
-        self._action_server.destroy()
+        action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
+        if action_server is not None:
+            action_server.destroy()
         super().destroy_node()
 
     def drain(self, spin_once) -> None:

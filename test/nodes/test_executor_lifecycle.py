@@ -152,9 +152,9 @@ def goal_executor(policy_server, launched, ros_node):
 
 def test_goals_complete_cancel_and_preempt_and_their_feedback_is_the_status(goal_executor, ros_node):
     robot, executor, client = goal_executor
-    executor.spin(0.5)
+    assert spin_until(ros_node, lambda: len(robot.commands()) >= 10, 10), "no goal: the hold is commanded"
     assert executor.status.requests_sent == 0, "no goal: nothing requested"
-    assert robot.commands() and all(is_hold(c["values"]) for c in robot.commands()), "no goal: holding"
+    assert all(is_hold(c["values"]) for c in robot.commands()), "no goal: holding"
 
     # A goal runs for its max duration and completes.
     run = GoalRun(client, ros_node, max_duration_s=2.5, new_episode=True)
