@@ -4,6 +4,8 @@ Lifecycle transitions go through the node's real lifecycle services
 (change_state / get_state), goals through a real rclpy action client; the
 stand-in robot driver (test/processes/robot_io.py) records every command, so
 "no command after deactivate but the hold" is checked on what the robot got.
+A goal while the server is gone is checked in test/reliability/test_chaos.py,
+whose hung-worker test kills its own server anyway.
 """
 
 from __future__ import annotations
@@ -11,18 +13,15 @@ from __future__ import annotations
 import time
 
 import pytest
-from lifecycle_msgs.msg import State, Transition
+from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.action import ActionClient
 from support.executor_processes import is_hold
+from support.goals import WAIT_S, GoalRun
 from support.ros import spin_until
-from support.servers import start_server
 
 from lerobot_ros.action import RunPolicy
-from lerobot_ros.processes import stop
 from lerobot_ros.srv import StartPolicy, StopPolicy
-
-WAIT_S = 20.0
 
 
 def call(node, service_type, name: str, request, timeout_s: float = WAIT_S):
@@ -114,31 +113,6 @@ def test_configure_against_a_refusing_server_fails_with_the_reason_and_stays_unc
     assert executor.process.poll() is None and "Traceback" not in executor.log.read_text()
 
 
-class GoalRun:
-    """One RunPolicy goal sent by a real action client; its feedback collected as it comes."""
-
-    def __init__(self, client: ActionClient, node, task: str = "", max_duration_s: float = 0.0,
-                 new_episode: bool = False) -> None:
-        self.node, self.feedback = node, []
-        goal = RunPolicy.Goal(task=task, max_duration_s=max_duration_s, new_episode=new_episode)
-        future = client.send_goal_async(goal, feedback_callback=lambda msg: self.feedback.append(msg.feedback))
-        assert spin_until(node, future.done, WAIT_S), "the goal was not answered"
-        self.handle = future.result()
-        self.result_future = self.handle.get_result_async() if self.handle.accepted else None
-
-    def wait_feedback(self, predicate, what: str):
-        assert spin_until(self.node, lambda: any(predicate(f) for f in self.feedback), WAIT_S), \
-            f"no feedback with {what}; got {self.feedback[-1:]}"
-
-    def result(self, timeout_s: float = WAIT_S) -> RunPolicy.Result:
-        assert spin_until(self.node, self.result_future.done, timeout_s), "no result"
-        return self.result_future.result().result
-
-    def cancel(self) -> None:
-        future = self.handle.cancel_goal_async()
-        assert spin_until(self.node, future.done, WAIT_S)
-
-
 @pytest.fixture
 def goal_executor(policy_server, launched, ros_node):
     """An executor that holds until a goal comes (wait_for_goal), its robot and an action client."""
@@ -205,25 +179,3 @@ def test_goals_complete_cancel_and_preempt_and_their_feedback_is_the_status(goal
     assert stopped.termination == RunPolicy.Result.TERMINATION_CANCELLED
     again = call(ros_node, StopPolicy, "/exec_goal/stop_policy", StopPolicy.Request())
     assert not again.success and again.message == "no goal was running"
-
-
-def test_a_goal_while_the_server_is_gone_fails_with_the_reason(act_checkpoint, tmp_path, launched, ros_node):
-    server = start_server(act_checkpoint, tmp_path, ros_node, node_name="gone_server", warmup_inferences=1)
-    robot = launched("/gone_arm", commands=[("forward_command", "/gone_arm/commands")])
-    executor = launched.executor("exec_gone", robot.executor_parameters(
-        server_namespace="/gone_server", wait_for_goal=True, replica_status_timeout_s=0.5))
-    client = ActionClient(ros_node, RunPolicy, "/exec_gone/run_policy")
-    try:
-        assert client.wait_for_server(timeout_sec=WAIT_S)
-        executor.wait(lambda s: s.session_id, 20, "configured and active")
-        server.process.kill()
-        server.process.wait(timeout=10)
-        run = GoalRun(client, ros_node, task="reach the cube", max_duration_s=30.0)
-        assert run.handle.accepted
-        result = run.result(timeout_s=30)
-        assert result.termination == RunPolicy.Result.TERMINATION_FAILED
-        assert "no session with the server" in result.reason and "/gone_server" in result.reason, result.reason
-        assert result.chunks_merged == 0
-    finally:
-        client.destroy()
-        stop(server.process)
