@@ -91,6 +91,8 @@ def test_every_lifecycle_transition_via_the_lifecycle_services(policy_server, la
     assert lifecycle_state(ros_node, name) == "unconfigured"
     executor.spin(0.5)
     assert [c for c in robot.commands() if c["t"] > cleaned_at + 0.1] == [], "cleaned up: the control loop is gone"
+    refused = call(ros_node, StartPolicy, f"/{name}/start_policy", StartPolicy.Request())
+    assert not refused.accepted and "unconfigured, not active" in refused.message, refused.message
 
     # Configure again (a fresh handshake), then shut down from inactive.
     assert change_state(ros_node, name, Transition.TRANSITION_CONFIGURE)
@@ -117,7 +119,8 @@ def test_configure_against_a_refusing_server_fails_with_the_reason_and_stays_unc
 def goal_executor(policy_server, launched, ros_node):
     """An executor that holds until a goal comes (wait_for_goal), its robot and an action client."""
     robot = launched("/goal_arm", commands=[("forward_command", "/goal_arm/commands")])
-    executor = launched.executor("exec_goal", robot.executor_parameters(wait_for_goal=True))
+    # request_timeout_s: a fresh session's first answer takes over 1 s on a loaded 2-core machine.
+    executor = launched.executor("exec_goal", robot.executor_parameters(wait_for_goal=True, request_timeout_s=3.0))
     client = ActionClient(ros_node, RunPolicy, "/exec_goal/run_policy")
     assert client.wait_for_server(timeout_sec=WAIT_S)
     executor.wait(lambda s: s.paused and s.session_id, 20, "holding with a session, waiting for a goal")
@@ -132,11 +135,12 @@ def test_goals_complete_cancel_and_preempt_and_their_feedback_is_the_status(goal
     assert all(is_hold(c["values"]) for c in robot.commands()), "no goal: holding"
 
     # A goal runs for its max duration and completes.
-    run = GoalRun(client, ros_node, max_duration_s=2.5, new_episode=True)
+    # (Long enough for a first chunk on a loaded machine: the goal opens a fresh session first.)
+    run = GoalRun(client, ros_node, max_duration_s=5.0, new_episode=True)
     assert run.handle.accepted
     result = run.result()
     assert result.termination == RunPolicy.Result.TERMINATION_COMPLETED, result.reason
-    assert result.duration_s == pytest.approx(2.5, abs=0.5) and result.chunks_merged >= 1
+    assert result.duration_s == pytest.approx(5.0, abs=0.5) and result.chunks_merged >= 1
     assert result.commands_published > 0 and result.episode == 1
     ended_at = time.monotonic()
     # Feedback at the status period, each one read from the snapshot a ~/status message was made of.
@@ -150,7 +154,7 @@ def test_goals_complete_cancel_and_preempt_and_their_feedback_is_the_status(goal
         offsets = matches if offsets is None else offsets & matches
         assert offsets, f"feedback {feedback} matches no ~/status with the same start count"
     assert any(f.state_name == "STREAMING" for f in run.feedback)
-    assert max(f.elapsed_s for f in run.feedback) <= 2.5 + 0.5
+    assert max(f.elapsed_s for f in run.feedback) <= 5.0 + 0.5
     executor.spin(0.5)
     assert all(is_hold(c["values"]) for c in robot.commands() if c["t"] > ended_at + 0.1), "after the goal: held"
 
