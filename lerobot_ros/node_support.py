@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import rclpy
 from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter as RosParameter
@@ -35,10 +35,27 @@ def declare_settings(node: Node, settings_class: type[SettingsT], **context: Any
     list) or any invalid value is a NodeStartupError naming the parameters.
     """
     values = {entry.name: _declare(node, entry) for entry in settings_class.PARAMETERS}
+    return _validated(settings_class, values, context)
+
+
+def read_settings(node: Node, settings_class: type[SettingsT], **context: Any) -> SettingsT:
+    """The validated settings of parameters ``declare_settings`` declared before, as they are now
+    (a managed node re-reads them on every configure)."""
+    values = {entry.name: _or_default(entry, node.get_parameter_or(entry.name).value)
+              for entry in settings_class.PARAMETERS}
+    return _validated(settings_class, values, context)
+
+
+def _validated(settings_class: type[SettingsT], values: dict, context: dict) -> SettingsT:
     try:
         return settings_class.from_values(values, **context)
     except InvalidParameters as error:
         raise NodeStartupError(str(error)) from error
+
+
+def _or_default(entry: Parameter, value: Any) -> Any:
+    # A parameter declared by type alone has no value until one is given.
+    return entry.default if entry.declared_by_type and value is None else value
 
 
 def _declare(node: Node, entry: Parameter) -> Any:
@@ -47,7 +64,7 @@ def _declare(node: Node, entry: Parameter) -> Any:
         if not entry.declared_by_type:
             return node.declare_parameter(entry.name, entry.default, descriptor).value
         value = node.declare_parameter(entry.name, RosParameter.Type[entry.type.ros_type], descriptor).value
-        return entry.default if value is None else value
+        return _or_default(entry, value)
     except InvalidParameterTypeException as error:
         raise NodeStartupError(
             f"parameter '{entry.name}' has the wrong type ({error}); "
@@ -63,7 +80,8 @@ class NodeDone(Exception):
     """The node finished its whole job during start-up (e.g. a check-only run): exit 0."""
 
 
-def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
+def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
+             make_executor: Callable[[], Executor] = SingleThreadedExecutor) -> int:
     """Init rclpy, build the node, spin until SIGINT/SIGTERM; return an exit code.
 
     A NodeStartupError is reported as one clear line and exit code 1; a
@@ -73,6 +91,8 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
     must only set flags), ends the spin loop and then calls its
     ``drain(spin_once)``, if it has one, while the context is still alive, so
     a node can finish in-flight work and publish its last messages.
+    ``make_executor``: what spins the node (a managed node whose transitions
+    wait for service answers needs a multi-threaded one).
     """
     rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     stop_requested = threading.Event()
@@ -90,7 +110,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None) -> in
 
     previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     node = None
-    executor = SingleThreadedExecutor()
+    executor = make_executor()
     try:
         node = make_node()
         serving = True

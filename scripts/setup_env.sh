@@ -57,7 +57,7 @@ fi
 inputs_hash="$(
   cd "$root" && {
     echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
-    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv bin/* \
+    cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv action/*.action bin/* \
       scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh \
       scripts/install_ament_package.sh scripts/install_ros2_tools.sh
     if [ "$profile" = robot ]; then

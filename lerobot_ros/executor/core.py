@@ -27,7 +27,12 @@ Invariants enforced here:
   a lost replica cancels the request in flight at once;
 * the session identity (``SessionIdentity``) is one frozen value, replaced as
   a whole under the lock (a session opens or re-opens, an episode resets), so
-  every reader sees one consistent session, episode and epoch.
+  every reader sees one consistent session, episode and epoch;
+* a hold (``pause``) is kept by name: the operator's pause, the lifecycle's
+  deactivation and "no goal" (``wait_for_goal``) each hold independently, and
+  the executor streams again only when none holds;
+* the task each observation carries is the core's (``set_task``), read with
+  the request it goes out with.
 
 Plain Python and thread-safe: one lock guards the fail-safe (not thread-safe
 itself), the identity, the counters and the smoothness figures; the queue,
@@ -106,6 +111,7 @@ class PreparedRequest:
     snapshot: QueueSnapshot
     inference_delay_steps: int  # 0 unless RTC is on
     rtc: bool
+    task: str = ""  # sent with the observation; empty: the session's task
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,8 @@ class CoreSnapshot:
     last_problem: str  # the latest reason a request could not be sent
     drops: Drops
     next_action_age_s: float | None
+    handshake_failures: int = 0  # failed (re-)handshakes since start-up
+    last_handshake_error: str = ""
 
 
 class ExecutorCore:
@@ -149,6 +157,9 @@ class ExecutorCore:
         self._known_heard_at = now_s  # the latest heartbeat of the instance the session is with
         self._other_instance = ""  # a second server instance heard on the namespace meanwhile
         self._paused_since: float | None = None
+        self._holders: set[str] = set()  # who holds the executor paused (operator, lifecycle, goal)
+        self._task = settings.task
+        self._handshake_failures = 0
         self._counts: Counter[str] = Counter()
         self._smoothness = SmoothnessTracker()
         self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
@@ -285,7 +296,7 @@ class ExecutorCore:
                 identity.session_id, self.settings.client_id, self._seq, identity.episode, identity.epoch, now_ns
             )
             self._counts["requests_sent"] += 1
-            return PreparedRequest(request, observation, snapshot, delay, rtc)
+            return PreparedRequest(request, observation, snapshot, delay, rtc, self._task)
 
     def begin_request(self, request: RequestId) -> None:
         """``request`` is about to be sent: from now on only its chunk may answer (call before publishing)."""
@@ -421,6 +432,7 @@ class ExecutorCore:
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
         with self._lock:
+            self._handshake_failures += 1
             self._failsafe.on_handshake_failed(now_s, reason)
 
     @property
@@ -462,14 +474,20 @@ class ExecutorCore:
 
     # ------------------------------------------------------------- operator
 
-    def pause(self, now_s: float) -> None:
+    def pause(self, now_s: float, holder: str = "operator") -> None:
+        """Hold position (the control tick publishes "hold", nothing is requested) until ``holder`` resumes."""
         with self._lock:
+            self._holders.add(holder)
             if self._paused_since is None:
                 self._paused_since = now_s
             self._failsafe.pause(now_s)
 
-    def resume(self, now_s: float) -> None:
+    def resume(self, now_s: float, holder: str = "operator") -> None:
+        """``holder`` lets go; the executor streams again once no other holder is left."""
         with self._lock:
+            self._holders.discard(holder)
+            if self._holders:
+                return
             paused_since, self._paused_since = self._paused_since, None
             self._failsafe.resume(now_s)
             paused_s = now_s - paused_since if paused_since is not None else 0.0
@@ -480,6 +498,41 @@ class ExecutorCore:
                 self._failsafe.on_server_restarted(
                     now_s, f"resumed after a {paused_s:.0f} s pause: re-opening the session"
                 )
+
+    def holds(self, holder: str) -> bool:
+        with self._lock:
+            return holder in self._holders
+
+    def set_task(self, task: str) -> None:
+        """The task the next observations carry (a goal's; the ``task`` parameter otherwise)."""
+        with self._lock:
+            self._task = task
+
+    def clear_queue(self) -> None:
+        """Drop the queued actions and the request in flight (a goal begins or ends: they were planned for
+        another); the tick holds until the next chunk is merged."""
+        with self._lock:
+            self._clear_queue()
+
+    def _clear_queue(self) -> None:
+        self._queue.clear()
+        self._playback.stop()
+        self._smoothness.queue_cleared()
+        self._in_flight.cancel()
+
+    def end_session(self) -> str:
+        """The session is being closed (deactivation): its queue and request in flight are dropped, and a
+        chunk still on its way is dropped too (new epoch); returns the session id to close."""
+        with self._lock:
+            self._clear_queue()
+            session_id = self._identity.session_id
+            self._identity = dataclasses.replace(self._identity, session_id="", epoch=self._identity.epoch + 1)
+            return session_id
+
+    def reopen(self, now_s: float, reason: str) -> None:
+        """Open a new session now (activation after a deactivation): the worker re-handshakes."""
+        with self._lock:
+            self._failsafe.on_server_restarted(now_s, reason)
 
     def reset_episode(self) -> tuple[str, int]:
         """Clear the queue and bump the episode; returns (session id, new episode) for the server."""
@@ -559,4 +612,5 @@ class ExecutorCore:
                 replicas_skipped=self._fleet.skipped,
                 last_drop_reason=drops.last,
             )
-            return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s))
+            return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s),
+                                self._handshake_failures, failsafe.last_handshake_error)

@@ -4,7 +4,7 @@ Implements ``worker.ServerLink``: the open request is built once from the
 executor's parameters; status and session calls name their replica; every
 chunk goes to the core (which matches it against its request in flight);
 an observation goes to the replica the latest session was opened on,
-encoded as the settings say (task, JPEG quality, the RTC prefix when RTC is
+encoded as the settings say (the core's task, JPEG quality, the RTC prefix when RTC is
 on). Invariant: observations go only to the current replica; a chunk of a
 replica the robot moved away from still reaches the core, whose session and
 epoch checks drop it. The old replica's data plane is kept, not destroyed:
@@ -61,6 +61,12 @@ class RosServerLink:
         """The client of the replica the latest session was opened on (reset, close)."""
         return self._clients[self._current]
 
+    def destroy(self) -> None:
+        """Destroy every replica client's entities (cleanup); ends their waits first."""
+        self.stopping.set()
+        for client in self._clients.values():
+            client.destroy()
+
     def mark_spinning(self) -> None:
         """An executor spins the node from now on: calls only wait for their futures."""
         for client in self._clients.values():
@@ -83,7 +89,7 @@ class RosServerLink:
         try:
             msg = to_message(
                 prepared.request,
-                self.settings.task,
+                prepared.task,
                 prepared.observation,
                 self.settings.jpeg_quality,
                 prepared.inference_delay_steps,

@@ -137,6 +137,12 @@ PARAMETERS = (
               (positive(),)),
     Parameter("handshake_only", BOOL, False,
               "Only check this robot against the server (get_status), print the outcome and exit"),
+    Parameter("autostart", BOOL, True,
+              "Configure and activate at start-up (one command streams); false: stay unconfigured for a "
+              "lifecycle manager"),
+    Parameter("wait_for_goal", BOOL, False,
+              "Hold position while no RunPolicy goal (or start_policy) is active; false: stream the `task` "
+              "between goals"),
 )
 
 

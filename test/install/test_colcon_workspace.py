@@ -17,7 +17,7 @@ from support.paths import REPO
 
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
-SOURCES = ("package.xml", "CMakeLists.txt", "setup.py", "README.md", "cmake", "msg", "srv", "lerobot_ros", "bin", "launch", "config")
+SOURCES = ("package.xml", "CMakeLists.txt", "setup.py", "README.md", "cmake", "msg", "srv", "action", "lerobot_ros", "bin", "launch", "config")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import pytest
 import yaml
 from support.paths import REPO
 
-INTERFACES = sorted((REPO / "msg").glob("*.msg")) + sorted((REPO / "srv").glob("*.srv"))
+INTERFACES = (sorted((REPO / "msg").glob("*.msg")) + sorted((REPO / "srv").glob("*.srv"))
+              + sorted((REPO / "action").glob("*.action")))
 
 
 def test_package_xml_is_format_3_and_declares_every_real_dependency():
@@ -25,7 +26,7 @@ def test_package_xml_is_format_3_and_declares_every_real_dependency():
     build = declared.get("buildtool_depend", set()) | depends
     run = declared.get("exec_depend", set()) | depends
     assert {"ament_cmake", "rosidl_default_generators"} <= build
-    assert {"builtin_interfaces", "std_msgs", "sensor_msgs"} <= depends
+    assert {"builtin_interfaces", "std_msgs", "sensor_msgs", "action_msgs"} <= depends
     assert {
         "rosidl_default_runtime", "rclpy", "std_srvs", "trajectory_msgs", "diagnostic_msgs",
         "launch", "launch_ros", "rmw_zenoh_cpp",
@@ -38,7 +39,7 @@ def test_package_xml_is_format_3_and_declares_every_real_dependency():
 
 def test_cmake_generates_exactly_the_interface_files_in_the_tree():
     cmake = (REPO / "CMakeLists.txt").read_text()
-    listed = sorted(re.findall(r'"((?:msg|srv)/\w+\.(?:msg|srv))"', cmake))
+    listed = sorted(re.findall(r'"((?:msg|srv|action)/\w+\.(?:msg|srv|action))"', cmake))
     assert listed == sorted(str(path.relative_to(REPO)) for path in INTERFACES)
 
 
@@ -48,6 +49,8 @@ def test_every_interface_is_generated_and_importable(path):
     interface = getattr(module, path.stem)
     if path.suffix == ".srv":
         interface.Request(), interface.Response()
+    elif path.suffix == ".action":
+        interface.Goal(), interface.Result(), interface.Feedback()
     else:
         interface()
 

@@ -7,7 +7,7 @@ import rclpy
 from rclpy.parameter import Parameter as RosParameter
 
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.node_support import NodeStartupError, declare_settings
+from lerobot_ros.node_support import NodeStartupError, declare_settings, read_settings
 from lerobot_ros.parameters import FLOAT_LIST, INTEGER, STRING_LIST, Parameter, in_range, settings_dataclass
 
 TABLE = (
@@ -68,3 +68,15 @@ def test_context_reaches_the_settings(make_node):
     node = make_node(joint_names=["a"])
     settings = declare_settings(node, ExecutorSettings, node_namespace="/left/arm", hostname="pc")
     assert settings.client_id == "pc_left_arm"
+
+
+def test_read_settings_re_reads_the_declared_parameters_as_they_are_now(make_node):
+    """A managed node validates on every configure: the values set since are read, and checked."""
+    node = make_node()
+    declare_settings(node, Example)
+    assert read_settings(node, Example) == Example(names=(), limits=(), count=3), "unset typed lists: defaults"
+    node.set_parameters([RosParameter("count", value=7)])
+    assert read_settings(node, Example).count == 7
+    node.set_parameters([RosParameter("count", value=11)])
+    with pytest.raises(NodeStartupError, match=r"^invalid parameters: 'count' is 11, expected 1\.\.10$"):
+        read_settings(node, Example)

@@ -30,9 +30,13 @@ from support.paths import PROCESSES
 from support.ros import spin_until
 from support.servers import start_server
 from support.executor_processes import Executor, Robot, is_hold, trigger
+from support.goals import WAIT_S, GoalRun
 from support.reliability_log import record
 
+from rclpy.action import ActionClient
+
 from lerobot_ros import wire
+from lerobot_ros.action import RunPolicy
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus
 from lerobot_ros.processes import stop
 from lerobot_ros.qos import ACTION_CHUNK_QOS
@@ -412,6 +416,22 @@ def test_server_killed_drained_replaced_and_an_executor_killed(
             robot.stop()
 
 
+def check_goal_fails_once_the_server_is_gone(server, executor: Executor, ros_node) -> None:
+    """A RunPolicy goal sent after kill -9 of the server ends "failed", with the reason, not a silent hold."""
+    client = ActionClient(ros_node, RunPolicy, f"/{executor.name}/run_policy")
+    try:
+        assert client.wait_for_server(timeout_sec=WAIT_S)
+        kill_server(server)
+        run = GoalRun(client, ros_node, task="reach the cube", max_duration_s=60.0)
+        assert run.handle.accepted
+        result = run.result(timeout_s=30)
+        assert result.termination == RunPolicy.Result.TERMINATION_FAILED, (result.termination, result.reason)
+        assert "no session with the server" in result.reason and "/lerobot_hung" in result.reason, result.reason
+        assert result.chunks_merged == 0 and result.duration_s < 30
+    finally:
+        client.destroy()
+
+
 def test_hung_worker_is_request_timeouts_then_reconnecting_not_a_silent_stall(act_checkpoint, tmp_path, ros_node, launched):
     """A server that opens sessions and beats its heartbeat but never answers a request."""
     server = start_server(act_checkpoint, tmp_path, ros_node, node_name="lerobot_hung", inject_delay_s=3600.0,
@@ -440,7 +460,9 @@ def test_hung_worker_is_request_timeouts_then_reconnecting_not_a_silent_stall(ac
         assert last.request_timeouts >= 3 and reopened >= 1, (last.request_timeouts, reopened)
         assert last.commands_published > 0 and not policy, "only the fallback while nothing is answered"
         assert "DEAD" not in executor.states_since(0.0)
+        check_goal_fails_once_the_server_is_gone(server, executor, ros_node)
     finally:
         # A drain would wait for the hung request: there is nothing to save here.
-        server.process.kill()
-        server.process.wait()
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
