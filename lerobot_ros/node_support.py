@@ -22,6 +22,7 @@ from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter as RosParameter
 
@@ -127,6 +128,26 @@ def _declare(node: Node, entry: Parameter) -> Any:
 
 class NodeStartupError(RuntimeError):
     """The node cannot start; the message says why, for the operator."""
+
+
+def run_autostart(node: Node) -> Node:
+    """Configure, then activate, a lifecycle ``node`` whose ``autostart`` parameter is true; return it.
+
+    With ``autostart`` false the node stays unconfigured for a lifecycle
+    manager. A transition that fails is a NodeStartupError (exit 1 under
+    ``run_node``) naming it and, when the node keeps it in
+    ``transition_failure``, its reason. Run from ``run_node``'s ``make_node``,
+    before spinning, so a signal during a long configure aborts it at once.
+    """
+    if not node.get_parameter("autostart").value:
+        node.get_logger().info("autostart is false: unconfigured, waiting for configure and activate "
+                               "(a lifecycle manager, or ros2 lifecycle set)")
+        return node
+    for transition, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
+        if trigger() != TransitionCallbackReturn.SUCCESS:
+            reason = getattr(node, "transition_failure", "")
+            raise NodeStartupError(f"autostart: {transition} failed: {reason or 'see the log above'}")
+    return node
 
 
 class NodeDone(Exception):
