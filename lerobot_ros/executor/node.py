@@ -53,6 +53,7 @@ from lerobot_ros import names, wire
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
+from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.serialized import SerializedMessage
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
@@ -91,6 +92,7 @@ class ChunkExecutorNode(Node):
             self._check_only()
 
         self.core = ExecutorCore(settings, time.monotonic())
+        accept_runtime_parameters(self, self.core)
         self.link = RosServerLink(self, settings, self.core)
         result = handshake(self.core, self.link, self.robot, time.monotonic)  # before any command entity exists
         if not result.accepted:
