@@ -41,8 +41,6 @@ _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 #: entities and open resources; heartbeat_period_s is what robots time their watchdogs against;
 #: max_image_bytes is shared with the worker's parser. Unconfigured, all may change (configure reads them).
 PARAMETERS = (
-    Parameter("autostart", BOOL, True,
-              "Configure and activate at start-up; false: stay unconfigured for a lifecycle manager"),
     Parameter("checkpoint", STRING, "",
               "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)",
               (required("give a checkpoint directory or Hub id"),)),
@@ -99,6 +97,8 @@ PARAMETERS = (
     Parameter("inject_delay_s", FLOAT, 0.0,
               "Fault injection: extra seconds before each inference, to rehearse a slower model; keep 0 in production",
               (at_least(0),)),
+    Parameter("autostart", BOOL, True,
+              "Configure and activate at start-up; false: stay unconfigured for a lifecycle manager"),
 )
 
 
