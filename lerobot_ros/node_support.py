@@ -1,9 +1,11 @@
 """What every lerobot_ros node shares: declaring its parameter table, and the main loop.
 
-Invariant: a node reads its parameters only through ``declare_settings``,
-which declares every entry of its table (description, read-only) and hands
-back validated settings, or stops the start-up with one message naming every
-problem. The table itself is plain Python (lerobot_ros.parameters).
+Invariant: a node reads its parameters only through ``declare_settings`` (or
+``DeclaredParameters``), which declares every entry of its table (description,
+whether it may change while running) and hands back validated settings, or
+stops the start-up with one message naming every problem; a later
+``ros2 param set`` is accepted only for a runtime entry with a valid value.
+The table itself is plain Python (lerobot_ros.parameters).
 """
 
 from __future__ import annotations
@@ -11,18 +13,20 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import rclpy
 from rclpy.signals import SignalHandlerOptions
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter as RosParameter
 
-from lerobot_ros.parameters import InvalidParameters, Parameter, Settings
+from lerobot_ros.parameters import STARTUP_ONLY, InvalidParameters, Parameter, Settings, runtime_change
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
 
@@ -34,23 +38,80 @@ def declare_settings(node: Node, settings_class: type[SettingsT], **context: Any
     namespace). A value of the wrong type (e.g. an integer list for a float
     list) or any invalid value is a NodeStartupError naming the parameters.
     """
-    values = {entry.name: _declare(node, entry) for entry in settings_class.PARAMETERS}
-    return _validated(settings_class, values, context)
+    return DeclaredParameters(node, settings_class).settings(**context)
 
 
-def read_settings(node: Node, settings_class: type[SettingsT], **context: Any) -> SettingsT:
-    """The validated settings of parameters ``declare_settings`` declared before, as they are now
-    (a managed node re-reads them on every configure)."""
-    values = {entry.name: _or_default(entry, node.get_parameter_or(entry.name).value)
-              for entry in settings_class.PARAMETERS}
-    return _validated(settings_class, values, context)
+def read_settings(node: Node, **context: Any):
+    """The validated settings of the parameters ``declare_settings`` declared, as they are now
+    (a managed node re-reads them on every configure); NodeStartupError names every problem."""
+    return parameter_table(node).settings(**context)
 
 
-def _validated(settings_class: type[SettingsT], values: dict, context: dict) -> SettingsT:
-    try:
-        return settings_class.from_values(values, **context)
-    except InvalidParameters as error:
-        raise NodeStartupError(str(error)) from error
+def parameter_table(node: Node) -> DeclaredParameters:
+    """The table ``declare_settings`` (or ``DeclaredParameters``) declared on ``node``."""
+    return _TABLES[node]
+
+
+_TABLES: weakref.WeakKeyDictionary[Node, DeclaredParameters] = weakref.WeakKeyDictionary()
+
+
+class DeclaredParameters:
+    """A settings table declared on a node, and the node's one on-set-parameters callback.
+
+    Every entry is declared writable, so that a ``ros2 param set`` reaches
+    ``parameters.runtime_change`` and is answered with its reason: a
+    start-up-only entry "takes effect only at start-up" (unless
+    ``configuring()``: an unconfigured lifecycle node reads them at its next
+    configure), a runtime entry with an invalid value is refused with the
+    same checks as at start-up, a valid one is handed to ``apply`` (on the
+    thread that serves the parameter service) and becomes the current settings.
+    """
+
+    def __init__(self, node: Node, settings_class: type[SettingsT]) -> None:
+        self._node, self._class = node, settings_class
+        self._values = {entry.name: _declare(node, entry) for entry in settings_class.PARAMETERS}
+        self.current: SettingsT | None = None
+        self._apply: Callable[[Any], None] | None = None
+        self._configuring: Callable[[], bool] = lambda: False
+        _TABLES[node] = self
+        node.add_on_set_parameters_callback(self._on_set)
+
+    def settings(self, **context: Any) -> SettingsT:
+        """The validated settings from the parameters' values now; NodeStartupError names every problem."""
+        try:
+            self.current = self._class.from_values(self._values, **context)
+        except InvalidParameters as error:
+            raise NodeStartupError(str(error)) from error
+        return self.current
+
+    def on_change(self, apply: Callable[[Any], None], configuring: Callable[[], bool] | None = None) -> None:
+        """Route accepted runtime changes to ``apply(new_settings)``; ``configuring``: start-up entries settable now."""
+        self._apply = apply
+        if configuring is not None:
+            self._configuring = configuring
+
+    def _on_set(self, parameters: list[RosParameter]) -> SetParametersResult:
+        changes = {parameter.name: parameter.value for parameter in parameters if parameter.name in self._values}
+        if not changes:
+            return SetParametersResult(successful=True)
+        configuring = self._configuring()
+        if self.current is None:  # not read yet: checked all together when it is (configure)
+            changed, refusal = None, "" if configuring else f"{sorted(changes)}: the node is starting"
+        else:
+            changed, refusal = runtime_change(self.current, changes, configuring)
+        if refusal:
+            self._node.get_logger().warning(f"parameter change refused: {refusal}")
+            return SetParametersResult(successful=False, reason=refusal)
+        self._values.update(changes)
+        if changed is not None and not configuring:
+            if self._apply is None:
+                refusal = f"{sorted(changes)}: this node applies no parameter while running"
+                return SetParametersResult(successful=False, reason=refusal)
+            self._apply(changed)
+            self._node.get_logger().info(f"parameters changed at runtime: {changes}")
+        if changed is not None:
+            self.current = changed
+        return SetParametersResult(successful=True)
 
 
 def _or_default(entry: Parameter, value: Any) -> Any:
@@ -59,7 +120,11 @@ def _or_default(entry: Parameter, value: Any) -> Any:
 
 
 def _declare(node: Node, entry: Parameter) -> Any:
-    descriptor = ParameterDescriptor(description=entry.description, read_only=entry.read_only)
+    # Writable even when start-up-only: DeclaredParameters refuses those with the reason (rclpy's
+    # read-only refusal would not say when the value takes effect).
+    constraint = "settable while running" if entry.runtime else STARTUP_ONLY
+    descriptor = ParameterDescriptor(description=entry.description, read_only=False,
+                                     additional_constraints=constraint)
     try:
         if not entry.declared_by_type:
             return node.declare_parameter(entry.name, entry.default, descriptor).value
@@ -74,6 +139,26 @@ def _declare(node: Node, entry: Parameter) -> Any:
 
 class NodeStartupError(RuntimeError):
     """The node cannot start; the message says why, for the operator."""
+
+
+def run_autostart(node: Node) -> Node:
+    """Configure, then activate, a lifecycle ``node`` whose ``autostart`` parameter is true; return it.
+
+    With ``autostart`` false the node stays unconfigured for a lifecycle
+    manager. A transition that fails is a NodeStartupError (exit 1 under
+    ``run_node``) naming it and, when the node keeps it in
+    ``transition_failure``, its reason. Run from ``run_node``'s ``make_node``,
+    before spinning, so a signal during a long configure aborts it at once.
+    """
+    if not node.get_parameter("autostart").value:
+        node.get_logger().info("autostart is false: unconfigured, waiting for configure and activate "
+                               "(a lifecycle manager, or ros2 lifecycle set)")
+        return node
+    for transition, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
+        if trigger() != TransitionCallbackReturn.SUCCESS:
+            reason = getattr(node, "transition_failure", "")
+            raise NodeStartupError(f"autostart: {transition} failed: {reason or 'see the log above'}")
+    return node
 
 
 class NodeDone(Exception):

@@ -1,12 +1,14 @@
 """Declarative parameter tables: each node parameter is written once, as one entry.
 
 Invariant: a node's parameters (name, type, default, description, checks,
-read-only) live in one table; its frozen settings dataclass is derived from
+whether it may change while running) live in one table; its frozen settings dataclass is derived from
 that table, its validation reports every problem at once before the node does
 anything, and ``config/*.yaml`` and the README are checked against it. Rules
 that relate several parameters are named functions listed next to the table.
-Plain Python (no rclpy): ``node_support.declare_settings`` declares a table on
-a node.
+A ``runtime`` entry may change while the node runs: ``runtime_change`` checks
+a change with the same checks and rules as at start-up, and refuses any other
+entry with "takes effect only at start-up". Plain Python (no rclpy):
+``node_support`` declares a table on a node and routes ``ros2 param set`` here.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 import re
 from array import array
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, make_dataclass
+from dataclasses import dataclass, make_dataclass, replace
 from typing import Any, ClassVar
 
 from lerobot_ros.contract import CLIENT_ID_PATTERN
@@ -75,7 +77,8 @@ class Parameter:
     default: Any
     description: str
     checks: tuple[Check, ...] = ()
-    read_only: bool = True
+    #: Settable while the node runs (``ros2 param set``), applied by the node at once.
+    runtime: bool = False
 
     @property
     def declared_by_type(self) -> bool:
@@ -252,6 +255,40 @@ def settings_dataclass(parameters: tuple[Parameter, ...], rules: tuple[Rule, ...
         namespace={"PARAMETERS": parameters, "RULES": rules},
         frozen=True,
     )
+
+
+#: The refusal of a change to an entry that is read once, when the node starts (or is configured).
+STARTUP_ONLY = "takes effect only at start-up"
+
+
+def runtime_change(current: Settings, changes: Mapping[str, Any], configuring: bool = False) -> tuple[Any, str]:
+    """(new settings, "") for ``changes`` applied to ``current``, or (None, the refusal).
+
+    ``changes`` maps names to ROS values; names outside the table are not this
+    table's business and pass (e.g. use_sim_time). A start-up-only entry is
+    refused unless ``configuring`` (a lifecycle node that is unconfigured reads
+    its parameters at its next configure). The new settings pass the same
+    checks and cross-field rules as at start-up; every problem is named.
+    """
+    table = {entry.name: entry for entry in current.PARAMETERS}
+    converted, problems = {}, []
+    for name, value in changes.items():
+        entry = table.get(name)
+        if entry is None:
+            continue
+        if not (entry.runtime or configuring):
+            settable = sorted(e.name for e in current.PARAMETERS if e.runtime)
+            problems.append(f"'{name}' {STARTUP_ONLY}; set it in the parameters file or on the command line"
+                            f" (settable while running: {', '.join(settable) or 'none'})")
+        elif not entry.type.accepts(value):
+            problems.append(f"'{name}' is {value!r}, expected {entry.type.label}")
+        else:
+            converted[name] = entry.type.convert(value)
+    if problems:
+        return None, "; ".join(problems)
+    changed = replace(current, **converted)
+    problems = changed.problems()
+    return (None, "; ".join(problems)) if problems else (changed, "")
 
 
 def defaults(parameters: Iterable[Parameter]) -> dict[str, Any]:

@@ -127,21 +127,26 @@ class CoreSnapshot:
     last_handshake_error: str = ""
 
 
+def _envelope(settings: ExecutorSettings) -> SafetyEnvelope:
+    """The safety envelope the settings ask for, its step limit per control tick."""
+    return SafetyEnvelope.from_parameters(
+        settings.joint_names,
+        settings.joint_lower_limits,
+        settings.joint_upper_limits,
+        step_per_tick(settings.max_step_per_tick, settings.fps, settings.command_rate_hz),
+        reject_non_finite=settings.reject_non_finite,
+    )
+
+
 class ExecutorCore:
     def __init__(self, settings: ExecutorSettings, now_s: float) -> None:
-        self.settings = settings  # frozen
+        self.settings = settings  # frozen; replaced whole by change_settings
         self._dim = len(settings.joint_names)
         self._lock = threading.Lock()
         self._failsafe = FailSafe(settings.failsafe, now_s)
         self._queue = ActionQueue(rtc_enabled=False, action_dim=self._dim)
         self._latency = WindowedLatencyTracker()
-        self._envelope = SafetyEnvelope.from_parameters(
-            settings.joint_names,
-            settings.joint_lower_limits,
-            settings.joint_upper_limits,
-            step_per_tick(settings.max_step_per_tick, settings.fps, settings.command_rate_hz),
-            reject_non_finite=settings.reject_non_finite,
-        )
+        self._envelope = _envelope(settings)
         self._playback = Playback(settings.fps, settings.command_rate_hz)
         self._threshold_s = self._threshold(chunk_size=0)
         self._work = threading.Event()  # set by the control tick when the worker has something to do
@@ -165,6 +170,16 @@ class ExecutorCore:
         self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
         self._last_trimmed_rows = 0  # rows of it replace mode skipped
         self._fleet = FleetRecord()
+
+    def change_settings(self, settings: ExecutorSettings) -> None:
+        """New settings while streaming (the runtime parameters: safety limits, fallback).
+
+        Swapped with the envelope under the lock, so every control tick uses
+        the old ones or the new ones whole, never a mix.
+        """
+        envelope = _envelope(settings)
+        with self._lock:
+            self.settings, self._envelope = settings, envelope
 
     # ------------------------------------------------------------- sensors
 

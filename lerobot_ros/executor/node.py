@@ -75,6 +75,7 @@ from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.goals import GoalBook, GoalRequest, GoalResult, Progress, Termination
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
 from lerobot_ros.executor.lifecycle import ExecutorLifecycle, Outcome, TransitionFailed
+from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.serialized import SerializedMessage
 from lerobot_ros.executor.session_client import SessionClient
@@ -82,7 +83,7 @@ from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_node
+from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_autostart, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from lerobot_ros.srv import StartPolicy, StopPolicy
@@ -116,7 +117,7 @@ class ChunkExecutorNode(LifecycleNode):
         self.control_loop: ControlLoop | None = None
         self.link: RosServerLink | None = None
         self._entities: list = []
-        self.last_transition_error = ""
+        self.transition_failure = ""
         self._declare_problem = ""
         try:
             settings = declare_settings(self, ExecutorSettings, **self._settings_context())
@@ -125,7 +126,6 @@ class ChunkExecutorNode(LifecycleNode):
         if settings is not None and settings.handshake_only:
             self.settings = settings
             self._check_only()
-        self.autostart = bool(self.get_parameter("autostart").value) if self.has_parameter("autostart") else True
         self.lifecycle = ExecutorLifecycle(self)
         self.goals = GoalBook()
         self._goal_lock = threading.RLock()  # a goal's start and end, with what they do to the robot
@@ -165,10 +165,10 @@ class ChunkExecutorNode(LifecycleNode):
     def _transition(self, name: str, outcome: Outcome,
                     failure: TransitionCallbackReturn = TransitionCallbackReturn.FAILURE) -> TransitionCallbackReturn:
         if outcome.ok:
-            self.last_transition_error = ""
+            self.transition_failure = ""
             self.get_logger().info(f"{name}: {outcome.reason}")
             return TransitionCallbackReturn.SUCCESS
-        self.last_transition_error = outcome.reason
+        self.transition_failure = outcome.reason
         self.get_logger().error(f"{name} failed: {outcome.reason}")
         return failure
 
@@ -178,7 +178,7 @@ class ChunkExecutorNode(LifecycleNode):
         if self._declare_problem:
             raise TransitionFailed(self._declare_problem)
         try:
-            self.settings = read_settings(self, ExecutorSettings, **self._settings_context())
+            self.settings = read_settings(self, **self._settings_context())
         except NodeStartupError as error:
             raise TransitionFailed(str(error)) from error
         self.robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
@@ -186,6 +186,7 @@ class ChunkExecutorNode(LifecycleNode):
     def connect(self) -> None:
         settings, now = self.settings, time.monotonic()
         self.core = core = ExecutorCore(settings, now)
+        accept_runtime_parameters(self, core, configuring=lambda: self.core is None)
         if settings.wait_for_goal:
             core.pause(now, HOLD_GOAL)
         self.link = RosServerLink(self, settings, core)
@@ -549,18 +550,8 @@ def goal_request_of(goal: RunPolicy.Goal) -> GoalRequest:
     return GoalRequest(goal.task, goal.max_duration_s, goal.new_episode)
 
 
-def run_autostart(node: ChunkExecutorNode) -> None:
-    """Configure, then activate; a failed transition stops the start-up (exit 1) with its reason."""
-    for name, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
-        if trigger() != TransitionCallbackReturn.SUCCESS:
-            raise NodeStartupError(node.last_transition_error or f"{name} failed")
-
-
 def make_node() -> ChunkExecutorNode:
-    node = ChunkExecutorNode()
-    if node.autostart:
-        run_autostart(node)
-    return node
+    return run_autostart(ChunkExecutorNode())
 
 
 def main(args: list[str] | None = None) -> None:

@@ -5,7 +5,9 @@ until every parameter is valid, and an operator with a broken configuration
 sees every problem at once, each saying what was expected and what arrived.
 Each parameter is written once, in ``PARAMETERS``; ``ExecutorSettings`` is
 derived from it, and ``config/robot.yaml`` and the README list the same names
-and defaults (a test checks both). Plain Python (no rclpy).
+and defaults (a test checks both). ``runtime`` entries (the safety limits and
+the fallback) are settable while streaming (``executor/runtime_parameters.py``).
+Plain Python (no rclpy).
 """
 
 from __future__ import annotations
@@ -119,14 +121,19 @@ PARAMETERS = (
               "Server heartbeat (<server_namespace>/status) silent this long: RECONNECTING (seconds)", (positive(),)),
     Parameter("fallback", STRING, "hold",
               "Published instead of policy actions when none is fresh: hold, repeat_last or zero",
-              (one_of(FALLBACK_MODES),)),
+              (one_of(FALLBACK_MODES),),
+              runtime=True),
     Parameter("joint_lower_limits", FLOAT_LIST, [], "Per-joint lower position limits, in joint order; empty: none",
-              _LIMIT_CHECKS),
+              _LIMIT_CHECKS,
+              runtime=True),
     Parameter("joint_upper_limits", FLOAT_LIST, [], "Per-joint upper position limits, in joint order; empty: none",
-              _LIMIT_CHECKS),
+              _LIMIT_CHECKS,
+              runtime=True),
     Parameter("max_step_per_tick", FLOAT, 0.0, "Largest change of any joint command per action (1/fps), scaled to each control tick; 0: no limit",
-              (at_least(0, "0 (no limit) or more"),)),
-    Parameter("reject_non_finite", BOOL, True, "Replace a non-finite action by holding the reference position"),
+              (at_least(0, "0 (no limit) or more"),),
+              runtime=True),
+    Parameter("reject_non_finite", BOOL, True, "Replace a non-finite action by holding the reference position",
+              runtime=True),
     Parameter("max_observation_age_s", FLOAT, 0.5,
               "Do not send an observation whose joint state or camera frame is older (seconds)", (positive(),)),
     Parameter("handshake_timeout_s", FLOAT, 30.0, "How long to wait for the server to answer at start-up (seconds)",

@@ -11,14 +11,20 @@ ROS entities (under the node's name, default /lerobot, plus the optional
   ~/clients/<client_id>/action_chunk  lerobot_ros/msg/ActionChunk  (pub, per session)
   /diagnostics      diagnostic_msgs/DiagnosticArray  for rqt_robot_monitor
 
-Start-up order is load -> warm up -> advertise (startup.py). Callbacks only
-validate and deposit; one inference worker thread owns the model. The rules
-live in plain modules this node forwards to: sessions.py (sessions, episodes,
-expiry), client_topics.py (each client's topics), admission.py,
-request_path.py (one observation to one chunk), health.py (what every status
-report says), observability.py (audit, capture, HTTP). SIGTERM/SIGINT drain:
-heartbeat stops first, new sessions are refused, the in-flight request is
-finished and published, then the node exits.
+A managed (lifecycle) node: what each transition does, and in which order,
+is lifecycle.py's (configure = validate, load, warm up, open; activate =
+serve and advertise; deactivate = refuse new sessions and drain; cleanup =
+release); this class supplies the steps. With ``autostart`` (default true)
+it configures and activates itself at start-up (node_support.run_autostart).
+Runtime parameters are applied by ``_apply_settings`` (node_support).
+Callbacks only validate and deposit; one inference worker thread owns the
+model. The rules live in plain modules this node forwards to: sessions.py
+(sessions, episodes, expiry), client_topics.py (each client's topics),
+admission.py, request_path.py (one observation to one chunk), health.py
+(what every status report says), observability.py (audit, capture, HTTP).
+SIGTERM/SIGINT: the shutdown transition's work (heartbeat stops first, new
+sessions are refused, the in-flight request is finished and published),
+then the node exits.
 """
 
 from __future__ import annotations
@@ -27,19 +33,21 @@ import sys
 import time
 import uuid
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 
 from lerobot_ros import names, wire
 from lerobot_ros.contract import shown, truncated
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
-from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
+from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
 from lerobot_ros.server.admission import Refusal, ServerLoad, admit
 from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
 from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
 from lerobot_ros.server.http_endpoint import HealthSnapshot
+from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
 from lerobot_ros.data_plane import RequestLimits, integrity
@@ -65,33 +73,99 @@ DUPLICATE_DISCOVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
 
 
-class PolicyServerNode(Node):
+class PolicyServerNode(LifecycleNode):
+    """The ROS adapter of ``lifecycle.ServerLifecycle``: its steps, services and callbacks."""
+
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self._joined_graph_at = time.monotonic()  # discovery runs while the policy loads
-        self.settings = declare_settings(self, ServerSettings)
+        self.lifecycle = ServerLifecycle(self)  # first: destroy_node needs it, whatever fails below
+        self.parameters = DeclaredParameters(self, ServerSettings)
+        # Start-up-only parameters may change while unconfigured: the next configure reads them.
+        self.parameters.on_change(self._apply_settings, configuring=lambda: self.lifecycle.stage is Stage.UNCONFIGURED)
         self.instance_id = uuid.uuid4().hex[:12]
         self.started = time.monotonic()
         self.heartbeat_seq = 0
-        self.ready = self.draining = False
-        self.prefix = "~/" + (self.settings.service_name + "/" if self.settings.service_name else "")
-
-        self.runner = self._ready_policy()
-        self.capabilities = self.runner.capabilities
-        self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
-        self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else self.settings.max_sessions
-
-        self.limits = RequestLimits(max_image_bytes=self.settings.max_image_bytes)
-        # Exclusive mode has one session; a family whose chunks would depend on batch partners runs alone.
-        self.max_batch_size = self.settings.max_batch_size if self.runner.batchable else 1
+        self.draining = False
+        self.transition_failure = ""  # the last failed transition's reason (run_autostart reports it)
         self.sessions = SessionRegistry()
-        self.scheduler = RoundRobinScheduler(
-            max_batch_size=self.max_batch_size, batch_window_s=self.settings.batch_window_ms / 1000.0
-        )
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(self._create_client_topics, self._destroy_client_topics)
-        # Before the audit log and the HTTP port: a refused duplicate must touch neither.
-        self._refuse_a_second_instance()
+        self.worker: InferenceWorker | None = None
+        self._drain_spin = None  # while a signal's drain runs: spins the executor, so requests are refused meanwhile
+
+    @property
+    def ready(self) -> bool:
+        return self.lifecycle.serving and not self.draining
+
+    # ---- lifecycle transitions (rclpy callbacks) -------------------------
+
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        return self._transition("configure", self.lifecycle.configure)
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        return self._transition("activate", self.lifecycle.activate)
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        return self._transition("deactivate", self.lifecycle.deactivate)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        return self._transition("cleanup", self.lifecycle.cleanup)
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        return self._transition("shutdown", self.lifecycle.shutdown)
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        self.lifecycle.recover()  # rclpy goes back to unconfigured: hold nothing there
+        return TransitionCallbackReturn.SUCCESS
+
+    def _transition(self, name: str, run) -> TransitionCallbackReturn:
+        try:
+            reason = run()
+        except Exception as error:  # noqa: BLE001 - rclpy would swallow it without a word
+            self.transition_failure = f"{type(error).__name__}: {error}"
+            self.get_logger().error(f"{name} raised {self.transition_failure}")
+            return TransitionCallbackReturn.ERROR
+        if reason is None:
+            self.transition_failure = ""
+            return TransitionCallbackReturn.SUCCESS
+        self.transition_failure = reason
+        self.get_logger().error(f"{name} failed: {reason}")
+        return TransitionCallbackReturn.FAILURE
+
+    # ---- configure steps (lifecycle.ServerParts) -------------------------
+
+    def read_settings(self) -> None:
+        try:
+            self.settings = self.parameters.settings()
+        except NodeStartupError as error:
+            raise TransitionFailed(str(error)) from error
+        self.prefix = "~/" + (self.settings.service_name + "/" if self.settings.service_name else "")
+        self.limits = RequestLimits(max_image_bytes=self.settings.max_image_bytes)
+
+    def load_policy(self):
+        try:
+            self.runner = ready_runner(self.settings, self.get_logger())
+        except StartupFailed as error:
+            raise TransitionFailed(str(error)) from error
+        self.capabilities = self.runner.capabilities
+        self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
+        self.scheduler = RoundRobinScheduler()
+        self._apply_settings(self.settings)
+
+        def release() -> None:
+            self.runner = None  # the model, its processors and their memory go with the last reference
+        return release
+
+    def _apply_settings(self, settings: ServerSettings) -> None:
+        """Settings in force: at configure, and for a runtime parameter change (lifecycle.py)."""
+        self.settings = settings
+        self.max_sessions = 1 if self.capabilities.serving_mode == EXCLUSIVE else settings.max_sessions
+        # Exclusive mode has one session; a family whose chunks would depend on batch partners runs alone.
+        self.max_batch_size = settings.max_batch_size if self.runner.batchable else 1
+        self.scheduler.set_batching(self.max_batch_size, settings.batch_window_ms / 1000.0)
+
+    def open_observability(self):
         self.observability = Observability.open(
             audit_log=self.settings.audit_log,
             instance_id=self.instance_id,
@@ -102,18 +176,35 @@ class PolicyServerNode(Node):
             snapshot=self.health_snapshot,
             log=self.get_logger(),
         )
-        self.worker = self._start_worker()
+        return self.observability.close
 
-        self.status_pub = self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_service(GetStatus, self.prefix + names.GET_STATUS, self.on_get_status)
-        self.create_service(OpenSession, self.prefix + names.OPEN_SESSION, self.on_open_session)
-        self.create_service(CloseSession, self.prefix + names.CLOSE_SESSION, self.on_close_session)
-        self.create_service(ResetEpisode, self.prefix + names.RESET_EPISODE, self.on_reset_episode)
+    def create_entities(self):
+        entities = [
+            (self.destroy_publisher, self.create_publisher(ServerStatus, self.prefix + names.STATUS, STATUS_QOS)),
+            (self.destroy_publisher, self.create_publisher(DiagnosticArray, "/diagnostics", 10)),
+            (self.destroy_service, self.create_service(GetStatus, self.prefix + names.GET_STATUS, self.on_get_status)),
+            (self.destroy_service,
+             self.create_service(OpenSession, self.prefix + names.OPEN_SESSION, self.on_open_session)),
+            (self.destroy_service,
+             self.create_service(CloseSession, self.prefix + names.CLOSE_SESSION, self.on_close_session)),
+            (self.destroy_service,
+             self.create_service(ResetEpisode, self.prefix + names.RESET_EPISODE, self.on_reset_episode)),
+            (self.destroy_timer, self.create_timer(DIAGNOSTICS_PERIOD_S, self.on_diagnostics)),
+            (self.destroy_timer, self.create_timer(GC_PERIOD_S, self.collect_garbage)),
+        ]
+        self.status_pub, self.diagnostics_pub = entities[0][1], entities[1][1]
+
+        def release() -> None:
+            for destroy, entity in reversed(entities):
+                destroy(entity)
+        return release
+
+    # ---- serving (activate, deactivate) ---------------------------------
+
+    def start_serving(self) -> None:
+        self.draining = False
+        self.worker = self._start_worker()
         self.heartbeat_timer = self.create_timer(self.settings.heartbeat_period_s, self.on_heartbeat)
-        self.create_timer(DIAGNOSTICS_PERIOD_S, self.on_diagnostics)
-        self.create_timer(GC_PERIOD_S, self.collect_garbage)
-        self.ready = True
         self.get_logger().info(
             f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} "
             f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions, "
@@ -121,45 +212,70 @@ class PolicyServerNode(Node):
             f"at {self.namespace_name()}"
         )
 
-    # ---- start-up -------------------------------------------------------
+    def refuse_new_sessions(self) -> None:
+        self.draining = True
+
+    def drain_serving(self) -> None:
+        """Stop the heartbeat, finish the in-flight request, refuse the waiting ones, close the sessions."""
+        self.get_logger().info("draining: heartbeat stopped, new sessions refused, finishing the in-flight request")
+        self.destroy_timer(self.heartbeat_timer)
+        # The last heartbeat announces the drain: robots move to another replica now, not at the heartbeat timeout.
+        self.on_heartbeat()
+        self.worker.stop()
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self.worker.is_alive() and time.monotonic() < deadline:
+            if self._drain_spin is not None:
+                self._drain_spin()
+            else:  # inside a transition callback: the executor is busy with it
+                self.worker.join(timeout=0.05)
+        if self.worker.is_alive():
+            self.get_logger().error(f"the in-flight request did not finish within {DRAIN_TIMEOUT_S:.0f} s")
+        for session in self.sessions.sessions():
+            self._end_session(session, "the server stopped serving")
+        self.scheduler = RoundRobinScheduler(max_batch_size=self.max_batch_size,
+                                             batch_window_s=self.settings.batch_window_ms / 1000.0)
+        self.get_logger().info(f"drained after {self.stats.requests_served} requests served")
+
+    # ---- start-up checks -------------------------------------------------
 
     def namespace_name(self) -> str:
         name = self.get_fully_qualified_name()
         return name + ("/" + self.settings.service_name if self.settings.service_name else "")
 
-    def _refuse_a_second_instance(self) -> None:
+    def refuse_a_second_instance(self) -> None:
         """Stop before advertising if a live server already serves this namespace.
 
         Live means its heartbeat is heard: a server killed with -9 leaves its
         entities in the graph for a while, and its restart must not be refused.
+        A probe node with its own executor listens: configure may run inside
+        this node's executor (the lifecycle service), which cannot spin again.
         """
-        topic = self.prefix + names.STATUS
+        topic = self.resolve_topic_name(self.prefix + names.STATUS)
         heard: list[ServerStatus] = []
-        subscription = self.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
+        probe = Node(f"{self.get_name()}_duplicate_check", namespace=self.get_namespace(), context=self.context,
+                     start_parameter_services=False, enable_rosout=False)
+        executor = SingleThreadedExecutor(context=self.context)
+        executor.add_node(probe)
+        probe.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
         try:
             # A new participant learns the graph over a moment: wait for a publisher that far.
             discovered_by = self._joined_graph_at + DUPLICATE_DISCOVERY_S
-            while self.count_publishers(subscription.topic_name) == 0:
+            while probe.count_publishers(topic) == 0:
                 if time.monotonic() >= discovered_by:
                     return
-                rclpy.spin_once(self, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
             deadline = time.monotonic() + max(DUPLICATE_LISTEN_MIN_S, 3 * self.settings.heartbeat_period_s)
             while not heard and time.monotonic() < deadline:
-                rclpy.spin_once(self, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
         finally:
-            self.destroy_subscription(subscription)
+            executor.shutdown(timeout_sec=1.0)
+            probe.destroy_node()
         if heard:
-            raise NodeStartupError(
+            raise TransitionFailed(
                 f"another policy_server_node (instance {heard[0].instance_id}) already serves "
                 f"{heard[0].server_namespace}: refusing to start a second one there; give this one another "
                 "node name or service_name"
             )
-
-    def _ready_policy(self):
-        try:
-            return ready_runner(self.settings, self.get_logger())
-        except StartupFailed as error:
-            raise NodeStartupError(str(error)) from error
 
     def _start_worker(self):
         handler = RequestHandler(
@@ -235,6 +351,10 @@ class PolicyServerNode(Node):
     # ---- services -------------------------------------------------------
 
     def on_open_session(self, request: OpenSession.Request, response: OpenSession.Response) -> OpenSession.Response:
+        if not self.lifecycle.serving:
+            response.capabilities, response.max_sessions = self.capabilities_msg, self.max_sessions
+            return self._refuse_open(request.client_id, response, Refusal.DRAINING,
+                                     not_serving_reason(self.lifecycle.stage), self.sessions.count())
         open_request = wire.open_request_from_msg(request)
         load = ServerLoad(
             ready=self.ready,
@@ -355,13 +475,8 @@ class PolicyServerNode(Node):
     # ---- shutdown -------------------------------------------------------
 
     def destroy_node(self) -> None:
-        # Also reached without a drain (context shut down from outside):
-        # every close below is idempotent.
-        if getattr(self, "worker", None) is not None:
-            self.worker.stop()
-            self.worker.join(timeout=DRAIN_TIMEOUT_S)
-        if getattr(self, "observability", None) is not None:
-            self.observability.close()
+        # Also reached without a drain (context shut down from outside): shutdown runs once.
+        self.lifecycle.shutdown()
         super().destroy_node()
 
     def on_stop_requested(self) -> None:
@@ -369,24 +484,13 @@ class PolicyServerNode(Node):
         self.draining = True
 
     def drain(self, spin_once) -> None:
-        """Stop the heartbeat, refuse new sessions, finish the in-flight request."""
-        self.get_logger().info("draining: heartbeat stopped, new sessions refused, finishing the in-flight request")
-        self.destroy_timer(self.heartbeat_timer)
-        self.draining = True
-        # The last heartbeat announces the drain: robots move to another replica now, not at the heartbeat timeout.
-        self.on_heartbeat()
-        self.worker.stop()
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while self.worker.is_alive() and time.monotonic() < deadline:
-            spin_once()
-        if self.worker.is_alive():
-            self.get_logger().error(f"the in-flight request did not finish within {DRAIN_TIMEOUT_S:.0f} s")
-        self.observability.close()
-        self.get_logger().info(f"drained after {self.stats.requests_served} requests served")
+        """After a signal (``run_node``): the shutdown transition's work, the executor spun while draining."""
+        self._drain_spin = spin_once
+        self.lifecycle.shutdown()
 
 
 def main(args: list[str] | None = None) -> None:
-    sys.exit(run_node(PolicyServerNode, args))
+    sys.exit(run_node(lambda: run_autostart(PolicyServerNode()), args))
 
 
 if __name__ == "__main__":

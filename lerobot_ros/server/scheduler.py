@@ -83,18 +83,22 @@ class RoundRobinScheduler:
     """Fair round-robin over sessions with a waiting observation, up to ``max_batch_size`` at a time."""
 
     def __init__(self, clock=time.monotonic, max_batch_size: int = 1, batch_window_s: float = 0.0) -> None:
-        if max_batch_size < 1 or batch_window_s < 0:
-            raise ValueError(
-                f"max_batch_size must be >= 1 and batch_window_s >= 0; got {max_batch_size} and {batch_window_s}"
-            )
         self._clock = clock
-        self.max_batch_size = max_batch_size
-        self.batch_window_s = batch_window_s
         self._condition = threading.Condition()
+        self.set_batching(max_batch_size, batch_window_s)
         self._mailboxes: dict[Hashable, Mailbox] = {}
         self._order: list[Hashable] = []  # rotation; the front is served first
         self._orphans: deque[Ready] = deque()  # waiting when their session was removed
         self._closed = False
+
+    def set_batching(self, max_batch_size: int, batch_window_s: float) -> None:
+        """New batch bounds (a runtime parameter change); the next ``take_batch`` uses them."""
+        if max_batch_size < 1 or batch_window_s < 0:
+            raise ValueError(
+                f"max_batch_size must be >= 1 and batch_window_s >= 0; got {max_batch_size} and {batch_window_s}"
+            )
+        with self._condition:
+            self.max_batch_size, self.batch_window_s = max_batch_size, batch_window_s
 
     def deposit(self, key: Hashable, item: Any) -> bool:
         with self._condition:

@@ -4,7 +4,8 @@ Invariant: every parameter is checked, and every problem reported at once,
 before the seconds of loading a checkpoint. Each parameter is written once, in
 ``PARAMETERS``; ``ServerSettings`` is derived from it, and
 ``config/server.yaml`` and the README list the same names and defaults (a test
-checks both). Plain Python: no rclpy, no torch. The node reads it with
+checks both). ``runtime`` entries are settable while the server runs
+(``ros2 param set``; the node's ``_apply_settings``). Plain Python: no rclpy, no torch. The node reads it with
 ``node_support.declare_settings(node, ServerSettings)``.
 """
 
@@ -35,6 +36,10 @@ from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
 SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
+#: Why the others are start-up only: the checkpoint, device, dtype, serving mode, RTC and task pin are
+#: baked into the loaded policy and its advertised capabilities; names, ports and files are the node's
+#: entities and open resources; heartbeat_period_s is what robots time their watchdogs against;
+#: max_image_bytes is shared with the worker's parser. Unconfigured, all may change (configure reads them).
 PARAMETERS = (
     Parameter("checkpoint", STRING, "",
               "LeRobot checkpoint: a local directory or a Hugging Face Hub id (required)",
@@ -47,7 +52,8 @@ PARAMETERS = (
               "Ordered action names the policy outputs; empty to read them from the checkpoint's lerobot_ros.json"),
     Parameter("trained_fps", FLOAT, 0.0,
               "Control rate the policy was trained at (Hz); 0 to read it from lerobot_ros.json"),
-    Parameter("strict_fps", BOOL, False, "Refuse robots whose fps differs from trained_fps (otherwise warn)"),
+    Parameter("strict_fps", BOOL, False, "Refuse robots whose fps differs from trained_fps (otherwise warn)",
+              runtime=True),
     Parameter("service_name", STRING, "",
               "Extra namespace segment for every entity, e.g. act_so101 -> /lerobot/act_so101/...",
               (optional(ros_name_segment()),)),
@@ -55,13 +61,14 @@ PARAMETERS = (
     Parameter("pin_task", BOOL, False, "Serve only default_task: refuse robots and observations asking for another"),
     Parameter("serving_mode", STRING, "auto", "auto (from the policy family), shared, or exclusive (one session)",
               (one_of(SERVING_MODES),)),
-    Parameter("max_sessions", INTEGER, 8, "Most sessions open at once (exclusive mode: always 1)", (at_least(1),)),
+    Parameter("max_sessions", INTEGER, 8, "Most sessions open at once (exclusive mode: always 1)", (at_least(1),),
+              runtime=True),
     Parameter("max_batch_size", INTEGER, 8,
               "Micro-batching: most sessions' observations run in one forward pass (1: one at a time; "
-              "exclusive-mode and GR00T policies always 1)", (at_least(1),)),
+              "exclusive-mode and GR00T policies always 1)", (at_least(1),), runtime=True),
     Parameter("batch_window_ms", FLOAT, 0.0,
               "Micro-batching: how long to wait after the first ready observation for others to join its "
-              "forward pass (milliseconds); 0: take only those ready now", (at_least(0),)),
+              "forward pass (milliseconds); 0: take only those ready now", (at_least(0),), runtime=True),
     Parameter("warmup_inferences", INTEGER, 2,
               "Requests run through the full request path before the server advertises", (at_least(0),)),
     Parameter("rtc_enabled", BOOL, True, "Offer real-time chunking to robots that ask, when the policy supports it"),
@@ -69,10 +76,10 @@ PARAMETERS = (
               "RTC: steps of the previous chunk's prefix the policy conditions on", (at_least(1),)),
     Parameter("heartbeat_period_s", FLOAT, 0.5, "Period of the ~/status heartbeat (seconds)", (more_than(0),)),
     Parameter("session_idle_timeout_s", FLOAT, 10.0,
-              "Close a session after this long without an observation (seconds)", (more_than(0),)),
+              "Close a session after this long without an observation (seconds)", (more_than(0),), runtime=True),
     Parameter("session_first_observation_timeout_s", FLOAT, 5.0,
               "Close a session that sent no observation this long after opening; re-opening does not extend it "
-              "(seconds)", (more_than(0),)),
+              "(seconds)", (more_than(0),), runtime=True),
     Parameter("max_image_bytes", INTEGER, MAX_IMAGE_BYTES, "Largest accepted camera frame, compressed or raw (bytes)",
               (at_least(1),)),
     Parameter("audit_log", STRING, "auto",
@@ -90,6 +97,8 @@ PARAMETERS = (
     Parameter("inject_delay_s", FLOAT, 0.0,
               "Fault injection: extra seconds before each inference, to rehearse a slower model; keep 0 in production",
               (at_least(0),)),
+    Parameter("autostart", BOOL, True,
+              "Configure and activate at start-up; false: stay unconfigured for a lifecycle manager"),
 )
 
 

@@ -125,5 +125,6 @@ def test_readme_parameter_tables_match_the_declarations(module):
     readme = (REPO / "README.md").read_text()
     table = importlib.import_module(module).PARAMETERS
     for parameter in table:
-        row = f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | {parameter.description} |"
+        settable = "*runtime:* " if parameter.runtime else ""  # settable while the node runs
+        row = f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | {settable}{parameter.description} |"
         assert row in readme, f"README lacks or misstates the row: {row}"

@@ -118,7 +118,7 @@ def test_first_handshake_refused_stops_before_any_command(policy_server, launche
     result = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
     assert result["handshake"] == "refused"
     assert str(list(SO101_JOINT_NAMES)) in result["reason"] and str(swapped) in result["reason"]
-    assert "error: handshake refused" in stderr and "Traceback" not in stderr
+    assert "error: autostart: configure failed: handshake refused" in stderr and "Traceback" not in stderr
     time.sleep(0.5)
     assert robot.commands() == [], "nothing may be commanded after a refused first handshake"
 

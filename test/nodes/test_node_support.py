@@ -1,4 +1,4 @@
-"""node_support.declare_settings: a table declared on a real rclpy node, read back as settings."""
+"""node_support.declare_settings: a table declared on a real rclpy node, read back as settings, changed by set."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import rclpy
 from rclpy.parameter import Parameter as RosParameter
 
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.node_support import NodeStartupError, declare_settings, read_settings
+from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, declare_settings, parameter_table
 from lerobot_ros.parameters import FLOAT_LIST, INTEGER, STRING_LIST, Parameter, in_range, settings_dataclass
 
 TABLE = (
     Parameter("names", STRING_LIST, [""], "ordered names"),
     Parameter("limits", FLOAT_LIST, [], "per-name limits"),
-    Parameter("count", INTEGER, 3, "how many", (in_range(1, 10),), read_only=False),
+    Parameter("count", INTEGER, 3, "how many", (in_range(1, 10),), runtime=True),
 )
 
 
@@ -38,13 +38,13 @@ def make_node():
     rclpy.shutdown(context=context)
 
 
-def test_defaults_are_declared_with_their_descriptions_and_read_only_flags(make_node):
+def test_defaults_are_declared_with_their_descriptions_and_when_they_take_effect(make_node):
     node = make_node()
     settings = declare_settings(node, Example)
     assert settings == Example(names=(), limits=(), count=3)
     names, limits, count = node.describe_parameters(["names", "limits", "count"])
-    assert (names.description, names.read_only) == ("ordered names", True)
-    assert count.read_only is False
+    assert (names.description, names.additional_constraints) == ("ordered names", "takes effect only at start-up")
+    assert count.additional_constraints == "settable while running"
     # An empty float list is declared by its type: ROS 2 would infer [] as a byte array.
     assert limits.type == RosParameter.Type.DOUBLE_ARRAY.value
 
@@ -70,13 +70,27 @@ def test_context_reaches_the_settings(make_node):
     assert settings.client_id == "pc_left_arm"
 
 
-def test_read_settings_re_reads_the_declared_parameters_as_they_are_now(make_node):
-    """A managed node validates on every configure: the values set since are read, and checked."""
+def test_a_set_is_refused_with_the_reason_or_applied_once_valid(make_node):
     node = make_node()
     declare_settings(node, Example)
-    assert read_settings(node, Example) == Example(names=(), limits=(), count=3), "unset typed lists: defaults"
-    node.set_parameters([RosParameter("count", value=7)])
-    assert read_settings(node, Example).count == 7
-    node.set_parameters([RosParameter("count", value=11)])
-    with pytest.raises(NodeStartupError, match=r"^invalid parameters: 'count' is 11, expected 1\.\.10$"):
-        read_settings(node, Example)
+    applied = []
+    parameter_table(node).on_change(applied.append)
+
+    startup_only, invalid, wrong_type = node.set_parameters([
+        RosParameter("names", value=["x"]), RosParameter("count", value=11), RosParameter("count", value=2.5),
+    ])
+    assert not startup_only.successful and "'names' takes effect only at start-up" in startup_only.reason
+    assert (invalid.successful, invalid.reason) == (False, "'count' is 11, expected 1..10")
+    assert not wrong_type.successful and "Wrong parameter type" in wrong_type.reason  # rclpy's own check
+    assert applied == [] and node.get_parameter("count").value == 3
+
+    assert node.set_parameters([RosParameter("count", value=5)])[0].successful
+    assert applied == [Example(names=(), limits=(), count=5)] and parameter_table(node).current.count == 5
+
+
+def test_start_up_entries_are_settable_while_configuring(make_node):
+    node = make_node()
+    table = DeclaredParameters(node, Example)
+    table.on_change(lambda settings: pytest.fail("nothing applies while configuring"), configuring=lambda: True)
+    assert node.set_parameters([RosParameter("names", value=["a"])])[0].successful
+    assert table.settings().names == ("a",)

@@ -168,3 +168,16 @@ def test_batch_parameters_are_checked():
 
     with pytest.raises(ValueError, match="max_batch_size must be >= 1 and batch_window_s >= 0; got 0 and 0.0"):
         RoundRobinScheduler(max_batch_size=0)
+
+
+def test_new_batch_bounds_apply_from_the_next_batch():
+    import pytest
+
+    scheduler = RoundRobinScheduler(max_batch_size=1)
+    for key in "abc":
+        scheduler.deposit(key, key)
+    assert [r.key for r in scheduler.take_batch(0.1)] == ["a"]
+    scheduler.set_batching(max_batch_size=2, batch_window_s=0.0)
+    assert [r.key for r in scheduler.take_batch(0.1)] == ["b", "c"]
+    with pytest.raises(ValueError, match="got 2 and -1"):
+        scheduler.set_batching(2, -1)

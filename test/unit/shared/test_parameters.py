@@ -34,6 +34,7 @@ from lerobot_ros.parameters import (
     port,
     positive,
     required,
+    runtime_change,
     ros_name_segment,
     settings_dataclass,
 )
@@ -137,11 +138,11 @@ def lows_not_above_highs(settings) -> str | None:
 
 TABLE = (
     Parameter("name", STRING, "", "what", (required(),)),
-    Parameter("low", FLOAT, 0.0, "lower", (at_least(0),)),
-    Parameter("high", FLOAT, 1.0, "upper", (positive(),)),
+    Parameter("low", FLOAT, 0.0, "lower", (at_least(0),), runtime=True),
+    Parameter("high", FLOAT, 1.0, "upper", (positive(),), runtime=True),
     Parameter("items", STRING_LIST, [""], "items", (distinct("item"),)),
     Parameter("limits", FLOAT_LIST, [], "limits"),
-    Parameter("count", INTEGER, 3, "count", (in_range(1, 10),), read_only=False),
+    Parameter("count", INTEGER, 3, "count", (in_range(1, 10),), runtime=True),
     Parameter("flag", BOOL, False, "flag"),
 )
 
@@ -205,3 +206,37 @@ def test_defaults_are_what_the_config_files_list():
 def test_parameter_tables_are_plain_python(module):
     code = f"import sys; import {module}; assert 'rclpy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ---- changes while running --------------------------------------------------
+
+
+def _running() -> Example:
+    return Example.from_values({"name": "x"})
+
+
+def test_a_valid_runtime_change_gives_the_new_settings_and_leaves_the_rest():
+    changed, refusal = runtime_change(_running(), {"count": 7, "low": 0.5})
+    assert refusal == "" and (changed.count, changed.low, changed.name) == (7, 0.5, "x")
+
+
+def test_a_start_up_only_entry_is_refused_saying_so_and_naming_the_settable_ones():
+    changed, refusal = runtime_change(_running(), {"name": "y"})
+    assert changed is None
+    assert refusal == ("'name' takes effect only at start-up; set it in the parameters file or on the command line "
+                       "(settable while running: count, high, low)")
+
+
+def test_a_start_up_only_entry_is_accepted_while_configuring():
+    changed, refusal = runtime_change(_running(), {"name": "y"}, configuring=True)
+    assert refusal == "" and changed.name == "y"
+
+
+def test_an_invalid_runtime_value_is_refused_with_the_start_up_check_and_the_cross_field_rules():
+    assert runtime_change(_running(), {"count": 0}) == (None, "'count' is 0, expected 1..10")
+    assert runtime_change(_running(), {"low": 2.0}) == (None, "'low' is above 'high'")
+    assert runtime_change(_running(), {"count": "many"}) == (None, "'count' is 'many', expected an integer")
+
+
+def test_names_outside_the_table_are_not_its_business():
+    assert runtime_change(_running(), {"use_sim_time": True}) == (_running(), "")
