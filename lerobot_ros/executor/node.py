@@ -59,7 +59,7 @@ from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, run_node
+from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, events_executor, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from lerobot_ros.executor.session_client import SessionClient
@@ -265,7 +265,7 @@ class ChunkExecutorNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    sys.exit(run_node(ChunkExecutorNode, args))
+    sys.exit(run_node(ChunkExecutorNode, args, make_executor=events_executor))
 
 
 if __name__ == "__main__":
