@@ -20,7 +20,7 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
-ticks the core and publishes each command; one SingleThreadedExecutor spins
+ticks the core and publishes each command; one EventsExecutor spins
 every callback above (sensors, chunks, heartbeat, services, status); the
 network worker thread (``worker.NetworkWorker``) sends one observation at a
 time and waits for its chunk. The control loop never waits on a callback,
