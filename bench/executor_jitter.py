@@ -162,7 +162,10 @@ def main() -> None:
     if args.smoke:
         args.seconds, rates = 2.0, [100.0]
     checkouts = [None] + ([args.compare_checkout.resolve()] if args.compare_checkout else [])
-    resource_transports = ("raw", "compressed") if not args.smoke else ("raw",)
+    # --smoke: one run, the interpolated one (control loop, interpolation, bare timer, driver, plot);
+    # the policy-at-rate and resource runs start the same processes with other parameters.
+    at_rate_checkouts = checkouts if not args.smoke else []
+    resource_transports = ("raw", "compressed") if not args.smoke else ()
     load_before = common.load_average()
     watcher = common.Watcher("bench_jitter")
     jitter, resources = [], []
@@ -172,7 +175,7 @@ def main() -> None:
         server = common.start_server(tmp, SERVER, {"checkpoint": str(checkpoint), "max_sessions": 2})
         try:
             for rate in rates:
-                for index, checkout in enumerate(checkouts):  # same rate, before and after, back to back
+                for index, checkout in enumerate(at_rate_checkouts):  # same rate, before and after, back to back
                     jitter.append(run(watcher, tmp, f"jitter{int(rate)}_{index}", rate, args.seconds, 480, 640, "raw",
                                       True, checkout=checkout))
                 jitter.append(run(watcher, tmp, f"jitter{int(rate)}_interpolated", 30.0, args.seconds, 480, 640, "raw",
