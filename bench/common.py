@@ -255,7 +255,8 @@ def counters(status) -> dict:
     """The cumulative counters of an ExecutorStatus, as a dict (for window deltas)."""
     fields = ("commands_published", "requests_sent", "chunks_merged", "chunks_dropped", "request_timeouts",
               "starvation_ticks", "fallback_ticks", "chunk_boundaries", "boundary_jump_mean", "boundary_jump_max",
-              "action_step_mean", "last_delay_steps", "last_trimmed_rows", "latency_ms_p50", "latency_ms_p95")
+              "action_step_mean", "last_delay_steps", "last_trimmed_rows", "latency_ms_p50", "latency_ms_p95",
+              "request_threshold_s")
     values = {name: getattr(status, name) for name in fields}
     values["rtc_active"] = bool(status.rtc_active)
     values["state_name"] = status.state_name

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -162,7 +163,10 @@ def main() -> None:
     if args.smoke:
         args.seconds, rates = 2.0, [100.0]
     checkouts = [None] + ([args.compare_checkout.resolve()] if args.compare_checkout else [])
-    resource_transports = ("raw", "compressed") if not args.smoke else ("raw",)
+    # --smoke: one run, the interpolated one (control loop, interpolation, bare timer, driver, plot);
+    # the policy-at-rate and resource runs start the same processes with other parameters.
+    at_rate_checkouts = checkouts if not args.smoke else []
+    resource_transports = ("raw", "compressed") if not args.smoke else ()
     load_before = common.load_average()
     watcher = common.Watcher("bench_jitter")
     jitter, resources = [], []
@@ -172,7 +176,7 @@ def main() -> None:
         server = common.start_server(tmp, SERVER, {"checkpoint": str(checkpoint), "max_sessions": 2})
         try:
             for rate in rates:
-                for index, checkout in enumerate(checkouts):  # same rate, before and after, back to back
+                for index, checkout in enumerate(at_rate_checkouts):  # same rate, before and after, back to back
                     jitter.append(run(watcher, tmp, f"jitter{int(rate)}_{index}", rate, args.seconds, 480, 640, "raw",
                                       True, checkout=checkout))
                 jitter.append(run(watcher, tmp, f"jitter{int(rate)}_interpolated", 30.0, args.seconds, 480, 640, "raw",
@@ -217,7 +221,8 @@ an ACT with two 96x128 cameras served on the same 2-core machine (its inference 
 480x640 raw rgb8 cameras at 30 Hz, buffer_time_s 0.3. Each executor run has its own bare rclpy timer at the same
 rate, received and timestamped by the same driver process concurrently: the bare timer is the floor this machine
 gives any rclpy timer at that moment. Load average (1 min) {load_before:.1f} before, {load_after:.1f} after
-(2 cores, shared with other engineers' runs).{compared}
+(2 cores, shared with other engineers' runs); OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "unset")} for every
+process.{compared}
 
 {chr(10).join(lines)}
 
@@ -229,9 +234,10 @@ resizes), {args.seconds:.0f} s window:
 {chr(10).join(resource_lines)}
 
 This checkout keeps camera frames serialized (rclpy raw subscriptions) and deserializes and JPEG-encodes
-only the frames of a request; the previous executor deserialized every frame (2 x 0.9 MB at 30 Hz). The
-control loop is a thread with absolute deadlines (``executor/control_loop.py``) instead of a timer on the
-executor that also spins the sensor callbacks.
+only the frames of a request (executors before it deserialized every frame, 2 x 0.9 MB at 30 Hz), spins its
+callbacks on rclpy's events executor (``node_support.events_executor``), and runs the control loop on a
+thread with absolute deadlines (``executor/control_loop.py``) instead of a timer on the executor that also
+spins the sensor callbacks.
 """
     command = "python bench/executor_jitter.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --rates {args.rates}") \
         + (f" --compare-checkout {args.compare_checkout.name}" if args.compare_checkout and not args.smoke else "")

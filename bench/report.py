@@ -7,9 +7,9 @@ the command that produced it.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
-import subprocess
 from datetime import date
 from pathlib import Path
 
@@ -19,7 +19,7 @@ RELIABILITY_MD = DOCS / "reliability.md"
 
 
 def machine() -> str:
-    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    cores = len(os.sched_getaffinity(0))  # not nproc: it answers OMP_NUM_THREADS when that is set
     return f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, {date.today().isoformat()}"
 
 

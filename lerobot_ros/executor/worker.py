@@ -9,7 +9,12 @@ Invariants:
   a command;
 * idle, it sleeps on the core's work event, which the control tick sets when
   a request or a re-handshake is due (no polling); ``idle_s`` only bounds one
-  wait.
+  wait;
+* a due request that could not be sent (inputs missing or too old, publish
+  failed) is retried once per policy step, not at every control tick that
+  finds it still due: new sensor data comes at sensor rates, and at 250 Hz
+  the tick would otherwise have the worker assemble observations 250 times
+  a second.
 
 Plain Python: everything ROS goes through a ``ServerLink`` (the executor's
 session client), so tests drive the cycle with a fake; the core is reached
@@ -49,6 +54,8 @@ class NetworkWorker(threading.Thread):
         self._stop_event = threading.Event()
         # The control tick wakes the worker; this only bounds a wait if ticks stop (shutdown).
         self.idle_s = IDLE_WAIT_S
+        self.retry_s = 1.0 / core.settings.fps  # after a due request could not be sent
+        self._not_sent = False  # the latest step found a request due and could not send it
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -64,11 +71,16 @@ class NetworkWorker(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            if not self.step() and not self._stop_event.is_set():
+            if self.step() or self._stop_event.is_set():
+                continue
+            if self._not_sent:
+                self._stop_event.wait(self.retry_s)  # every tick still says "due": do not listen to it
+            else:
                 self.core.wait_for_work(self.idle_s)
 
     def step(self) -> bool:
-        """One unit of work; False when there was nothing to do (the caller idles)."""
+        """One unit of work; False when there was nothing to do, or a due request could not be sent."""
+        self._not_sent = False
         now = self.clock()
         if self.core.reconnect_due(now):
             result = handshake(self.core, self.link, self.robot, self.clock)
@@ -82,6 +94,7 @@ class NetworkWorker(threading.Thread):
         """Send one observation and wait for its chunk; False when nothing could be sent."""
         prepared = self.core.prepare_request(self.clock(), self.clock_ns())
         if not isinstance(prepared, PreparedRequest):
+            self._not_sent = True
             return False
         self.core.begin_request(prepared.request)
         if self._stop_event.is_set():  # a stop between prepare and begin would otherwise be lost
@@ -90,6 +103,7 @@ class NetworkWorker(threading.Thread):
         problem = self.link.send_observation(prepared)
         if problem:
             self.core.request_not_sent(problem)
+            self._not_sent = True
             return False
         answer = self.core.wait_for_answer(self.core.settings.request_timeout_s)
         if answer.chunk is not None:

@@ -4,13 +4,15 @@ Each script (bench/server_request_latency.py, executor_jitter.py,
 starvation.py, capacity.py, batching.py) runs as its own process, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
-the plot's link) and its PNG. Numbers are not checked: on a shared 2-core
-machine they mean nothing at these sizes.
+the plot's link) and its PNG, and where a script names one (OUTCOMES), a row
+saying the run did its job (commands received, RTC active). Timing numbers
+are not checked: on a shared 2-core machine they mean nothing at these sizes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -23,6 +25,11 @@ SCRIPTS = {
     "starvation": "bench_starvation.png",
     "capacity": "bench_capacity.png",
     "batching": "bench_batching.png",
+}
+#: A table row that shows the smoke run did what it is there for, beyond writing a section.
+OUTCOMES = {
+    "executor_jitter": r"30 Hz policy interpolated \| [1-9]\d* / \d+ \([1-9]\d*\) \|",  # both streams received
+    "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",  # replace mode ran with RTC active
 }
 TIMEOUT_S = 300
 
@@ -47,6 +54,8 @@ def test_benchmark_script_smoke(tmp_path, name):
     assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
     assert f"python bench/{name}.py --smoke" in text
     assert "|---|" in text, "the section has no table"
+    if name in OUTCOMES:
+        assert re.search(OUTCOMES[name], text), f"no row matching {OUTCOMES[name]!r}:\n{text}"
     png = tmp_path / SCRIPTS[name]
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"no plot {png}"
     assert f"]({SCRIPTS[name]})" in text, "the section does not show its plot"

@@ -412,6 +412,30 @@ def test_worker_thread_stops_promptly():
     assert math.isfinite(counts(core, clock).queued_time_s)
 
 
+def test_a_due_request_that_cannot_be_sent_is_retried_per_policy_step_not_per_control_tick():
+    clock, core, link, worker = connected()  # fps 10: one retry per 0.1 s
+    attempts = []
+    prepare = core.prepare_request
+    core.prepare_request = lambda *args: attempts.append(1) or prepare(*args)
+    worker.start()
+    try:
+        ticking_until = time.monotonic() + 0.35
+        while time.monotonic() < ticking_until:  # a 1 kHz control tick saying "due" every time
+            core.wake_worker()
+            time.sleep(0.001)
+        assert 2 <= len(attempts) <= 6, f"{len(attempts)} attempts in 0.35 s without sensor data"
+        assert not link.sent
+        feed(core, clock)
+        sent_by = time.monotonic() + 1.0
+        while not link.sent and time.monotonic() < sent_by:
+            core.wake_worker()
+            time.sleep(0.001)
+        assert link.sent, "the retry after sensor data arrived sent the request"
+    finally:
+        worker.stop()
+        worker.join(2.0)
+
+
 def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_sensor():
     clock, core, link, worker = connected(
         camera_names=[CAMERA, "observation.images.extra"], camera_topics=["/cam", "/extra"]
