@@ -101,7 +101,7 @@ def serve(checkpoint: str, port: int, times_file: str, device: str = "cpu") -> N
 class ZenohPeer:
     """The draft server as a process, and a client written from its schema and codec."""
 
-    def __init__(self, directory: Path, timeout_s: float = 240.0) -> None:
+    def __init__(self, directory: Path, timeout_s: float = 240.0, env: dict | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.overlay = make_overlay(directory)
@@ -113,6 +113,7 @@ class ZenohPeer:
 
         self.codec, self.schema = codec, schema
         self.timeout_s = timeout_s
+        self.env = env if env is not None else dict(os.environ)
         self.process = None
         self.session = None
 
@@ -127,7 +128,7 @@ class ZenohPeer:
         port = free_port()
         self.times = self.directory / f"model_times_{port}.jsonl"
         self.console = self.directory / f"console_{port}.log"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join((str(self.overlay), os.environ.get("PYTHONPATH", "")))}
+        environment = {**self.env, "PYTHONPATH": os.pathsep.join((str(self.overlay), self.env.get("PYTHONPATH", "")))}
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(__file__)), "serve", str(checkpoint), str(port), str(self.times), device],
