@@ -157,6 +157,7 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[
     if not checkpoint.is_dir():
         build_act_checkpoint(checkpoint, cameras={name: trained for name in cameras})
     audit = tmp / f"audit_{tag}.jsonl"
+    zenoh.start(checkpoint, device)  # its imports overlap our server's start-up
     # Requests alternate with the peers', and the peers load their models between our session's
     # opening and its first observation: keep the session open (by default the server collects a
     # session without an observation 5 s after opening and an idle one after 10 s).
