@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-import common  # noqa: F401  (isolation first)
+import common  # isolation first
 
 
 def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[float]:
@@ -43,11 +43,14 @@ def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[fl
     return durations[warmup:]
 
 
-def in_fresh_process(checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu") -> list[float]:
-    """``measure`` in a new interpreter (this script), so nothing else shares its threads."""
+def in_fresh_process(checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu",
+                     torch_threads: int = 0) -> list[float]:
+    """``measure`` in a new interpreter (this script), so nothing else shares its threads; ``torch_threads``
+    intra-op threads (0: torch's default)."""
     result = subprocess.run(
         [sys.executable, str(Path(__file__)), str(checkpoint), f"--requests={requests}", f"--warmup={warmup}",
-         f"--device={device}"], capture_output=True, text=True, timeout=900, check=False)
+         f"--device={device}"], capture_output=True, text=True, timeout=900, check=False,
+        env=common.torch_thread_env(torch_threads))
     if result.returncode != 0:
         raise RuntimeError(f"bare model run failed ({result.returncode}):\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

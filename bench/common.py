@@ -267,3 +267,11 @@ def counters(status) -> dict:
 def load_average() -> float:
     """The 1-minute load average: how busy the shared machine was (2 cores)."""
     return os.getloadavg()[0]
+
+
+def torch_thread_env(threads: int) -> dict:
+    """This process's environment with torch's intra-op threads fixed to ``threads`` for a child (0: torch's default)."""
+    environment = dict(os.environ)
+    if threads > 0:
+        environment.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return environment

@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# The GPU checks of the request path, as one run (issue 19): on a machine with CUDA and the dev venv
-# (scripts/setup_env.sh), from the repository root:
+# The GPU checks of the request path, as one command (issue 19): on a machine with CUDA and the dev venv
+# (scripts/setup_env.sh), from anywhere:
 #
 #   bench/gpu_checks.sh [OUT_DIR]        (default: a temporary folder; docs/ is never touched)
 #
+# 0. what ran: GPU (nvidia-smi), driver, Python, torch, its CUDA and cuDNN, LeRobot, OpenCV -> OUT_DIR/versions.txt;
 # 1. the bare ACT forward on cuda in a fresh process (the floor for every server's model time);
-# 2. the three-stack latency benchmark with every stack and the bare model on cuda, 20 requests per
-#    stack and configuration, its section written to OUT_DIR/benchmarks.md (plot beside it).
+# 2. the three-stack latency benchmark (ours, LeRobot gRPC, LeRobot Zenoh draft) with every stack and the bare
+#    model on cuda, the full matrix of frame sizes, camera counts and both trained sizes, its section written to
+#    OUT_DIR/benchmarks.md (plot beside it), its console to OUT_DIR/latency.log.
 # Not covered (no offline way to build it): SmolVLA at its real size needs the SmolVLM2 weights' config
-# from the Hub. Compilation is not built. Bounded: each step has its own timeout.
+# from the Hub. Compilation of the forward is not built. Bounded: each step has its own timeout.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 out="${1:-$(mktemp -d)}"
 mkdir -p "$out"
-python=".venv/bin/python"
+python="${PYTHON:-.venv/bin/python}"
 export LEROBOT_ROS_TEST_DOMAIN_ID="${LEROBOT_ROS_TEST_DOMAIN_ID:-47}"
-"$python" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0))" | tee "$out/device.txt"
+"$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script is for a GPU machine')"
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+  "$python" - <<'EOF'
+import platform
+import cv2
+import lerobot
+import torch
+print("python", platform.python_version(), "| torch", torch.__version__, "| cuda", torch.version.cuda,
+      "| cudnn", torch.backends.cudnn.version(), "| lerobot", lerobot.__version__, "| opencv", cv2.__version__)
+print("device 0:", torch.cuda.get_device_name(0), "| capability", torch.cuda.get_device_capability(0))
+EOF
+} | tee "$out/versions.txt"
 checkpoint=$("$python" -c "from lerobot_ros.sim.default_policy import default_checkpoint; print(default_checkpoint('act'))")
 timeout 600 "$python" bench/bare_model.py "$checkpoint" --device cuda --requests 50 --warmup 10 > "$out/bare_act_cuda.json"
-timeout 1800 "$python" bench/server_request_latency.py --device cuda --requests 20 \
-    --document "$out/benchmarks.md" --plot-dir "$out" 2>&1 | tail -n 40 | tee "$out/latency.log"
+timeout 1800 "$python" bench/server_request_latency.py --device cuda --requests 30 \
+    --document "$out/benchmarks.md" --plot-dir "$out" > "$out/latency.log" 2>&1 || { tail -n 40 "$out/latency.log"; exit 1; }
+tail -n 5 "$out/latency.log"
 echo "results in $out"

@@ -43,7 +43,7 @@ def free_port() -> int:
 
 
 class GrpcPeer:
-    def __init__(self, directory: Path, fps: int = 30, timeout_s: float = 240.0) -> None:
+    def __init__(self, directory: Path, fps: int = 30, timeout_s: float = 240.0, env: dict | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         previous = os.getcwd()
         os.chdir(directory)  # importing LeRobot's client module creates logs/ in the working directory
@@ -63,7 +63,7 @@ class GrpcPeer:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1",
                  f"--port={self.port}", f"--fps={fps}", "--inference_latency=0", "--obs_queue_timeout=60"],
-                cwd=directory, stdout=log, stderr=subprocess.STDOUT, text=True,
+                cwd=directory, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
             )
         self.timeout_s = timeout_s
         self.connected = False

@@ -3,7 +3,8 @@
 Runs bench/server_request_latency.py, executor_jitter.py, starvation.py,
 capacity.py, rtc_smoothness.py and batching.py with their default (full) sizes, each a process of its own so
 one failure does not hide the others' results; extra arguments (e.g.
-``--smoke``) are passed to every script. About 20 minutes on 2 cores.
+``--smoke``) are passed to every script. The latency matrix alone took 17 minutes on 2 cores
+shared with other work (load 7-10).
 
 usage: python bench/run_all.py [--smoke]
 """

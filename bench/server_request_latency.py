@@ -2,9 +2,9 @@
 
 For each configuration (ACT, random weights, chunk 50 x 6; 1 and 3 cameras;
 the policy trained at its default 96x128 and fed frames at 96x128, 480x640
-and 720x1280; with ``--trained-480`` also the policy trained at 480x640 and
-fed 480x640 frames) three servers run side by side on this machine, each an
-OS process of its own, on the same checkpoint, frames and state:
+and 720x1280, the policy trained at 480x640 fed 480x640 and 720x1280 frames)
+three servers run side by side on this machine, each an OS process of its
+own, started once per checkpoint, on the same checkpoint, frames and state:
 
 * ours: policy_server_node with an audit log; the client in this process
   plays the executor's request path with the executor's own code: the
@@ -44,7 +44,7 @@ incl. their unpickle); their prepare + preprocess, inference, postprocess;
 the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
 unpickle + aggregate. Overhead = round trip - inference, per request.
 
-usage: python bench/server_request_latency.py [--requests 30] [--trained-480] [--smoke]
+usage: python bench/server_request_latency.py [--requests 9] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ from bare_model import in_fresh_process  # noqa: E402
 from grpc_peer import GrpcPeer  # noqa: E402
 from zenoh_peer import ZenohPeer  # noqa: E402
 
-WARMUP = 3
 FPS = 30
 QUEUED_ROWS = 15  # rows left when the executor asks (30 Hz, buffer_time_s 0.5)
 
@@ -148,75 +147,113 @@ class OurClient:
         return row
 
 
-def run_config(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[int, int], height: int, width: int,
-               count: int, requests: int, bare: dict, device: str = "cpu") -> dict:
+def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[int, int], count: int,
+              sizes: list[tuple[tuple[int, int], int, int]], bare: dict, device: str, torch_threads: int) -> list[dict]:
+    """One checkpoint (policy trained at ``trained``, ``count`` cameras), its three servers started once, fed each
+    frame size in ``sizes`` ((height, width), warm-up, measured) in turn: one result per frame size."""
     cameras = [f"observation.images.cam{i}" for i in range(count)]
-    tag = f"{trained[0]}x{trained[1]}_{height}x{width}_{count}"
-    checkpoint = tmp / f"act_{trained[0]}x{trained[1]}_{count}"
+    tag = f"{trained[0]}x{trained[1]}_{count}"
+    checkpoint = tmp / f"act_{tag}"
     if not checkpoint.is_dir():
         build_act_checkpoint(checkpoint, cameras={name: trained for name in cameras})
     audit = tmp / f"audit_{tag}.jsonl"
+    zenoh.start(checkpoint, device)  # its imports overlap our server's start-up
     # Requests alternate with the peers', and the peers load their models between our session's
     # opening and its first observation: keep the session open (by default the server collects a
     # session without an observation 5 s after opening and an idle one after 10 s).
     server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
                                                                "session_idle_timeout_s": 3600.0,
                                                                "session_first_observation_timeout_s": 3600.0,
-                                                               "device": device})
+                                                               "device": device, "torch_threads": torch_threads})
     ours_client = None
+    measured = []  # per frame size: (its sequence numbers, ours, theirs, draft)
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras, {name: trained for name in cameras})
-        peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: (height, width) for name in cameras}, device=device)
+        # LeRobot's server reads the camera keys from these features and resizes each frame to the policy's
+        # size whatever its own: one load serves every frame size.
+        (first, _, _) = sizes[0]
+        peer.load(checkpoint, SO101_JOINT_NAMES, {name.rsplit(".", 1)[1]: first for name in cameras}, device=device)
         zenoh.load(checkpoint, SO101_JOINT_NAMES, cameras, FPS, device=device)
-        scenes = [[scene(height, width, 8 * i + s) for i in range(count)] for s in range(4)]
-        raw_msgs = [{name: images.rgb_to_raw(frames[i]) for i, name in enumerate(cameras)} for frames in scenes]
-        raw_arrays = [{name.rsplit(".", 1)[1]: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
-        zenoh_frames = [{name: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
-        ours, theirs, draft = [], [], []
-        zenoh.first_answer(np.zeros(6, np.float32), zenoh_frames[0])
-        for seq in range(1, requests + WARMUP + 1):
-            state = np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq  # the same state for both
-            ours.append(ours_client.request(seq, state, raw_msgs[seq % len(scenes)]))
-            theirs.append(peer.request(seq * (50 - QUEUED_ROWS), state, raw_arrays[seq % len(scenes)]))
-            draft.append(zenoh.request(seq, state, zenoh_frames[seq % len(scenes)]))
+        seq = 0
+        for index, ((height, width), warmup, requests) in enumerate(sizes):
+            scenes = [[scene(height, width, 8 * i + s) for i in range(count)] for s in range(4)]
+            raw_msgs = [{name: images.rgb_to_raw(frames[i]) for i, name in enumerate(cameras)} for frames in scenes]
+            raw_arrays = [{name.rsplit(".", 1)[1]: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
+            zenoh_frames = [{name: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
+            if index == 0:
+                zenoh.first_answer(np.zeros(6, np.float32), zenoh_frames[0])
+            ours, theirs, draft, seqs = [], [], [], []
+            for _ in range(warmup + requests):
+                seq += 1
+                state = np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq  # the same state for all three
+                ours.append(ours_client.request(seq, state, raw_msgs[seq % len(scenes)]))
+                theirs.append(peer.request(seq * (50 - QUEUED_ROWS), state, raw_arrays[seq % len(scenes)]))
+                draft.append(zenoh.request(seq, state, zenoh_frames[seq % len(scenes)]))
+                seqs.append(seq)
+            measured.append((seqs[warmup:], ours[warmup:], theirs[warmup:], draft[warmup:]))
     except (RuntimeError, TimeoutError) as error:
         raise RuntimeError(f"{error}\nserver log:\n" + (tmp / f"bench_latency_{tag}.log").read_text()[-3000:]) from error
     finally:
         if ours_client is not None:
-            ours_client.session.destroy()  # the server goes with its session; the next config opens its own
+            ours_client.session.destroy()  # the server goes with its session; the next group opens its own
         stop(server)
     model_times = zenoh.model_times()
     zenoh.close()
     if checkpoint not in bare:
-        bare[checkpoint] = in_fresh_process(checkpoint, max(requests, 10), warmup=5, device=device)
-    ours, theirs, draft = ours[WARMUP:], theirs[WARMUP:], draft[WARMUP:]
+        bare[checkpoint] = in_fresh_process(checkpoint, max(min(r for _, _, r in sizes), 3), warmup=2, device=device,
+                                            torch_threads=torch_threads)
     records = {r["seq"]: r for r in map(json.loads, audit.read_text().splitlines())}
-    for seq, row in enumerate(ours, start=WARMUP + 1):
-        record = records[seq]
-        row["post_publish"] = row["postprocess"] + record["publish_ms"] / 1000
-        row["transport_down"] = max(0.0, row["arrived_wall"] - record["wall_time"])
-        row["transport_up"] = row["wire"] - row["queue_wait"] - row["preprocess"] - row["inference"] - row["post_publish"] - row["transport_down"]
     split = peer.server_split()
-    for seq, row in enumerate(theirs, start=WARMUP + 1):
-        server_side = split[seq * (50 - QUEUED_ROWS)]
-        row["preprocess"] = server_side["prepare"] + server_side["preprocess"]
-        row["inference"] = server_side["inference"]
-        row["postprocess"] = server_side["postprocess"]
-        row["send"] = row["send_rpc"]
-        row["rest"] = row["wait_actions"] - row["preprocess"] - row["inference"] - row["postprocess"]
-    for seq, row in enumerate(draft, start=WARMUP + 1):
-        row["inference"] = model_times[seq]
-        row["server_other"] = row["server_inference_ms"] / 1000 - row["inference"]
-        row["round_trip"] = row["round_trip_client"]
-        row["transport"] = row["wire"] - row["server_inference_ms"] / 1000
-    for rows in (ours, theirs, draft):
-        for row in rows:
-            row["overhead"] = row["round_trip"] - row["inference"]
-    policy = "" if trained == own_shape() else f" (policy {trained[0]}x{trained[1]})"
-    return {"ours": {k: [r[k] for r in ours] for k in ours[0]}, "theirs": {k: [r[k] for r in theirs] for k in theirs[0]},
-            "zenoh": {k: [r[k] for r in draft] for k in draft[0]}, "bare": bare[checkpoint],
-            "label": f"{count} cam{'s' if count > 1 else ''} {height}x{width}{policy}", "height": height, "width": width,
-            "count": count, "trained": trained}
+    results = []
+    for ((height, width), _, _), (seqs, ours, theirs, draft) in zip(sizes, measured):
+        for seq, row in zip(seqs, ours):
+            record = records[seq]
+            row["post_publish"] = row["postprocess"] + record["publish_ms"] / 1000
+            row["transport_down"] = max(0.0, row["arrived_wall"] - record["wall_time"])
+            row["transport_up"] = (row["wire"] - row["queue_wait"] - row["preprocess"] - row["inference"]
+                                   - row["post_publish"] - row["transport_down"])
+        for seq, row in zip(seqs, theirs):
+            server_side = split[seq * (50 - QUEUED_ROWS)]
+            row["preprocess"] = server_side["prepare"] + server_side["preprocess"]
+            row["inference"] = server_side["inference"]
+            row["postprocess"] = server_side["postprocess"]
+            row["send"] = row["send_rpc"]
+            row["rest"] = row["wait_actions"] - row["preprocess"] - row["inference"] - row["postprocess"]
+        for seq, row in zip(seqs, draft):
+            row["inference"] = model_times[seq]
+            row["server_other"] = row["server_inference_ms"] / 1000 - row["inference"]
+            row["round_trip"] = row["round_trip_client"]
+            row["transport"] = row["wire"] - row["server_inference_ms"] / 1000
+        for rows in (ours, theirs, draft):
+            for row in rows:
+                row["overhead"] = row["round_trip"] - row["inference"]
+        policy = "" if trained == own_shape() else f", policy {trained[0]}x{trained[1]}"
+        results.append({"ours": {k: [r[k] for r in ours] for k in ours[0]},
+                        "theirs": {k: [r[k] for r in theirs] for k in theirs[0]},
+                        "zenoh": {k: [r[k] for r in draft] for k in draft[0]}, "bare": bare[checkpoint],
+                        "label": f"{count} cam{'s' if count > 1 else ''} {height}x{width}{policy}", "height": height,
+                        "width": width, "count": count, "trained": trained, "requests": len(seqs)})
+    return results
+
+
+def matrix(policies, frames, counts, requests: int) -> list[tuple[tuple[int, int], int, list]]:
+    """(trained size, cameras, [(frame size, warm-up, measured requests)]) per checkpoint: every frame size at least
+    the policy's own; ``requests`` measured at the policy's own size and 96x128, a third of it (at least 3) where a
+    stack's forward runs on larger frames (the Zenoh draft at 480x640 and 720x1280; every stack with a 480x640
+    policy), which costs seconds per request on a loaded 2-core machine. Two warm-up requests when a checkpoint's
+    servers are new, one at each further frame size."""
+    groups = []
+    for trained in policies:
+        for count in counts:
+            sizes = []
+            for size in frames:
+                if size[0] < trained[0] or size[1] < trained[1]:
+                    continue  # smaller than the policy's: no camera of interest sends it
+                cheap = size == trained == own_shape()
+                sizes.append((size, 1 if sizes else 2, requests if cheap else max(3, requests // 3)))
+            if sizes:
+                groups.append((trained, count, sizes))
+    return groups
 
 
 def own_shape() -> tuple[int, int]:
@@ -272,41 +309,50 @@ def cell(values) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=30, help="measured requests per configuration and stack")
+    parser.add_argument("--requests", type=int, default=9,
+                        help="measured requests per stack at 96x128 frames (fewer at larger ones: see matrix())")
     common.add_output_arguments(parser)
     parser.add_argument("--device", default="cpu", help="where all three stacks and the bare model run (cpu, cuda)")
     parser.add_argument("--frames", default="", help="only these frame sizes, e.g. 480x640,720x1280 (default: all)")
     parser.add_argument("--cameras", default="", help="only these camera counts, e.g. 3 (default: 1 and 3)")
-    parser.add_argument("--trained-480", action="store_true", help="also ACT trained at 480x640 (slow on a CPU)")
+    parser.add_argument("--policies", default="", help="trained sizes, e.g. 96x128 (default: 96x128,480x640)")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch intra-op threads of every stack and the bare model (ours: its torch_threads)")
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     own = own_shape()
-    sizes = [tuple(map(int, text.split("x"))) for text in args.frames.split(",") if text] or [own, (480, 640), (720, 1280)]
+
+    def shapes(text: str, default):
+        return [tuple(map(int, item.split("x"))) for item in text.split(",") if item] or default
+
+    policies = shapes(args.policies, [own, (480, 640)])
+    frames = shapes(args.frames, [own, (480, 640), (720, 1280)])
     counts = [int(text) for text in args.cameras.split(",") if text] or [1, 3]
-    configs = [(own, size, count) for size in sizes for count in counts]
-    if args.trained_480:
-        configs += [((480, 640), (480, 640), 1), ((480, 640), (480, 640), 3)]
-    if args.smoke:
-        args.requests, configs = 3, [(own, (480, 640), 1)]
+    if args.smoke:  # the matrix's code path at its cheapest: one small configuration, one measured request
+        policies, frames, counts, args.requests = [own], [own], [1], 1
+    groups = matrix(policies, frames, counts, args.requests)
     load_before = common.load_average()
+    started = time.monotonic()
     rclpy.init()
     node = rclpy.create_node("bench_server_request_latency")
     results, bare = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        peer = GrpcPeer(tmp / "grpc", fps=FPS)
-        zenoh = ZenohPeer(tmp / "zenoh")
+        peer = GrpcPeer(tmp / "grpc", fps=FPS, env=common.torch_thread_env(args.torch_threads))
+        zenoh = ZenohPeer(tmp / "zenoh", env=common.torch_thread_env(args.torch_threads))
         try:
-            for trained, (height, width), count in configs:
-                results.append(run_config(node, peer, zenoh, tmp, trained, height, width, count, args.requests, bare,
-                                          args.device))
-                print(f"done {results[-1]['label']}", flush=True)
+            for trained, count, sizes in groups:
+                results += run_group(node, peer, zenoh, tmp, trained, count, sizes, bare, args.device,
+                                     args.torch_threads)
+                print(f"done {', '.join(r['label'] for r in results[-len(sizes):])} "
+                      f"({time.monotonic() - started:.0f} s)", flush=True)
         finally:
             peer.close()
             zenoh.close()
     node.destroy_node()
     rclpy.shutdown()
     load_after = common.load_average()
+    elapsed = time.monotonic() - started
 
     header = "| stage | " + " | ".join(r["label"] for r in results) + " |"
     rule = "|---" * (len(results) + 1) + "|"
@@ -342,6 +388,7 @@ def main() -> None:
         ratio[key] = [value(r) for r in results]
         lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in ratio[key]) + " |")
     lines.append("| bare model, fresh process (median ms) | " + " | ".join(f"{median(r['bare']) * 1000:.1f}" for r in results) + " |")
+    lines.append("| measured requests per stack | " + " | ".join(str(r["requests"]) for r in results) + " |")
 
     def verdict(key: str, limit: float, text: str) -> str:
         worst = max(ratio[key])
@@ -361,10 +408,14 @@ the same frames (textured scenes) and the same state go to all three. Camera fra
 arrays: our executor shrinks them to the policy's resolution and JPEG-encodes them (q90), LeRobot's gRPC
 client pickles them raw, the Zenoh draft's client JPEG-encodes them (q90) at full size. The policy is
 trained at 96x128 unless the column says otherwise; frames at 480x640 and 720x1280 are what real cameras
-send. Requests alternate between the stacks, one in flight, {args.requests} measured per stack and configuration
-after {WARMUP} warm-up requests. Medians (p95); overhead = round trip - the policy forward, per request
+send; frames smaller than a policy's own are not sent to it. Each checkpoint's three servers start once and
+get every frame size in turn. Requests alternate between the stacks, one in flight; measured requests per stack
+and configuration in the last row of the ratio table, after 1-2 warm-up requests at each frame size. Every stack
+and the bare model run torch with {args.torch_threads} intra-op thread(s) (ours: its `torch_threads` parameter,
+the peers and the bare model: OMP_NUM_THREADS). Medians (p95); overhead = round trip - the policy forward, per request
 (the Zenoh draft's forward is timed inside its process by bench/zenoh_peer.py). Load average (1 min)
-{load_before:.1f} before, {load_after:.1f} after (2 cores, shared with other engineers' runs).
+{load_before:.1f} before, {load_after:.1f} after (2 cores, shared with other engineers' runs); the whole
+matrix took {elapsed:.0f} s.
 
 {chr(10).join(lines)}
 
@@ -379,8 +430,9 @@ the rest is the machine's load during the run.
 """
     body = body.replace("](/", "](")
     command = "python bench/server_request_latency.py" + (
-        " --smoke" if args.smoke else f" --requests {args.requests}" + (" --trained-480" if args.trained_480 else "")
-        + (f" --frames {args.frames}" if args.frames else "") + (f" --cameras {args.cameras}" if args.cameras else "")
+        " --smoke" if args.smoke else (f" --requests {args.requests}" if args.requests != 9 else "") + (f" --frames {args.frames}" if args.frames else "")
+        + (f" --cameras {args.cameras}" if args.cameras else "") + (f" --policies {args.policies}" if args.policies else "")
+        + (f" --torch-threads {args.torch_threads}" if args.torch_threads != 1 else "")
         + (f" --device {args.device}" if args.device != "cpu" else ""))
     common.write_section("server_request_latency", command, body, document=document)
 

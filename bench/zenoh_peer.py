@@ -101,7 +101,7 @@ def serve(checkpoint: str, port: int, times_file: str, device: str = "cpu") -> N
 class ZenohPeer:
     """The draft server as a process, and a client written from its schema and codec."""
 
-    def __init__(self, directory: Path, timeout_s: float = 240.0) -> None:
+    def __init__(self, directory: Path, timeout_s: float = 240.0, env: dict | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.overlay = make_overlay(directory)
@@ -113,25 +113,36 @@ class ZenohPeer:
 
         self.codec, self.schema = codec, schema
         self.timeout_s = timeout_s
+        self.env = env if env is not None else dict(os.environ)
         self.process = None
+        self.serving = ""  # the checkpoint the process was started on
         self.session = None
 
-    def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0, device: str = "cpu") -> None:
-        """Start a server process on ``checkpoint``; open a session for ``cameras`` (policy feature names)."""
-        import zenoh
+    def start(self, checkpoint: Path, device: str = "cpu") -> None:
+        """Spawn a server process on ``checkpoint`` and return at once (it imports torch for seconds meanwhile)."""
         from grpc_peer import free_port
 
-        import common
-
         self.close()
-        port = free_port()
+        self.port = port = free_port()
+        self.serving = str(checkpoint)
         self.times = self.directory / f"model_times_{port}.jsonl"
         self.console = self.directory / f"console_{port}.log"
-        environment = {**os.environ, "PYTHONPATH": os.pathsep.join((str(self.overlay), os.environ.get("PYTHONPATH", "")))}
+        environment = {**self.env, "PYTHONPATH": os.pathsep.join((str(self.overlay), self.env.get("PYTHONPATH", "")))}
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(Path(__file__)), "serve", str(checkpoint), str(port), str(self.times), device],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=environment)
+
+    def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0, device: str = "cpu") -> None:
+        """A server process on ``checkpoint`` (the one ``start`` spawned, or a new one), serving; open a session
+        for ``cameras`` (policy feature names)."""
+        import zenoh
+
+        import common
+
+        if self.process is None or self.serving != str(checkpoint):
+            self.start(checkpoint, device)
+        port = self.port
         common.wait_for_log(self.process, self.console, "zenoh peer serving", self.timeout_s)
         config = zenoh.Config()
         config.insert_json5("mode", json.dumps("peer"))

@@ -141,7 +141,11 @@ class PolicyRunner:
             rgb = frame.images[camera.name]
             if rgb.shape[:2] != (camera.height, camera.width):
                 rgb = images.resize_rgb(rgb, camera.height, camera.width)
-            observation[camera.name] = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).float().div_(255.0)
+            # Channels first while still uint8 (a quarter of the bytes), then one float conversion into a
+            # contiguous tensor, as LeRobot's own path feeds the policy: a float tensor permuted from HxWx3
+            # keeps channels-last strides, which made the normalizer 2.4x and the ACT forward 7-30 % slower.
+            channels_first = np.ascontiguousarray(rgb.transpose(2, 0, 1))
+            observation[camera.name] = torch.from_numpy(channels_first).float().div_(255.0)
         return observation
 
     def _feed_observation_history(self, batch: dict) -> dict:

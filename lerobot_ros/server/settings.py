@@ -71,6 +71,10 @@ PARAMETERS = (
               "forward pass (milliseconds); 0: take only those ready now", (at_least(0),), runtime=True),
     Parameter("warmup_inferences", INTEGER, 2,
               "Requests run through the full request path before the server advertises", (at_least(0),)),
+    Parameter("torch_threads", INTEGER, 1,
+              "CPU threads of one forward pass (torch intra-op threads); 0: torch's default, one per core. 1 was "
+              "4-20x faster than 2 on a 2-core machine shared with other work (docs/benchmarks.md); raise it on a "
+              "CPU server with cores to itself", (at_least(0),)),
     Parameter("rtc_enabled", BOOL, True, "Offer real-time chunking to robots that ask, when the policy supports it"),
     Parameter("rtc_execution_horizon", INTEGER, 10,
               "RTC: steps of the previous chunk's prefix the policy conditions on", (at_least(1),)),

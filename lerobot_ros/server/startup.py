@@ -18,7 +18,7 @@ inference worker owns an OpenMP thread pool (why: model_threads.py).
 from __future__ import annotations
 
 import time
-from lerobot_ros.server.model_threads import run_on_passing_thread
+from lerobot_ros.server.model_threads import run_on_passing_thread, use_torch_threads
 from lerobot_ros.server.policy_families import UnsupportedPolicyError
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.warmup import warm_up
@@ -36,6 +36,7 @@ def ready_runner(settings: ServerSettings, log):
     """
 
     def load_and_warm_up():
+        use_torch_threads(settings.torch_threads)
         runner = load_runner(settings, log)
         warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log)
         return runner

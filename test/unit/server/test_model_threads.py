@@ -50,8 +50,15 @@ def test_the_job_runs_on_another_thread_that_has_ended_and_its_result_or_error_c
 def test_a_passing_thread_takes_its_openmp_pool_with_it():
     import torch
 
-    if torch.get_num_threads() < 2:
-        pytest.skip("one intra-op thread: torch opens no OpenMP pool")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # a server's torch_threads may have left 1, which opens no pool
+    try:
+        _check_the_pool_goes_with_its_thread(torch)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _check_the_pool_goes_with_its_thread(torch):
     before = _settle_below(10_000, 0.0)
     large = torch.rand(4_000_000)
     seen = {}
@@ -66,9 +73,18 @@ def test_a_passing_thread_takes_its_openmp_pool_with_it():
 
 
 def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_the_passing_thread(act_checkpoint):
-    settings = ServerSettings.from_values({"checkpoint": str(act_checkpoint), "warmup_inferences": 1})
+    import torch
+
+    settings = ServerSettings.from_values({"checkpoint": str(act_checkpoint), "warmup_inferences": 1, "torch_threads": 1})
     log = _Log()
-    runner = ready_runner(settings, log)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runner = ready_runner(settings, log)
+        # torch's count is per process for threads that enter it later, as the inference worker does
+        assert run_on_passing_thread(torch.get_num_threads, name="probe") == 1
+    finally:
+        torch.set_num_threads(previous)
     assert runner.capabilities.policy_type == "act"
     assert any(line.startswith("warm-up done") for line in log.lines)
     with pytest.raises(StartupFailed, match="does_not_exist"):
