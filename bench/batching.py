@@ -335,7 +335,7 @@ def main() -> None:
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     if args.smoke:
-        args.seconds, args.counts, args.repeats, args.families = 1.5, [1, 2], 2, ["act"]
+        args.seconds, args.counts, args.repeats, args.families = 1.0, [1, 2], 1, ["act"]
     given = dict(item.split("=", 1) for item in args.checkpoint)
     compared = modes(args.max_batch_size)
     if args.torch_threads:

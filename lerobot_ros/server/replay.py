@@ -71,9 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest action difference counted as equal")
     parser.add_argument("--noise-seed", type=int, default=None, help="the server's noise_seed, to replay sampled chunks exactly")
     parser.add_argument("--default-task", default="", help="the server's default_task, for robots that sent no task")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="the server's torch_threads (default: the server's default): a forward summed over "
+                             "another thread count can differ in the last bit")
     args = parser.parse_args(argv)
     from lerobot_ros.server.checkpoint import load_policy
     from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.server.model_threads import use_torch_threads
+
+    use_torch_threads(args.torch_threads)
 
     loaded = load_policy(args.checkpoint, device=args.device, dtype=args.dtype)
     runner = PolicyRunner(loaded, rtc_enabled=True, rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10,

@@ -39,6 +39,9 @@ NOISE_SEED = 1234
 HORIZON = 10
 FPS = 30.0
 TASK = "pick up the cube"
+#: The server's torch_threads, and the local references' thread count: a forward summed over a different
+#: number of threads can differ in the last bit, and these tests compare bit for bit.
+TORCH_THREADS = 1
 # Actions the robot plays between one merge and the next request, and while
 # each request is being inferred (the measured delay, in control steps).
 PLAYED_BEFORE_REQUEST = (0, 20, 25, 18, 30, 22)
@@ -63,6 +66,7 @@ def rtc_server(smolvla_checkpoint, tmp_path_factory, ros_node):
         noise_seed=NOISE_SEED,
         warmup_inferences=1,
         default_task=TASK,
+        torch_threads=TORCH_THREADS,
     )
     yield server
     stop(server.process)
@@ -189,10 +193,15 @@ def _local_rtc_chunk(lerobot, state, rgb, prepared: PreparedRequest, left_over):
     observation = prepare_observation_for_inference({"observation.state": state.copy(), FRONT_CAMERA: rgb.copy()}, torch.device("cpu"), TASK)
     batch = preprocessor(observation)
     torch.manual_seed(request_noise_seed(NOISE_SEED, prepared.request))
-    with torch.no_grad():
-        actions = policy.predict_action_chunk(
-            batch, inference_delay=prepared.inference_delay_steps, prev_chunk_left_over=left_over
-        )
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(TORCH_THREADS)
+    try:
+        with torch.no_grad():
+            actions = policy.predict_action_chunk(
+                batch, inference_delay=prepared.inference_delay_steps, prev_chunk_left_over=left_over
+            )
+    finally:
+        torch.set_num_threads(threads_before)
     return actions.squeeze(0).clone(), postprocessor(actions).squeeze(0)
 
 
@@ -369,7 +378,7 @@ def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_ser
         )
         return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
-    code, summary = replay("--noise-seed", str(NOISE_SEED), "--default-task", TASK)
+    code, summary = replay("--noise-seed", str(NOISE_SEED), "--default-task", TASK, "--torch-threads", str(TORCH_THREADS))
     assert code == 0 and summary["compared"] >= len(PLAYED_BEFORE_REQUEST) and summary["max_abs_difference"] == 0.0, summary
     code, summary = replay("--default-task", TASK)  # fresh noise: the sampled chunks differ
     assert code == 1 and summary["differing"] == summary["compared"], summary
