@@ -90,11 +90,8 @@ fi
 rm -f "$stamp"
 # This machine's pip configuration names local index folders that may not
 # exist; pip warns about each on every look-up. Drop that noise, keep the rest.
-# --no-compile: pip byte-compiles all ~16,600 modules of the dependencies
-# one by one (about 2 minutes on 2 cores); Python compiles the few thousand
-# a run imports on first use and caches them in the venv.
 pip_install() {
-  "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-compile "$@" \
+  "$venv/bin/python" -m pip --disable-pip-version-check -q install "$@" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 }
 
