@@ -10,6 +10,7 @@ The table itself is plain Python (lerobot_ros.parameters).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -178,10 +179,19 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     a node can finish in-flight work and publish its last messages.
     ``make_executor``: what spins the node (a managed node whose transitions
     wait for service answers needs a multi-threaded one).
+
+    A signal during start-up can leave another thread inside native code
+    (the server's loader, mid-forward in its warm-up); the process then
+    leaves with ``os._exit`` after its own teardown. Left to the
+    interpreter's finalization, that thread is killed (pthread_exit) the
+    next time it takes the GIL, and the forced unwind through torch's
+    noexcept pybind11 frames ends in std::terminate: exit -6, "terminate
+    called without an active exception".
     """
     rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     stop_requested = threading.Event()
     serving = False
+    interrupted_start_up = False
 
     def on_signal(signum, frame) -> None:
         if not serving:
@@ -211,7 +221,7 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     except NodeDone:
         return 0
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        interrupted_start_up = not serving
     finally:
         # A Ctrl-C in a terminal reaches every process of the group, and
         # `ros2 launch` forwards its own SIGINT too: a second signal during
@@ -224,4 +234,10 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
         rclpy.try_shutdown()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if interrupted_start_up and threading.active_count() > 1:
+        # Thread.is_alive() is no test here: the interrupted join of the
+        # loader can leave it reporting a running thread as stopped.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

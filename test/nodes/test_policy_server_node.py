@@ -111,8 +111,11 @@ def test_server_start_up_errors_are_one_clear_line(tmp_path, checkpoint_name, ex
     assert "Traceback" not in result.stderr
 
 
+# The loader thread is still inside torch when the process ends: left to the
+# interpreter's finalization it died in std::terminate (exit -6) about one run
+# in two. A long warm-up keeps it busy there.
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
-def test_signal_while_loading_ends_the_server_cleanly(act_checkpoint, tmp_path, signal_name):
+def test_signal_during_start_up_ends_the_server_cleanly(act_checkpoint, tmp_path, signal_name):
     import signal
     import time
 
@@ -122,12 +125,15 @@ def test_signal_while_loading_ends_the_server_cleanly(act_checkpoint, tmp_path, 
     with log_path.open("w") as log:
         # Its own node name: the suite's shared server owns /lerobot.
         process = spawn_node(
-            "lerobot_ros.server.node", {"checkpoint": str(act_checkpoint)}, log=log, node_name="lerobot_signal_test"
+            "lerobot_ros.server.node",
+            {"checkpoint": str(act_checkpoint), "warmup_inferences": 40},
+            log=log,
+            node_name="lerobot_signal_test",
         )
     try:
         deadline = time.monotonic() + 60
         while "loading" not in log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.02)
         assert "loading" in log_path.read_text(), log_path.read_text()
         process.send_signal(getattr(signal, signal_name))
         process.wait(timeout=60)
@@ -136,7 +142,8 @@ def test_signal_while_loading_ends_the_server_cleanly(act_checkpoint, tmp_path, 
     output = log_path.read_text()
     assert process.returncode == 0, output
     assert "Traceback" not in output
-    assert "ready: serving" not in output, "the signal arrived during loading; the node must not go on to serve"
+    assert "warm-up done" not in output, "the signal arrived during start-up; the node must stop there"
+    assert "ready: serving" not in output
 
 
 def test_invalid_parameters_are_all_reported_before_loading():
