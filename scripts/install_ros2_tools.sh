@@ -31,10 +31,7 @@ for package in "${interface_packages[@]}"; do
   [ -f "$vendor/$package/CMakeLists.txt" ] || { echo "error: $vendor/$package/CMakeLists.txt is missing" >&2; exit 1; }
 done
 
-pip_install() {
-  "$python" -m pip --disable-pip-version-check -q install "$@" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-}
+. "$root/scripts/pip_install.sh"
 
 # Their PyPI dependencies that the ROS 2 wheels and our extras do not bring:
 # launch needs osrf_pycommon and lark (the wheels' rosidl_parser already
@@ -45,21 +42,34 @@ for requirement in osrf_pycommon:osrf-pycommon lark:lark psutil:psutil argcomple
     importlib_metadata:importlib-metadata packaging:packaging catkin_pkg:catkin_pkg yaml:pyyaml; do
   "$python" -c "import ${requirement%%:*}" 2>/dev/null || missing+=("${requirement#*:}")
 done
-[ "${#missing[@]}" -eq 0 ] || pip_install "${missing[@]}"
+[ "${#missing[@]}" -eq 0 ] || pip_install "$python" "${missing[@]}"
+
+mkdir -p "$build_dir"
+# The interface builds (CMake, mostly one core each) and the pip install share
+# nothing but the venv's separate files: run them side by side.
+build_interface_package() {
+  local package=$1 started=$SECONDS
+  "$root/scripts/build_interfaces.sh" "$venv" "$build_dir/interfaces-$package" "$vendor/$package" >/dev/null
+  echo "ros2 tools: $package built in $((SECONDS - started)) s"
+}
+jobs_started=()
+for package in "${interface_packages[@]}"; do
+  build_interface_package "$package" &
+  jobs_started+=("$!:$package")
+done
 
 started=$SECONDS
-mkdir -p "$build_dir"
 for package in "${python_packages[@]}"; do
   # pip builds in the source tree (build/, *.egg-info): build a copy.
   rm -rf "${build_dir:?}/$package"
   cp -a "$vendor/$package" "$build_dir/$package"
   chmod -R u+w "$build_dir/$package"
 done
-(cd "$build_dir" && pip_install --no-deps --no-build-isolation "${python_packages[@]/#/./}")
+(cd "$build_dir" && pip_install "$python" --no-deps --no-build-isolation "${python_packages[@]/#/./}")
 echo "ros2 tools: ${#python_packages[@]} Python packages installed in $((SECONDS - started)) s"
 
-for package in "${interface_packages[@]}"; do
-  started=$SECONDS
-  "$root/scripts/build_interfaces.sh" "$venv" "$build_dir/interfaces-$package" "$vendor/$package" >/dev/null
-  echo "ros2 tools: $package built in $((SECONDS - started)) s"
+failed=()
+for job in "${jobs_started[@]}"; do
+  wait "${job%%:*}" || failed+=("${job#*:}")
 done
+[ "${#failed[@]}" -eq 0 ] || { echo "error: building ${failed[*]} failed (see above)" >&2; exit 1; }

@@ -59,7 +59,7 @@ inputs_hash="$(
     echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
     cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv action/*.action bin/* \
       scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh \
-      scripts/install_ament_package.sh scripts/install_ros2_tools.sh
+      scripts/install_ament_package.sh scripts/install_ros2_tools.sh scripts/pip_install.sh
     if [ "$profile" = robot ]; then
       find lerobot_ros launch config -type f -not -path '*/__pycache__/*' -print0 | sort -z | xargs -0 cat
     else
@@ -88,20 +88,15 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python312" -m venv "$venv"
 fi
 rm -f "$stamp"
-# This machine's pip configuration names local index folders that may not
-# exist; pip warns about each on every look-up. Drop that noise, keep the rest.
-pip_install() {
-  "$venv/bin/python" -m pip --disable-pip-version-check -q install "$@" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-}
+. "$root/scripts/pip_install.sh"
 
 echo "lerobot_ros: installing dependencies ($profile profile; the first run downloads several GB for LeRobot and torch)"
 if [ "$profile" = dev ]; then
   # compat mode puts the checkout on sys.path through a .pth file, so the
   # package and the generated interfaces in site-packages form one package.
-  pip_install -e "$root[ros-wheels,interfaces-build,server,record,test,demo,bench]" --config-settings editable_mode=compat
+  pip_install "$venv/bin/python" -e "$root[ros-wheels,interfaces-build,server,record,test,demo,bench]" --config-settings editable_mode=compat
 else
-  pip_install "$root[ros-wheels,interfaces-build,test]"
+  pip_install "$venv/bin/python" "$root[ros-wheels,interfaces-build,test]"
 fi
 "$venv/bin/python" -c "import lerobot_ros" || { echo "error: pip install failed (see above)" >&2; exit 1; }
 
