@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,9 +32,11 @@ from lerobot_ros.data_plane import (
     request_id_of,
 )
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.inference import PreparedRequest, batch_key
 from lerobot_ros.server.scheduler import Ready
 from lerobot_ros.server.sessions import EpisodeMove, Session, SessionRegistry
+
+if TYPE_CHECKING:  # torch: imported with the policy, after the node is up (startup.py)
+    from lerobot_ros.server.inference import PreparedRequest
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +222,7 @@ class RequestHandler:
         """Run the admitted requests, one forward pass per group of stackable inputs; the sizes run."""
         groups: dict[tuple, list[_Request]] = {}
         for request in requests:
-            groups.setdefault(batch_key(request.prepared), []).append(request)
+            groups.setdefault(self.runner.batch_key(request.prepared), []).append(request)
         forwards: list[int] = []
         for group in groups.values():
             if not self._run_group(group, forwards) and len(group) > 1:

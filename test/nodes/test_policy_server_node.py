@@ -111,6 +111,15 @@ def test_server_start_up_errors_are_one_clear_line(tmp_path, checkpoint_name, ex
     assert "Traceback" not in result.stderr
 
 
+def test_the_node_module_imports_no_torch_before_rclpy_is_up():
+    # torch and LeRobot take seconds to import; a signal then must reach run_node's handler
+    # (startup.py), so the module imports them only when the policy loads.
+    code = "import sys, lerobot_ros.server.node; print(sorted(m for m in ('torch', 'lerobot') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", f"imported at module import: {result.stdout.strip()}"
+
+
 # The loader thread is still inside torch when the process ends: left to the
 # interpreter's finalization it died in std::terminate (exit -6) about one run
 # in two. A long warm-up keeps it busy there.
