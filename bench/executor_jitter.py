@@ -235,9 +235,10 @@ resizes), {args.seconds:.0f} s window:
 
 This checkout keeps camera frames serialized (rclpy raw subscriptions) and deserializes and JPEG-encodes
 only the frames of a request (executors before it deserialized every frame, 2 x 0.9 MB at 30 Hz), spins its
-callbacks on rclpy's events executor (``node_support.events_executor``), and runs the control loop on a
-thread with absolute deadlines (``executor/control_loop.py``) instead of a timer on the executor that also
-spins the sensor callbacks.
+callbacks on rclpy's MultiThreadedExecutor (a lifecycle transition and a RunPolicy goal's waiter block in
+callbacks while the server's answers must arrive), and runs the control loop on a thread with absolute
+deadlines (``executor/control_loop.py``) instead of a timer on the executor that also spins the sensor
+callbacks.
 """
     command = "python bench/executor_jitter.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --rates {args.rates}") \
         + (f" --compare-checkout {args.compare_checkout.name}" if args.compare_checkout and not args.smoke else "")
