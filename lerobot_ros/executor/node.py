@@ -14,8 +14,8 @@ before any command is published; an accepted one prints ``{"handshake":
 RunPolicy goals (``goals.py``) run the policy for one task.
 
 ROS entities (``~`` is the node's name, default chunk_executor):
-  <state_topic>                          sensor_msgs/JointState (sub; mapped by joint name)
-  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub: kept serialized)
+  <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors; by joint name)
+  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub, on _<name>_sensors: kept serialized)
   <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
@@ -28,8 +28,10 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
-ticks the core and publishes each command; a MultiThreadedExecutor spins
-the callbacks above: sensors, chunks, heartbeat, status, the operator and
+ticks the core and publishes each command; a thread of its own spins the
+joint-state and camera subscriptions, on a hidden companion node
+``_<name>_sensors`` (``sensor_node.py``: why); a MultiThreadedExecutor spins
+the other callbacks above: chunks, heartbeat, status, the operator and
 lifecycle services in the node's one mutually exclusive group (one at a
 time, as before), the server's service answers in their own group (so a
 transition can wait for them), goals in a reentrant group; the
@@ -76,8 +78,9 @@ from lerobot_ros.executor.goals import GoalBook, GoalRequest, GoalResult, Progre
 from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
 from lerobot_ros.executor.lifecycle import ExecutorLifecycle, Outcome, TransitionFailed
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
-from lerobot_ros.executor.server_link import RosServerLink
+from lerobot_ros.executor.sensor_node import SensorNode
 from lerobot_ros.executor.serialized import SerializedMessage
+from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.session_client import SessionClient
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
@@ -116,6 +119,7 @@ class ChunkExecutorNode(LifecycleNode):
         self.worker: NetworkWorker | None = None
         self.control_loop: ControlLoop | None = None
         self.link: RosServerLink | None = None
+        self.sensors: SensorNode | None = None
         self._entities: list = []
         self.transition_failure = ""
         self._declare_problem = ""
@@ -205,18 +209,20 @@ class ChunkExecutorNode(LifecycleNode):
 
     def create_entities(self) -> None:
         settings, core, keep = self.settings, self.core, self._entities.append
-        # Robot side: sensors in, commands out.
-        keep(self.create_subscription(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS))
+        # Robot side: sensors in (on their own node and thread: sensor_node.py), commands out.
+        self.sensors = sensors = SensorNode(self)
+        sensors.subscribe(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
         for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
             message_type = CompressedImage if transport == "compressed" else Image
             decode = partial(deserialize_message, message_type=message_type)
             # raw: the callback keeps the bytes; a frame is deserialized only if a request uses it.
-            keep(self.create_subscription(
+            sensors.subscribe(
                 message_type, topic,
                 lambda data, name=name, decode=decode: core.on_camera(name, SerializedMessage(data, decode),
                                                                       time.monotonic()),
                 SENSOR_QOS, raw=True,
-            ))
+            )
+        sensors.start()
         self.output = OUTPUT_MODES[settings.output_mode]
         # A plain publisher, not a lifecycle one: an inactive executor still commands its hold.
         self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
@@ -297,6 +303,9 @@ class ChunkExecutorNode(LifecycleNode):
         # executor's wait set (entity.destroy() alone leaves them there, and the next wait fails).
         destroyers = {Subscription: self.destroy_subscription, Publisher: self.destroy_publisher,
                       Service: self.destroy_service, Timer: self.destroy_timer}
+        if self.sensors is not None:
+            self.sensors.destroy()
+            self.sensors = None
         for entity in reversed(self._entities):
             destroyers[next(kind for kind in destroyers if isinstance(entity, kind))](entity)
         self._entities.clear()
