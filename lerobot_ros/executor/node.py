@@ -533,6 +533,12 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
+        # Its thread must end before the interpreter does: finalization kills a thread waiting
+        # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
+        sensors = getattr(self, "sensors", None)  # absent when the constructor failed
+        if sensors is not None:
+            sensors.destroy()
+            self.sensors = None
         action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
         if action_server is not None:
             action_server.destroy()
