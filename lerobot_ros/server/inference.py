@@ -215,11 +215,11 @@ class PolicyRunner:
             preprocess_s=time.perf_counter() - started,
         )
 
-    @torch.no_grad()
     def batch_key(self, prepared: PreparedRequest) -> tuple:
         """Requests with equal keys can share one forward pass (module-level ``batch_key``)."""
         return batch_key(prepared)
 
+    @torch.no_grad()
     def infer(self, prepared: list[PreparedRequest]) -> tuple[torch.Tensor, float]:
         """One ``predict_action_chunk`` for all of ``prepared`` (equal ``batch_key``s): actions [n, chunk, dim], seconds."""
         started = time.perf_counter()
