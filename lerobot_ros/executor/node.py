@@ -303,14 +303,18 @@ class ChunkExecutorNode(LifecycleNode):
         # executor's wait set (entity.destroy() alone leaves them there, and the next wait fails).
         destroyers = {Subscription: self.destroy_subscription, Publisher: self.destroy_publisher,
                       Service: self.destroy_service, Timer: self.destroy_timer}
-        if self.sensors is not None:
-            self.sensors.destroy()
-            self.sensors = None
+        self._destroy_sensors()
         for entity in reversed(self._entities):
             destroyers[next(kind for kind in destroyers if isinstance(entity, kind))](entity)
         self._entities.clear()
         if self.link is not None:
             self.link.destroy()
+
+    def _destroy_sensors(self) -> None:
+        sensors = getattr(self, "sensors", None)  # absent when the constructor failed
+        if sensors is not None:
+            sensors.destroy()
+            self.sensors = None
 
     def forget_settings(self) -> None:
         self.core = self.link = None
@@ -533,12 +537,9 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
-        # Its thread must end before the interpreter does: finalization kills a thread waiting
-        # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
-        sensors = getattr(self, "sensors", None)  # absent when the constructor failed
-        if sensors is not None:
-            sensors.destroy()
-            self.sensors = None
+        # The sensor thread must end before the interpreter does: finalization kills a thread
+        # waiting inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
+        self._destroy_sensors()
         action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
         if action_server is not None:
             action_server.destroy()
