@@ -45,6 +45,7 @@ monotonic clock: ``now_s`` in seconds, ``*_ns`` in nanoseconds.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -68,9 +69,10 @@ from lerobot_ros.executor.trigger import request_threshold_s
 from lerobot_ros.telemetry import ExecutorTelemetry
 
 
-#: A pause longer than this re-opens the session on resume (seconds): the server
-#: closes sessions that sent nothing for its session_idle_timeout_s (10 s by default).
-REOPEN_AFTER_PAUSE_S = 5.0
+#: A resume re-opens the session when the server has not heard from it for
+#: this share of the idle timeout it granted the session with: the server may
+#: have closed it, and a fresh one costs one call, not two unanswered requests.
+REOPEN_AT_IDLE_SHARE = 0.5
 
 #: The counters since start-up, named as in ExecutorTelemetry.
 COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
@@ -100,6 +102,7 @@ class SessionIdentity:
     epoch: int = 0
     episode: int = 0
     replica: str = ""  # the server namespace the session is open on
+    idle_timeout_s: float = math.inf  # the server closes the session after this long without an observation
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ class ExecutorCore:
         self._known_heard_at = now_s  # the latest heartbeat of the instance the session is with
         self._other_instance = ""  # a second server instance heard on the namespace meanwhile
         self._paused_since: float | None = None
+        self._last_heard_s = now_s  # the latest observation sent in this session, or its opening
         self._holders: set[str] = set()  # who holds the executor paused (operator, lifecycle, goal)
         self._task = settings.task
         self._handshake_failures = 0
@@ -311,6 +315,7 @@ class ExecutorCore:
                 identity.session_id, self.settings.client_id, self._seq, identity.episode, identity.epoch, now_ns
             )
             self._counts["requests_sent"] += 1
+            self._last_heard_s = now_s
             return PreparedRequest(request, observation, snapshot, delay, rtc, self._task)
 
     def begin_request(self, request: RequestId) -> None:
@@ -435,7 +440,9 @@ class ExecutorCore:
                 epoch=0 if first else previous.epoch + 1,
                 episode=previous.episode,
                 replica=replica,
+                idle_timeout_s=grant.idle_timeout_s,
             )
+            self._last_heard_s = now_s
             if first or grant.rtc_enabled != previous.rtc_active:
                 # The merge mode is fixed per queue; a changed mode drops the queued actions.
                 self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
@@ -505,13 +512,16 @@ class ExecutorCore:
                 return
             paused_since, self._paused_since = self._paused_since, None
             self._failsafe.resume(now_s)
-            paused_s = now_s - paused_since if paused_since is not None else 0.0
-            if paused_s > REOPEN_AFTER_PAUSE_S:
-                # Nothing was sent while paused, so the server may have closed
-                # the session as idle; re-open it now rather than after two
-                # unanswered requests.
+            if paused_since is None:
+                return
+            quiet_s = now_s - self._last_heard_s
+            idle_timeout_s = self._identity.idle_timeout_s
+            if quiet_s > REOPEN_AT_IDLE_SHARE * idle_timeout_s:
+                # Nothing was sent while paused: an observation on a closed session goes
+                # nowhere, and two unanswered requests would spend the offline budget.
                 self._failsafe.on_server_restarted(
-                    now_s, f"resumed after a {paused_s:.0f} s pause: re-opening the session"
+                    now_s, f"resumed after {quiet_s:.1f} s without an observation (the server closes a session "
+                    f"after {idle_timeout_s:g} s): re-opening the session"
                 )
 
     def holds(self, holder: str) -> bool:

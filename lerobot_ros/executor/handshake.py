@@ -20,6 +20,7 @@ clients, or a fake in tests); the outcome is reported to the executor core.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ class SessionGrant:
     action_chunk_topic: str
     capabilities: ServerCapabilities
     warnings: tuple[str, ...] = ()
+    idle_timeout_s: float = math.inf  # the server closes the session after this long without an observation
 
 
 class SessionOpener(Protocol):
@@ -67,6 +69,9 @@ class SessionOpener(Protocol):
     namespaces: tuple[str, ...]
 
     def get_status(self, namespace: str, timeout_s: float) -> ServerView | str: ...
+
+    def wait_for_discovery(self, timeout_s: float) -> None:
+        """Return once every replica's services are known to this process, or after ``timeout_s``."""
 
     def open_session(
         self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
@@ -136,10 +141,18 @@ def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, 
     until ``handshake_timeout_s`` has passed, each call bounded by
     ``replica_status_timeout_s``: a server that comes up late is found without
     waiting on one that never does. A refusal from a server that answered is final.
+
+    The first placement of a fleet waits for all replicas to be discovered
+    together first (at most what asking each in turn could cost): a fresh
+    process learns of the servers one by one, and a replica not yet known
+    would be skipped for a later one in the list that is.
     """
     settings = core.settings
     first = core.identity.model is None
     deadline = time.monotonic() + settings.handshake_timeout_s
+    if first and len(link.namespaces) > 1:
+        link.wait_for_discovery(min(settings.handshake_timeout_s,
+                                    settings.replica_status_timeout_s * len(link.namespaces)))
     while True:
         remaining = deadline - time.monotonic()
         status_timeout = min(settings.replica_status_timeout_s, max(remaining, 0.0)) if first \

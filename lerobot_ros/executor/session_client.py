@@ -87,6 +87,7 @@ def grant_of(response: OpenSession.Response) -> SessionGrant:
         action_chunk_topic=response.action_chunk_topic,
         capabilities=wire.capabilities_from_msg(response.capabilities),
         warnings=tuple(response.warnings),
+        idle_timeout_s=response.session_idle_timeout_s,
     )
 
 
@@ -121,6 +122,10 @@ class SessionClient:
     def wait_for_server(self, timeout_s: float) -> bool:
         """Whether the server's GetStatus service appeared within ``timeout_s``."""
         return self._get_status.wait_for_service(timeout_sec=timeout_s)
+
+    def discovered(self) -> bool:
+        """Whether this process knows the server's GetStatus service now (no waiting)."""
+        return self._get_status.service_is_ready()
 
     def get_status(self, timeout_s: float) -> ServerView | str:
         response = self._call(self._get_status, GetStatus.Request(), timeout_s, idempotent=True)

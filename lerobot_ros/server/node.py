@@ -395,6 +395,7 @@ class PolicyServerNode(LifecycleNode):
         response.rtc_enabled = admission.rtc_enabled
         response.observation_topic = topics.subscription.topic_name
         response.action_chunk_topic = topics.publisher.topic_name
+        response.session_idle_timeout_s = self.settings.session_idle_timeout_s
         response.active_sessions = self.sessions.count()
         self.get_logger().info(
             f"session {session.session_id} opened for {request.client_id}"

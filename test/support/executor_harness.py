@@ -61,15 +61,20 @@ class FakeLink:
         self.instance = "i1"
         self.sent: list = []
         self.sessions = 0
+        self.idle_timeout_s = 10.0  # granted with every session, as a server's session_idle_timeout_s
 
     namespaces = ("/lerobot",)
 
     def get_status(self, namespace, timeout_s):
         return ServerView(True, self.instance, self.capabilities)
 
+    def wait_for_discovery(self, timeout_s):
+        pass  # every fake replica is known at once
+
     def open_session(self, namespace, timeout_s, check):
         self.sessions += 1
-        grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities)
+        grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities,
+                             idle_timeout_s=self.idle_timeout_s)
         return check(grant) or grant
 
     def send_observation(self, prepared):
@@ -94,11 +99,13 @@ class Clock:
         return int(self.t * 1e9)
 
 
-def connected(**overrides):
+def connected(idle_timeout_s: float = 10.0, **overrides):
+    """A core with a session open on a fake server that grants ``idle_timeout_s``; settings ``overrides``."""
     clock = Clock()
     made = settings(fps=10.0, buffer_time_s=0.25, request_timeout_s=0.01, **overrides)
     core = ExecutorCore(made, clock())
     link = FakeLink(core)
+    link.idle_timeout_s = idle_timeout_s
     robot = RobotDeclaration(JOINTS, (CAMERA,), 3)
     assert handshake(core, link, robot, clock).accepted
     worker = NetworkWorker(core, link, robot, clock=clock, clock_ns=clock.ns)

@@ -355,7 +355,9 @@ def test_pause_holds_and_sends_nothing():
     core.resume(clock())
     assert counts(core, clock).paused is False
     # A long pause re-opens the session (the server may have closed it as idle).
-    assert core.state is ExecutorState.RECONNECTING and "pause" in counts(core, clock).reason
+    reason = counts(core, clock).reason
+    assert core.state is ExecutorState.RECONNECTING and "re-opening the session" in reason
+    assert "100.0 s without an observation" in reason and "after 10 s" in reason, reason
 
 
 def test_a_short_pause_keeps_the_session():
@@ -365,6 +367,34 @@ def test_a_short_pause_keeps_the_session():
     state = core.state
     core.pause(clock())
     clock.t += 1.0
+    core.resume(clock())
+    assert core.state is state
+
+
+def test_a_resume_counts_the_quiet_time_before_the_pause_against_the_granted_idle_timeout():
+    clock, core, link, worker = connected(idle_timeout_s=3.0)
+    feed(core, clock)
+    worker.step()  # the last observation the server hears
+    state = core.state
+    clock.t += 1.0  # playing the queue, nothing due yet
+    core.pause(clock())
+    clock.t += 0.4
+    core.resume(clock())
+    assert core.state is state, "1.4 s quiet of a 3 s idle timeout: the session is kept"
+    clock.t += 0.2
+    core.pause(clock())
+    clock.t += 0.2  # a short pause, but 1.8 s since the server last heard from this session
+    core.resume(clock())
+    assert core.state is ExecutorState.RECONNECTING, counts(core, clock).reason
+
+
+def test_a_server_that_never_closes_idle_sessions_keeps_them_through_any_pause():
+    clock, core, link, worker = connected(idle_timeout_s=math.inf)
+    feed(core, clock)
+    worker.step()
+    state = core.state
+    core.pause(clock())
+    clock.t += 1000.0
     core.resume(clock())
     assert core.state is state
 
