@@ -16,6 +16,7 @@ crashed rclpy, and the old server closes the session after its
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -29,6 +30,9 @@ from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.images import ImageError
 from lerobot_ros.msg import Observation
 from lerobot_ros.executor.session_client import SessionClient
+
+#: How often the start-up discovery wait looks at the graph (seconds).
+DISCOVERY_POLL_S = 0.05
 
 
 class RosServerLink:
@@ -74,6 +78,13 @@ class RosServerLink:
 
     def get_status(self, namespace: str, timeout_s: float) -> ServerView | str:
         return self._clients[namespace].get_status(timeout_s)
+
+    def wait_for_discovery(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.stopping.is_set() and time.monotonic() < deadline:
+            if all(client.discovered() for client in self._clients.values()):
+                return
+            time.sleep(DISCOVERY_POLL_S)
 
     def open_session(self, namespace: str, timeout_s: float,
                      check: Callable[[SessionGrant], str | None]) -> SessionGrant | str:

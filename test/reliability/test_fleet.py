@@ -66,8 +66,9 @@ def fleet_parameters(robot, replicas) -> dict:
         max_offline_s=MAX_OFFLINE_S,
         reconnect_backoff_initial_s=0.5,
         reconnect_backoff_max_s=1.0,
-        # A fresh executor's first GetStatus includes discovering that server's services: among
-        # five servers on 2 cores that alone can pass 1 s, and the placement would see no answer.
+        # Among five servers on 2 cores one GetStatus can take longer than the default 1 s. Also the
+        # bound of the first placement's discovery wait (4 replicas: 12 s): CI once saw A still
+        # unknown to a fresh executor after 3 s, and the robot placed past it.
         replica_status_timeout_s=3.0,
         fallback="hold",
     )

@@ -101,10 +101,14 @@ class Fleet:
         self.opened: list[str] = []
         self.asked: list[str] = []
         self.sent: list = []
+        self.discovery_waits: list[float] = []
 
     def get_status(self, namespace, timeout_s):
         self.asked.append(namespace)
         return self.views[namespace]
+
+    def wait_for_discovery(self, timeout_s):
+        self.discovery_waits.append(timeout_s)  # every fake replica is known at once
 
     def open_session(self, namespace, timeout_s, check):
         if namespace in self.refuse_open:
@@ -163,6 +167,16 @@ def test_start_up_opens_on_the_least_loaded_and_a_capacity_refusal_moves_on_at_o
     assert result.accepted and core.identity.replica == "/c", result
     assert link.opened == ["/c"], "the refusing /b got no session; the loaded /a was not needed"
     assert counts(core, clock).server_namespace == "/c"
+
+
+def test_only_the_first_placement_waits_for_discovery_bounded_by_asking_each_replica_in_turn():
+    clock, core, link, worker = fleet(replica_status_timeout_s=2.0, handshake_timeout_s=30.0)
+    assert handshake(core, link, ROBOT, clock).accepted
+    assert link.discovery_waits == [6.0], "three replicas, 2 s each"
+    assert handshake(core, link, ROBOT, clock).accepted and core.identity.epoch == 1
+    assert link.discovery_waits == [6.0], "a re-handshake knows the graph already"
+    clock, core, link, worker = fleet(replica_status_timeout_s=20.0, handshake_timeout_s=30.0)
+    assert handshake(core, link, ROBOT, clock).accepted and link.discovery_waits == [30.0]
 
 
 def test_heartbeat_loss_moves_at_once_keeps_the_queue_and_bumps_the_epoch():
