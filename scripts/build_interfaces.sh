@@ -13,6 +13,11 @@
 #     composition_interfaces or tf2_msgs). It is never modified: its copy in
 #     BUILD_DIR/source gets the wheel include fix and loses ADD_LINTER_TESTS.
 # A colcon workspace does not use this: colcon runs CMakeLists.txt directly.
+#
+# The staged build in BUILD_DIR/install depends on nothing of the venv but its
+# Python version and ROS 2 wheel versions (the libraries carry no RPATH): a
+# second venv with the same ones (the robot profile beside the development
+# one) reuses it instead of generating everything again.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,22 +58,56 @@ cmakelists.write_text(text)
 PY
 fi
 
+# What the staged build is made of: the sources, this script, the Python
+# version and every ROS 2 wheel's version.
+inputs="$(
+  {
+    cat "${BASH_SOURCE[0]}"
+    if [ -z "$package_dir" ]; then
+      cd "$root" && cat CMakeLists.txt package.xml cmake/*.cmake msg/*.msg srv/*.srv action/*.action
+    else
+      cd "$package_dir" && find . -type f -print0 | sort -z | xargs -0 sha256sum
+    fi
+    "$python" - <<'PY'
+import importlib.metadata as metadata, sys
+print(sys.version)
+print(sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
+             if d.metadata["Name"].lower().startswith(("ros-", "catkin"))))
+PY
+  } | sha256sum | cut -d' ' -f1
+)"
+staged_inputs="$build_dir/install/.lerobot_ros_inputs"
+
 # The venv's bin first: its cmake, python and the rosidl generator scripts.
 export PATH="$venv/bin:$PATH"
 export AMENT_PREFIX_PATH="$venv"
 export CMAKE_PREFIX_PATH="$venv"
 
-cmake -S "$source_dir" -B "$build_dir/cmake" \
-  "${cmake_options[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_INSTALL_PREFIX="$build_dir/install" \
-  -DPython3_EXECUTABLE="$python" \
-  -DBUILD_TESTING=OFF \
-  >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log" >&2; exit 1; }
-cmake --build "$build_dir/cmake" --parallel "$(nproc)" >"$build_dir/build.log" 2>&1 \
-  || { tail -n 60 "$build_dir/build.log" >&2; exit 1; }
-cmake --install "$build_dir/cmake" >"$build_dir/install.log" 2>&1 \
-  || { cat "$build_dir/install.log" >&2; exit 1; }
+generate() {
+  rm -f "$staged_inputs"
+  # CMake caches the paths it found in the venv it configured with: another venv starts afresh.
+  if [ "$(grep -s '^Python3_EXECUTABLE:' "$build_dir/cmake/CMakeCache.txt" | cut -d= -f2-)" != "$python" ]; then
+    rm -rf "$build_dir/cmake" "$build_dir/install"
+  fi
+  cmake -S "$source_dir" -B "$build_dir/cmake" \
+    "${cmake_options[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$build_dir/install" \
+    -DPython3_EXECUTABLE="$python" \
+    -DBUILD_TESTING=OFF \
+    >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log" >&2; exit 1; }
+  cmake --build "$build_dir/cmake" --parallel "$(nproc)" >"$build_dir/build.log" 2>&1 \
+    || { tail -n 60 "$build_dir/build.log" >&2; exit 1; }
+  cmake --install "$build_dir/cmake" >"$build_dir/install.log" 2>&1 \
+    || { cat "$build_dir/install.log" >&2; exit 1; }
+  echo "$inputs" > "$staged_inputs"
+}
+
+if [ -f "$staged_inputs" ] && [ "$(cat "$staged_inputs")" = "$inputs" ]; then
+  echo "$package interfaces: reusing the build in $build_dir (same sources, Python and ROS 2 wheels)"
+else
+  generate
+fi
 
 staged="$build_dir/install"
 staged_package="$(echo "$staged"/lib/python3*/site-packages/"$package")"

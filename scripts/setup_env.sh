@@ -101,7 +101,8 @@ fi
 "$venv/bin/python" -c "import lerobot_ros" || { echo "error: pip install failed (see above)" >&2; exit 1; }
 
 echo "lerobot_ros: generating the ROS interfaces"
-"$root/scripts/build_interfaces.sh" "$venv" "$root/build/interfaces-$profile"
+# One build directory for both profiles: the robot venv reuses the development venv's build.
+"$root/scripts/build_interfaces.sh" "$venv" "$root/build/interfaces"
 
 "$venv/bin/python" -c "from lerobot_ros.msg import Observation; from lerobot_ros.srv import OpenSession" \
   || { echo "error: the generated interfaces do not import" >&2; exit 1; }
