@@ -360,13 +360,15 @@ def test_pause_holds_and_sends_nothing():
     assert "100.0 s without an observation" in reason and "after 10 s" in reason, reason
 
 
-def test_a_short_pause_keeps_the_session():
-    clock, core, link, worker = connected()
+@pytest.mark.parametrize("idle_timeout_s, pause_s", [(10.0, 1.0), (math.inf, 1000.0)],
+                         ids=["a short pause", "a server that never closes idle sessions"])
+def test_a_pause_within_the_granted_idle_timeout_keeps_the_session(idle_timeout_s, pause_s):
+    clock, core, link, worker = connected(idle_timeout_s=idle_timeout_s)
     feed(core, clock)
     worker.step()
     state = core.state
     core.pause(clock())
-    clock.t += 1.0
+    clock.t += pause_s
     core.resume(clock())
     assert core.state is state
 
@@ -387,16 +389,6 @@ def test_a_resume_counts_the_quiet_time_before_the_pause_against_the_granted_idl
     core.resume(clock())
     assert core.state is ExecutorState.RECONNECTING, counts(core, clock).reason
 
-
-def test_a_server_that_never_closes_idle_sessions_keeps_them_through_any_pause():
-    clock, core, link, worker = connected(idle_timeout_s=math.inf)
-    feed(core, clock)
-    worker.step()
-    state = core.state
-    core.pause(clock())
-    clock.t += 1000.0
-    core.resume(clock())
-    assert core.state is state
 
 
 def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
