@@ -25,8 +25,11 @@ from pathlib import Path
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
 
 #: The policy trained here: ACT without its VAE, small transformer, chunks of a second at 30 fps.
+#: The learning rates are ten times LeRobot's ACT preset: that preset fine-tunes an ImageNet backbone,
+#: and here the backbone starts from random weights and has a few thousand steps to learn the scene.
 ACT_OPTIONS = {"chunk_size": 30, "n_action_steps": 30, "dim_model": 256, "dim_feedforward": 1024,
-               "n_encoder_layers": 2, "n_decoder_layers": 1, "use_vae": False}
+               "n_encoder_layers": 2, "n_decoder_layers": 1, "use_vae": False,
+               "optimizer_lr": 1e-4, "optimizer_lr_backbone": 1e-4}
 
 
 def act_config(device: str = "cpu", **overrides):
