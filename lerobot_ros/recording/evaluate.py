@@ -10,7 +10,9 @@ DAgger-style), waits until the executor streams, then counts the next
 ``--episodes`` task episodes; at the start of each it resets the executor's
 episode (``~/reset_episode``: the queue of the last episode is dropped and
 the server resets the policy). Prints one JSON line: success rate, time to
-success, per-episode outcomes and the executor's smoothness figures.
+success, per-episode outcomes and the executor's smoothness figures; the
+same summary goes to OUTPUT/evaluation.json and a per-episode plot to
+OUTPUT/evaluation.png.
 
 Invariant: only episodes that started while the loop streamed are counted
 (``EpisodeTally``), so a slow start-up never counts as a policy failure.
@@ -94,24 +96,30 @@ def evaluation_plan(checkpoint: str, output_dir: Path, timeout_s: float, seed: i
 
 
 def run(args) -> dict:
+    from lerobot_ros.sim.default_policy import default_checkpoint
+
+    return evaluate(args.checkpoint or str(default_checkpoint(args.policy)), args.episodes, args.timeout, args.seed,
+                    record=args.record, startup_timeout_s=args.startup_timeout, output_dir=args.output_dir)
+
+
+def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record: str = "",
+             startup_timeout_s: float = 240.0, output_dir: str | Path = "") -> dict:
+    """Run ``episodes`` task episodes through the whole loop; the summary (also in OUTPUT/evaluation.json)."""
     import rclpy
     from std_srvs.srv import Trigger
 
     from lerobot_ros.demo import start_processes, stop_processes
     from lerobot_ros.msg import ExecutorStatus, TaskStatus
-    from lerobot_ros.sim.default_policy import default_checkpoint
 
-    output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_eval_"))
+    output_dir = Path(output_dir or tempfile.mkdtemp(prefix="lerobot_ros_eval_"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = args.checkpoint or str(default_checkpoint(args.policy))
-    plan = evaluation_plan(checkpoint, output_dir, args.timeout, args.seed, args.record, args.startup_timeout)
+    plan = evaluation_plan(checkpoint, output_dir, timeout_s, seed, record, startup_timeout_s)
     namespace = next(node.namespace for node in plan.nodes if node.executable == "sim_robot_node")
-    print(f"evaluate: {checkpoint} on {args.episodes} episodes (timeout {args.timeout:g} s); logs in {output_dir}",
-          flush=True)
+    print(f"evaluate: {checkpoint} on {episodes} episodes (timeout {timeout_s:g} s); logs in {output_dir}", flush=True)
 
     rclpy.init()
     node = rclpy.create_node("lerobot_ros_evaluation")
-    tally = EpisodeTally(args.episodes)
+    tally = EpisodeTally(episodes)
     latest: dict = {}
     node.create_subscription(ExecutorStatus, f"{namespace}/chunk_executor/status",
                              lambda msg: latest.__setitem__("executor", msg), 10)
@@ -126,12 +134,12 @@ def run(args) -> dict:
             print(f"evaluate: episode {msg.episode} started", flush=True)
         elif event == "ended":
             print(f"evaluate: episode {msg.episode} {msg.phase} after {msg.elapsed_s:.2f} s "
-                  f"({len(tally.outcomes)}/{args.episodes})", flush=True)
+                  f"({len(tally.outcomes)}/{episodes})", flush=True)
 
     node.create_subscription(TaskStatus, f"{namespace}/sim_robot/status", on_task, 10)
     processes = start_processes(plan, output_dir)
     started = time.monotonic()
-    deadline = started + args.startup_timeout + args.episodes * (args.timeout + 5.0)
+    deadline = started + startup_timeout_s + episodes * (timeout_s + 5.0)
     error = ""
     try:
         while not tally.done:
@@ -150,14 +158,41 @@ def run(args) -> dict:
         executor = latest.get("executor")
         node.destroy_node()
         rclpy.try_shutdown()
-    summary = {"checkpoint": checkpoint, **tally.summary(), "task_timeout_s": args.timeout, "seed": args.seed,
+    summary = {"checkpoint": checkpoint, **tally.summary(), "task_timeout_s": timeout_s, "seed": seed,
                "wall_s": round(time.monotonic() - started, 1), "exit_codes": exit_codes, "error": error}
     if executor is not None:
         summary.update({field: round(getattr(executor, field), 4) for field in (
             "boundary_jump_mean", "boundary_jump_max", "action_step_mean", "prefix_deviation_mean",
             "prefix_deviation_max", "latency_ms_p50", "latency_ms_p95")})
+    if tally.outcomes:
+        summary["plot"] = str(save_plot(summary, output_dir / "evaluation.png"))
     (output_dir / "evaluation.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def save_plot(summary: dict, path: Path) -> Path:
+    """Each counted episode's time to its outcome, green for success and red for failure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outcomes = summary["outcomes"]
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.12 * len(outcomes) + 3), 3.2))
+    axis.bar(range(len(outcomes)), [o["elapsed_s"] for o in outcomes],
+             color=["tab:green" if o["outcome"] == "SUCCESS" else "tab:red" for o in outcomes])
+    axis.axhline(summary["task_timeout_s"], color="grey", linestyle="--", linewidth=0.8, label="task timeout")
+    axis.set_xlabel("evaluation episode")
+    axis.set_ylabel("time to outcome [s]")
+    axis.legend(loc="upper right", fontsize=8)
+    smoothness = (f"; boundary jump mean {summary['boundary_jump_mean']:.3f} rad"
+                  if "boundary_jump_mean" in summary else "")
+    axis.set_title(f"{Path(summary['checkpoint']).name}: success {summary['successes']}/{summary['episodes']} "
+                   f"(green), seed {summary['seed']}{smoothness}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
