@@ -1,6 +1,6 @@
 """Regenerate a trained policy from scratch: record expert demonstrations, then train on them.
 
-    python -m lerobot_ros.recording.regenerate --work-dir DIR [--episodes 20] [--steps 3000] [--seed 0]
+    python -m lerobot_ros.recording.regenerate --work-dir DIR [--episodes 100] [--steps 6000] [--seed 0] [--install]
 
 1. Record: sim_robot_node with its scripted expert (``expert:=true``) and
    episode_recorder_node (``max_episodes``) run as separate processes; the
@@ -8,6 +8,10 @@
    has written that many whole episodes.
 2. Train: ``lerobot_ros.recording.train`` (LeRobot's training loop, with its
    progress bar) writes the servable checkpoint ``DIR/checkpoint``.
+3. With ``--install``: evaluate it through the whole loop
+   (``lerobot_ros.recording.evaluate``, logs in ``DIR/evaluation``) and
+   install it with that score as the demo's trained policy
+   (``trained_policy``). The defaults are the installed policy's recipe.
 
 The seed fixes the cubes, the expert's noise and the training (weights,
 sampling); frames are sampled on the live camera topic, so two recordings
@@ -25,6 +29,7 @@ import time
 from pathlib import Path
 
 from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.recording.trained_policy import EVALUATION_EPISODES, evaluate_and_install
 
 NAMESPACE = "/expert_arm"
 
@@ -56,32 +61,48 @@ def record(dataset: Path, episodes: int, seed: int, image_shape: tuple[int, int]
     return json.loads(lines[-1])
 
 
+def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: int = 8, seed: int = 0,
+               image_shape: tuple[int, int] = (48, 64), record_timeout_s: float = 1800.0) -> dict:
+    """Record expert episodes into ``work/dataset`` and train ``work/checkpoint`` on them; the summary."""
+    from lerobot_ros.recording.train import train
+
+    work = Path(work).resolve()
+    started = time.monotonic()
+    recorded = record(work / "dataset", episodes, seed, image_shape, work / "logs", record_timeout_s)
+    record_s = time.monotonic() - started
+    print(f"regenerate: recorded {recorded['episodes_written']} expert episodes ({recorded['frames_written']} frames) "
+          f"in {record_s:.0f} s; training {steps} steps", flush=True)
+    checkpoint = train(work / "dataset", work / "checkpoint", steps, batch_size, seed)
+    return {"dataset": str(work / "dataset"), "checkpoint": str(checkpoint), **recorded,
+            "record_s": round(record_s, 1), "train_s": round(time.monotonic() - started - record_s, 1),
+            "steps": steps, "seed": seed}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", required=True)
-    parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--image-height", type=int, default=96, help="stored (and trained) image height")
-    parser.add_argument("--image-width", type=int, default=128, help="stored (and trained) image width")
-    parser.add_argument("--record-timeout", type=float, default=900.0, help="seconds the recording may take")
+    parser.add_argument("--image-height", type=int, default=48, help="stored (and trained) image height")
+    parser.add_argument("--image-width", type=int, default=64, help="stored (and trained) image width")
+    parser.add_argument("--record-timeout", type=float, default=1800.0, help="seconds the recording may take")
+    parser.add_argument("--install", action="store_true",
+                        help="then evaluate the checkpoint through the whole loop and install it with its score "
+                             "as the demo's trained policy (lerobot_ros.recording.trained_policy)")
+    parser.add_argument("--evaluate-episodes", type=int, default=EVALUATION_EPISODES,
+                        help="episodes the --install evaluation runs")
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from lerobot_ros.recording.train import train
-
     work = Path(args.work_dir).resolve()
-    started = time.monotonic()
-    recorded = record(work / "dataset", args.episodes, args.seed, (args.image_height, args.image_width),
-                      work / "logs", args.record_timeout)
-    record_s = time.monotonic() - started
-    print(f"regenerate: recorded {recorded['episodes_written']} expert episodes ({recorded['frames_written']} frames) "
-          f"in {record_s:.0f} s; training {args.steps} steps", flush=True)
-    checkpoint = train(work / "dataset", work / "checkpoint", args.steps, args.batch_size, args.seed)
-    summary = {"dataset": str(work / "dataset"), "checkpoint": str(checkpoint), **recorded,
-               "record_s": round(record_s, 1), "train_s": round(time.monotonic() - started - record_s, 1),
-               "steps": args.steps, "seed": args.seed}
+    summary = regenerate(work, args.episodes, args.steps, args.batch_size, args.seed,
+                         (args.image_height, args.image_width), args.record_timeout)
+    if args.install:
+        installed, evaluation = evaluate_and_install(Path(summary["checkpoint"]), work / "evaluation",
+                                                       args.evaluate_episodes)
+        summary.update(installed=str(installed), success_rate=evaluation["success_rate"])
     print(json.dumps(summary), flush=True)
     return 0
 
