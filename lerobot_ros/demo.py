@@ -1,8 +1,9 @@
 """The README's demo command: the whole loop on one machine, no robot, no GPU needed.
 
-Starts policy_server_node (default policy: random-weight ACT, or with
-``--policy smolvla`` a tiny random-weight SmolVLA that does real-time
-chunking; built once and cached), sim_robot_node (a simulated 6-joint arm
+Starts policy_server_node (default policy: the trained reach ACT when it
+is installed, otherwise the random-weight ACT; ``--policy trained`` builds
+the trained one on first use, ``--policy smolvla`` serves a tiny
+random-weight SmolVLA that does real-time chunking), sim_robot_node (a simulated 6-joint arm
 with a camera) and chunk_executor_node as three separate processes wired by
 ``lerobot_ros.launch_plan.demo_plan`` (the same wiring as
 ``launch/demo.launch.py``), lets them run for a bounded time while printing a
@@ -38,9 +39,14 @@ class Recording:
     status: list = field(default_factory=list)  # (t, ExecutorStatus)
     measured: list = field(default_factory=list)  # (t, positions)
     commanded: list = field(default_factory=list)  # (t, positions)
+    task_outcomes: dict = field(default_factory=dict)  # task episode -> SUCCESS or FAILURE
 
     def now(self) -> float:
         return time.monotonic() - self.started
+
+    def on_task(self, msg) -> None:
+        if msg.phase in ("SUCCESS", "FAILURE"):
+            self.task_outcomes[msg.episode] = msg.phase
 
 
 def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | None:
@@ -80,7 +86,11 @@ def status_line(status) -> str:
     )
 
 
-def save_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None) -> None:
+POLICY_LABELS = {"trained": "trained reach ACT", "act": "random-weight ACT", "smolvla": "random-weight SmolVLA"}
+
+
+def save_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None,
+              policy_label: str = "random-weight ACT") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -107,7 +117,7 @@ def save_plot(recording: Recording, joint_names, path: Path, streaming_since: fl
     axes[-1].grid(alpha=0.3)
     if streaming_since is not None:  # start-up (loading the model) is not interesting to look at
         axes[-1].set_xlim(left=max(0.0, streaming_since - 2.0))
-    figure.suptitle("lerobot_ros demo: commanded vs measured joints (random-weight policy)", fontsize=10)
+    figure.suptitle(f"lerobot_ros demo: commanded vs measured joints ({policy_label})", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
@@ -135,6 +145,8 @@ def summarize(recording: Recording, streaming_since: float | None, duration_s: f
         if last and first_streaming else 0,
         "duration_s": duration_s,
         "exit_codes": exit_codes,
+        "task_episodes": len(recording.task_outcomes),
+        "task_successes": sum(phase == "SUCCESS" for phase in recording.task_outcomes.values()),
     }
     return summary
 
@@ -147,20 +159,59 @@ def streamed(summary: dict, fps: float) -> bool:
     )
 
 
+def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
+    """The kind the demo serves for ``--policy`` ("auto": trained when installed) and its checkpoint.
+
+    Only an explicit "trained" builds the trained policy (record, train,
+    evaluate: most of an hour on two CPU cores); "auto" never makes a first
+    demo wait that long.
+    """
+    from lerobot_ros.recording.trained_policy import installed_trained_policy
+    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
+
+    trained = installed_trained_policy()
+    if policy == "auto":
+        policy = "trained" if trained is not None else "act"
+        if trained is None:
+            print("demo: no trained policy is installed, so this demo serves a random-weight ACT; "
+                  "`--policy trained` builds the trained one once (about an hour on 2 CPU cores)", flush=True)
+    if policy == "trained":
+        if trained is None:
+            trained = build_trained_policy(build_dir)
+        return policy, trained
+    print(f"demo: preparing the default {policy} policy {DEFAULT_POLICY_NAMES[policy]} "
+          "(random weights; built once, then cached)", flush=True)
+    return policy, default_checkpoint(policy)
+
+
+def build_trained_policy(build_dir: Path) -> Path:
+    from lerobot_ros.recording.regenerate import regenerate
+    from lerobot_ros.recording.trained_policy import evaluate_and_install
+
+    print(f"demo: building the trained policy in {build_dir}: record expert episodes, train ACT (progress bar), "
+          "evaluate, install", flush=True)
+    summary = regenerate(build_dir)
+    installed, _ = evaluate_and_install(Path(summary["checkpoint"]), build_dir / "evaluation")
+    return installed
+
+
 def run(args) -> int:
     import rclpy
     from sensor_msgs.msg import JointState
 
-    from lerobot_ros.msg import ExecutorStatus
-    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
+    from lerobot_ros.msg import ExecutorStatus, TaskStatus
+    from lerobot_ros.recording.trained_policy import evaluation_line
     from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    if not args.checkpoint:
-        print(f"demo: preparing the default {args.policy} policy {DEFAULT_POLICY_NAMES[args.policy]} "
-              "(random weights; built once, then cached)", flush=True)
-    checkpoint = args.checkpoint or str(default_checkpoint(args.policy))
+    if args.checkpoint:
+        policy, checkpoint = "checkpoint", args.checkpoint
+    else:
+        policy, path = resolve_policy(args.policy, output_dir / "trained_policy_build")
+        checkpoint = str(path)
+        if policy == "trained":
+            print(f"demo: serving the trained reach policy: {evaluation_line(path)}", flush=True)
     plan = demo_plan(
         checkpoint,
         output_mode=args.output_mode,
@@ -187,6 +238,7 @@ def run(args) -> int:
             recording.commanded.append((recording.now(), positions))
 
     node.create_subscription(mode.message_type, f"{robot_namespace}/{mode.sim_topic}", on_command, 50)
+    node.create_subscription(TaskStatus, f"{robot_namespace}/sim_robot/status", recording.on_task, 10)
     processes = start_processes(plan, output_dir)
     interactive = sys.stdout.isatty()
     streaming_since = None
@@ -228,13 +280,14 @@ def run(args) -> int:
         print()
     summary = summarize(recording, streaming_since, args.duration, exit_codes)
     plot = output_dir / "demo.png"
-    save_plot(recording, SO101_JOINT_NAMES, plot, streaming_since)
-    summary["plot"] = str(plot)
+    save_plot(recording, SO101_JOINT_NAMES, plot, streaming_since, POLICY_LABELS.get(policy, Path(checkpoint).name))
+    summary.update(plot=str(plot), policy=policy, checkpoint=checkpoint)
     summary["ok"] = streamed(summary, args.fps)
     print(f"demo: final state {summary['final_state']}; {summary['commands_published']} commands published, "
           f"{summary['chunks_merged']} chunks merged, {summary['starvation_ticks']} starved ticks "
           f"({summary['starvation_ticks_after_warmup']} after warm-up), latency p50 {summary['latency_ms_p50']} ms "
-          f"p95 {summary['latency_ms_p95']} ms", flush=True)
+          f"p95 {summary['latency_ms_p95']} ms; task episodes ended while it ran: {summary['task_successes']} "
+          f"of {summary['task_episodes']} succeeded", flush=True)
     print(f"demo: plot of commanded vs measured joints and queue depth: {plot}", flush=True)
     if not summary["ok"]:
         print(f"demo: FAILED: the loop did not stream; logs in {output_dir}", file=sys.stderr, flush=True)
@@ -247,9 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
     parser.add_argument("--output-mode", choices=list(OUTPUT_MODES), default=DEFAULT_OUTPUT_MODE, help=help_text())
     parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
-    parser.add_argument("--policy", choices=("act", "smolvla"), default="act",
-                        help="default policy to generate and serve when no --checkpoint is given: a random ACT "
-                             "(default) or a tiny random SmolVLA with real-time chunking (RTC)")
+    parser.add_argument("--policy", choices=("auto", "trained", "act", "smolvla"), default="auto",
+                        help="policy to serve when no --checkpoint is given: auto (default) is the trained reach "
+                             "ACT when installed, else a random ACT; trained builds it first if needed (record, "
+                             "train, evaluate); act a random ACT; smolvla a tiny random SmolVLA with real-time "
+                             "chunking (RTC)")
     parser.add_argument("--checkpoint", default="", help="policy to serve; overrides --policy")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="seconds allowed until streaming")
