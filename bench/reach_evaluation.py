@@ -1,0 +1,118 @@
+"""Success on the simulated reach task: the trained ACT against the random-weight ACT, in one run.
+
+Each policy is scored by ``python -m lerobot_ros.recording.evaluate`` (server,
+sim and executor as processes, the demo's wiring) on the same seeded cubes,
+one policy after the other, so both see the same episodes on the same
+machine. The trained policy is the installed one (``regenerate --install``)
+unless ``--checkpoint`` names another.
+
+usage: python bench/reach_evaluation.py [--episodes 50] [--seed 100] [--checkpoint DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
+
+from lerobot_ros.recording.trained_policy import installed_trained_policy  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
+
+TIMEOUT_S = 10.0
+
+
+def evaluate(checkpoint: Path, episodes: int, seed: int, log_dir: Path) -> dict:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "lerobot_ros.recording.evaluate", "--checkpoint", str(checkpoint),
+               "--episodes", str(episodes), "--seed", str(seed), "--timeout", str(TIMEOUT_S),
+               "--output-dir", str(log_dir)]
+    with (log_dir / "evaluate.log").open("w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                              timeout=600 + episodes * (TIMEOUT_S + 5)).returncode
+    summary = json.loads((log_dir / "evaluation.json").read_text())
+    if code != 0 or summary["error"]:
+        raise RuntimeError(f"evaluation of {checkpoint} failed (exit {code}): {summary['error']}; see {log_dir}")
+    return summary
+
+
+def save_plot(results: dict[str, dict], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.4 * len(results)), sharex=True, squeeze=False)
+    for axis, (label, summary) in zip(axes[:, 0], results.items()):
+        outcomes = summary["outcomes"]
+        axis.bar(range(len(outcomes)), [o["elapsed_s"] for o in outcomes],
+                 color=["tab:green" if o["outcome"] == "SUCCESS" else "tab:red" for o in outcomes])
+        axis.axhline(summary["task_timeout_s"], color="grey", linestyle="--", linewidth=0.8)
+        axis.set_ylabel("time to\noutcome [s]", fontsize=8)
+        axis.set_title(f"{label}: {summary['successes']}/{summary['episodes']} successes (green)", fontsize=9)
+    axes[-1, 0].set_xlabel(f"evaluation episode (seed {next(iter(results.values()))['seed']}: the same cubes)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def cell(value, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=100, help="the sim's seed (held out: training used seed 0)")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="trained policy (default: the installed one)")
+    common.add_output_arguments(parser)
+    args = parser.parse_args()
+    if args.smoke:
+        args.episodes = 1
+    document, plot_dir = common.outputs(args)
+    trained = args.checkpoint or installed_trained_policy()
+    if trained is None:
+        print("no trained policy: install one (python -m lerobot_ros.recording.regenerate --work-dir DIR --install) "
+              "or pass --checkpoint", file=sys.stderr)
+        return 2
+    policies = {"trained ACT": Path(trained), "random-weight ACT": default_checkpoint("act")}
+    log_root = Path(tempfile.mkdtemp(prefix="bench_reach_"))
+    results = {label: evaluate(checkpoint, args.episodes, args.seed, log_root / f"policy{index}")
+               for index, (label, checkpoint) in enumerate(policies.items())}
+    plot = plot_dir / "bench_reach_evaluation.png"
+    save_plot(results, plot)
+
+    rows = ["| policy | episodes | successes | success rate | time to success, median (mean) | "
+            "boundary jump mean (max) [rad] | action step mean [rad] | round trip p50 / p95 [ms] |",
+            "|---|---|---|---|---|---|---|---|"]
+    for label, summary in results.items():
+        rows.append(
+            f"| {label} | {summary['episodes']} | {summary['successes']} | {cell(summary['success_rate'], 2)} | "
+            f"{cell(summary['time_to_success_s_median'], 2)} s ({cell(summary['time_to_success_s_mean'], 2)} s) | "
+            f"{cell(summary.get('boundary_jump_mean'))} ({cell(summary.get('boundary_jump_max'))}) | "
+            f"{cell(summary.get('action_step_mean'))} | "
+            f"{cell(summary.get('latency_ms_p50'), 1)} / {cell(summary.get('latency_ms_p95'), 1)} |")
+    trained_contract = json.loads((Path(trained) / "lerobot_ros.json").read_text())
+    training = trained_contract.get("training", {})
+    body = "\n".join([
+        f"Reach task (move the gripper to the cube and close it; {TIMEOUT_S:g} s per episode), seed {args.seed}: "
+        "the same cubes for both policies, none of them seen in training (seed 0). Whole loop: "
+        "policy_server_node, sim_robot_node and chunk_executor_node as processes, append mode, CPU.",
+        "",
+        *rows,
+        "",
+        f"Trained policy: `{Path(trained).name}`, {training.get('steps', '?')} steps of batch "
+        f"{training.get('batch_size', '?')} on `{training.get('dataset', '?')}` in {training.get('seconds', '?')} s "
+        "(`python -m lerobot_ros.recording.regenerate --work-dir DIR --install`).",
+        "",
+        f"![reach evaluation]({common.image_link(document, plot)})",
+    ])
+    options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != 50 else "")
+    common.write_section("reach_evaluation", f"python bench/reach_evaluation.py{options}", body, document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
