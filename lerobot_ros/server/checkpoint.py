@@ -26,7 +26,7 @@ from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
+from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR, local_checkpoint_problem
 from lerobot_ros.server.policy_families import DTYPES, classify, resolve_serving
 
 log = logging.getLogger(__name__)
@@ -100,11 +100,12 @@ def _read_contract_file(checkpoint_dir: Path) -> dict:
 
 
 def _local_checkpoint_dir(checkpoint: str, revision: str) -> Path:
+    problem = local_checkpoint_problem(checkpoint)
+    if problem:
+        raise CheckpointError(problem)
     path = Path(checkpoint).expanduser()
     if path.is_dir():
         return path
-    if path.exists() or checkpoint.startswith((".", "/", "~")):
-        raise CheckpointError(f"checkpoint {checkpoint!r} is not a directory")
     from huggingface_hub import snapshot_download
 
     try:

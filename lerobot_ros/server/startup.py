@@ -18,6 +18,8 @@ inference worker owns an OpenMP thread pool (why: model_threads.py).
 from __future__ import annotations
 
 import time
+
+from lerobot_ros.server.checkpoint_layout import local_checkpoint_problem
 from lerobot_ros.server.model_threads import run_on_passing_thread, use_torch_threads
 from lerobot_ros.server.policy_families import UnsupportedPolicyError
 from lerobot_ros.server.settings import ServerSettings
@@ -34,6 +36,9 @@ def ready_runner(settings: ServerSettings, log):
     ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
     Both steps run on a passing thread, never on the caller's (see the module docstring).
     """
+    problem = local_checkpoint_problem(settings.checkpoint)
+    if problem:  # before torch is imported: a mistyped path fails at once, not after seconds of imports
+        raise StartupFailed(problem)
 
     def load_and_warm_up():
         use_torch_threads(settings.torch_threads)

@@ -72,7 +72,8 @@ def _check_the_pool_goes_with_its_thread(torch):
     assert _settle_below(before) <= before
 
 
-def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_the_passing_thread(act_checkpoint):
+def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_the_passing_thread(
+        act_checkpoint, tmp_path):
     import torch
 
     settings = ServerSettings.from_values({"checkpoint": str(act_checkpoint), "warmup_inferences": 1, "torch_threads": 1})
@@ -87,5 +88,9 @@ def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_
         torch.set_num_threads(previous)
     assert runner.capabilities.policy_type == "act"
     assert any(line.startswith("warm-up done") for line in log.lines)
-    with pytest.raises(StartupFailed, match="does_not_exist"):
+    (tmp_path / "config.json").write_text("{not json")  # passes the path checks, fails in LeRobot's loader
+    with pytest.raises(StartupFailed, match="cannot load LeRobot checkpoint"):
+        ready_runner(ServerSettings.from_values({"checkpoint": str(tmp_path)}), log)
+    # A path that names nothing is refused before the thread starts, so before torch is imported.
+    with pytest.raises(StartupFailed, match="'/does_not_exist' is not a directory"):
         ready_runner(ServerSettings.from_values({"checkpoint": "/does_not_exist"}), log)
