@@ -185,14 +185,11 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
 
 
 def build_trained_policy(build_dir: Path) -> Path:
-    from lerobot_ros.recording.regenerate import regenerate
-    from lerobot_ros.recording.trained_policy import evaluate_and_install
+    from lerobot_ros.recording.regenerate import regenerate_and_install
 
     print(f"demo: building the trained policy in {build_dir}: record expert episodes, train ACT (progress bar), "
           "evaluate, install", flush=True)
-    summary = regenerate(build_dir)
-    installed, _ = evaluate_and_install(Path(summary["checkpoint"]), build_dir / "evaluation")
-    return installed
+    return Path(regenerate_and_install(build_dir)["installed"])
 
 
 def run(args) -> int:

@@ -78,6 +78,14 @@ def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: i
             "steps": steps, "seed": seed}
 
 
+def regenerate_and_install(work: Path, evaluate_episodes: int = EVALUATION_EPISODES, **recipe) -> dict:
+    """``regenerate``, then score the checkpoint and install it as the demo's trained policy."""
+    summary = regenerate(work, **recipe)
+    installed, evaluation = evaluate_and_install(Path(summary["checkpoint"]), Path(work).resolve() / "evaluation",
+                                                 evaluate_episodes)
+    return {**summary, "installed": str(installed), "success_rate": evaluation["success_rate"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", required=True)
@@ -96,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    work = Path(args.work_dir).resolve()
-    summary = regenerate(work, args.episodes, args.steps, args.batch_size, args.seed,
-                         (args.image_height, args.image_width), args.record_timeout)
+    recipe = dict(episodes=args.episodes, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                  image_shape=(args.image_height, args.image_width), record_timeout_s=args.record_timeout)
+    work = Path(args.work_dir)
     if args.install:
-        installed, evaluation = evaluate_and_install(Path(summary["checkpoint"]), work / "evaluation",
-                                                       args.evaluate_episodes)
-        summary.update(installed=str(installed), success_rate=evaluation["success_rate"])
+        summary = regenerate_and_install(work, args.evaluate_episodes, **recipe)
+    else:
+        summary = regenerate(work, **recipe)
     print(json.dumps(summary), flush=True)
     return 0
 
