@@ -62,6 +62,12 @@ def cell(value, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def success_times(summary: dict) -> str:
+    if summary["time_to_success_s_median"] is None:
+        return "none succeeded"
+    return f"{summary['time_to_success_s_median']:.2f} s ({summary['time_to_success_s_mean']:.2f} s)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=50)
@@ -90,7 +96,7 @@ def main() -> int:
     for label, summary in results.items():
         rows.append(
             f"| {label} | {summary['episodes']} | {summary['successes']} | {cell(summary['success_rate'], 2)} | "
-            f"{cell(summary['time_to_success_s_median'], 2)} s ({cell(summary['time_to_success_s_mean'], 2)} s) | "
+            f"{success_times(summary)} | "
             f"{cell(summary.get('boundary_jump_mean'))} ({cell(summary.get('boundary_jump_max'))}) | "
             f"{cell(summary.get('action_step_mean'))} | "
             f"{cell(summary.get('latency_ms_p50'), 1)} / {cell(summary.get('latency_ms_p95'), 1)} |")
@@ -110,6 +116,7 @@ def main() -> int:
         f"![reach evaluation]({common.image_link(document, plot)})",
     ])
     options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != 50 else "")
+    options += f" --checkpoint {args.checkpoint}" if args.checkpoint else ""
     common.write_section("reach_evaluation", f"python bench/reach_evaluation.py{options}", body, document)
     return 0
 

@@ -19,6 +19,8 @@ def test_demo_streams_server_sim_robot_and_executor_and_caches_its_policy(tmp_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["final_state"] == "STREAMING"
+    # An empty cache has no trained policy: the default (auto) serves the random ACT and says how to build one.
+    assert summary["policy"] == "act" and "--policy trained" in result.stdout
     assert summary["chunks_merged"] >= 2
     assert summary["commands_while_streaming"] >= 0.5 * 30 * summary["streamed_s"]
     assert summary["starvation_ticks_after_warmup"] == 0, summary
