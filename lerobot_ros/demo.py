@@ -27,8 +27,11 @@ from pathlib import Path
 from lerobot_ros.launch_plan import Plan, demo_plan
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.recording.evaluate import EpisodeTally
 
 STREAMING_STATES = ("STREAMING", "DEGRADED")
+#: Seconds after an episode reset in which the empty queue is the new episode's first chunk on its way.
+RESET_REFILL_S = 1.0
 
 
 @dataclass
@@ -39,14 +42,20 @@ class Recording:
     status: list = field(default_factory=list)  # (t, ExecutorStatus)
     measured: list = field(default_factory=list)  # (t, positions)
     commanded: list = field(default_factory=list)  # (t, positions)
-    task_outcomes: dict = field(default_factory=dict)  # task episode -> SUCCESS or FAILURE
+    #: Task episodes that started while the loop streamed, counted as the evaluation counts them.
+    tasks: EpisodeTally = field(default_factory=lambda: EpisodeTally(None))
+    resets: list = field(default_factory=list)  # t of each executor episode reset
 
     def now(self) -> float:
         return time.monotonic() - self.started
 
-    def on_task(self, msg) -> None:
-        if msg.phase in ("SUCCESS", "FAILURE"):
-            self.task_outcomes[msg.episode] = msg.phase
+    def on_task(self, msg) -> bool:
+        """Follow the sim's task status; True when a counted episode starts (the executor's episode resets then)."""
+        streaming = bool(self.status) and self.status[-1][1].state_name in STREAMING_STATES
+        started = self.tasks.on_status(msg.episode, msg.phase, msg.elapsed_s, streaming) == "started"
+        if started:
+            self.resets.append(self.now())
+        return started
 
 
 def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | None:
@@ -126,8 +135,13 @@ def save_plot(recording: Recording, joint_names, path: Path, streaming_since: fl
 def summarize(recording: Recording, streaming_since: float | None, duration_s: float, exit_codes: dict) -> dict:
     last = recording.status[-1][1] if recording.status else None
     first_streaming = next((s for t, s in recording.status if streaming_since is not None and t >= streaming_since), None)
-    steady = [s for t, s in recording.status if streaming_since is not None and t >= streaming_since + 2.0]
-    steady_starvation = (steady[-1].starvation_ticks - steady[0].starvation_ticks) if len(steady) >= 2 else None
+    steady = [(t, s) for t, s in recording.status if streaming_since is not None and t >= streaming_since + 2.0]
+    steady_starvation = sum(
+        max(0, after.starvation_ticks - before.starvation_ticks)
+        for (_, before), (t, after) in zip(steady, steady[1:])
+        # After an episode reset the queue is empty until the new episode's first chunk arrives: not starvation.
+        if not any(reset <= t <= reset + RESET_REFILL_S for reset in recording.resets)
+    ) if len(steady) >= 2 else None
     summary = {
         "final_state": last.state_name if last else "NO_STATUS",
         "reason": last.reason if last else "",
@@ -145,8 +159,9 @@ def summarize(recording: Recording, streaming_since: float | None, duration_s: f
         if last and first_streaming else 0,
         "duration_s": duration_s,
         "exit_codes": exit_codes,
-        "task_episodes": len(recording.task_outcomes),
-        "task_successes": sum(phase == "SUCCESS" for phase in recording.task_outcomes.values()),
+        "episode_resets": len(recording.resets),
+        "task_episodes": len(recording.tasks.outcomes),
+        "task_successes": sum(outcome["outcome"] == "SUCCESS" for outcome in recording.tasks.outcomes),
     }
     return summary
 
@@ -195,6 +210,7 @@ def build_trained_policy(build_dir: Path) -> Path:
 def run(args) -> int:
     import rclpy
     from sensor_msgs.msg import JointState
+    from std_srvs.srv import Trigger
 
     from lerobot_ros.msg import ExecutorStatus, TaskStatus
     from lerobot_ros.recording.trained_policy import evaluation_line
@@ -235,7 +251,15 @@ def run(args) -> int:
             recording.commanded.append((recording.now(), positions))
 
     node.create_subscription(mode.message_type, f"{robot_namespace}/{mode.sim_topic}", on_command, 50)
-    node.create_subscription(TaskStatus, f"{robot_namespace}/sim_robot/status", recording.on_task, 10)
+    reset_episode = node.create_client(Trigger, f"{robot_namespace}/chunk_executor/reset_episode")
+
+    def on_task(msg) -> None:
+        # A new cube: drop the queue planned for the last one, as the evaluation does (without it the
+        # rest of the last episode plays first, closed gripper included, and the policy succeeds far less).
+        if recording.on_task(msg):
+            reset_episode.call_async(Trigger.Request())
+
+    node.create_subscription(TaskStatus, f"{robot_namespace}/sim_robot/status", on_task, 10)
     processes = start_processes(plan, output_dir)
     interactive = sys.stdout.isatty()
     streaming_since = None

@@ -34,10 +34,13 @@ STREAMING_STATES = ("STREAMING", "DEGRADED")
 
 
 class EpisodeTally:
-    """Outcomes of the episodes that started after counting began (plain Python, no ROS)."""
+    """Outcomes of the episodes that started after counting began (plain Python, no ROS).
 
-    def __init__(self, episodes: int) -> None:
-        if episodes < 1:
+    ``episodes`` None: count every episode for as long as statuses come (the demo).
+    """
+
+    def __init__(self, episodes: int | None) -> None:
+        if episodes is not None and episodes < 1:
             raise ValueError(f"evaluate at least 1 episode, not {episodes}")
         self.wanted = episodes
         self.outcomes: list[dict] = []
@@ -62,7 +65,7 @@ class EpisodeTally:
 
     @property
     def done(self) -> bool:
-        return len(self.outcomes) >= self.wanted
+        return self.wanted is not None and len(self.outcomes) >= self.wanted
 
     def summary(self) -> dict:
         times = [o["elapsed_s"] for o in self.outcomes if o["outcome"] == "SUCCESS"]

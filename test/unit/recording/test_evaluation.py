@@ -29,6 +29,16 @@ def test_only_episodes_started_while_streaming_count_and_each_once():
         EpisodeTally(0)
 
 
+def test_an_unbounded_tally_counts_every_episode_started_while_streaming_and_is_never_done():
+    tally = EpisodeTally(None)
+    assert tally.on_status(4, "RUNNING", 6.0, streaming=True) is None  # already running when counting began
+    assert tally.on_status(4, "FAILURE", 10.0, streaming=True) is None
+    for episode in range(5, 9):
+        assert tally.on_status(episode, "RUNNING", 0.0, streaming=True) == "started"
+        assert tally.on_status(episode, "SUCCESS", 3.0, streaming=True) == "ended"
+    assert not tally.done and tally.summary()["episodes"] == tally.summary()["successes"] == 4
+
+
 def test_the_plan_is_the_demo_with_the_task_set_and_an_optional_recorder(tmp_path):
     plan = evaluation_plan("ckpt", tmp_path, timeout_s=4.0, seed=9, record=str(tmp_path / "rollouts"))
     by_executable = {node.executable: node for node in plan.nodes}
