@@ -21,20 +21,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
 
-from lerobot_ros.recording.trained_policy import installed_trained_policy  # noqa: E402
+from lerobot_ros.recording.evaluate import plot_outcomes  # noqa: E402
+from lerobot_ros.recording.trained_policy import (  # noqa: E402
+    EVALUATION_EPISODES,
+    EVALUATION_SEED,
+    EVALUATION_TIMEOUT_S,
+    installed_trained_policy,
+)
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-
-TIMEOUT_S = 10.0
 
 
 def evaluate(checkpoint: Path, episodes: int, seed: int, log_dir: Path) -> dict:
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "lerobot_ros.recording.evaluate", "--checkpoint", str(checkpoint),
-               "--episodes", str(episodes), "--seed", str(seed), "--timeout", str(TIMEOUT_S),
+               "--episodes", str(episodes), "--seed", str(seed), "--timeout", str(EVALUATION_TIMEOUT_S),
                "--output-dir", str(log_dir)]
     with (log_dir / "evaluate.log").open("w") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=600 + episodes * (TIMEOUT_S + 5)).returncode
+                              timeout=600 + episodes * (EVALUATION_TIMEOUT_S + 5)).returncode
     summary = json.loads((log_dir / "evaluation.json").read_text())
     if code != 0 or summary["error"]:
         raise RuntimeError(f"evaluation of {checkpoint} failed (exit {code}): {summary['error']}; see {log_dir}")
@@ -46,11 +50,7 @@ def save_plot(results: dict[str, dict], path: Path) -> None:
 
     figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.4 * len(results)), sharex=True, squeeze=False)
     for axis, (label, summary) in zip(axes[:, 0], results.items()):
-        outcomes = summary["outcomes"]
-        axis.bar(range(len(outcomes)), [o["elapsed_s"] for o in outcomes],
-                 color=["tab:green" if o["outcome"] == "SUCCESS" else "tab:red" for o in outcomes])
-        axis.axhline(summary["task_timeout_s"], color="grey", linestyle="--", linewidth=0.8)
-        axis.set_ylabel("time to\noutcome [s]", fontsize=8)
+        plot_outcomes(axis, summary)
         axis.set_title(f"{label}: {summary['successes']}/{summary['episodes']} successes (green)", fontsize=9)
     axes[-1, 0].set_xlabel(f"evaluation episode (seed {next(iter(results.values()))['seed']}: the same cubes)")
     figure.tight_layout()
@@ -70,8 +70,8 @@ def success_times(summary: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=100, help="the sim's seed (held out: training used seed 0)")
+    parser.add_argument("--episodes", type=int, default=EVALUATION_EPISODES)
+    parser.add_argument("--seed", type=int, default=EVALUATION_SEED, help="the sim's seed (held out: training used seed 0)")
     parser.add_argument("--checkpoint", type=Path, default=None, help="trained policy (default: the installed one)")
     common.add_output_arguments(parser)
     args = parser.parse_args()
@@ -103,7 +103,7 @@ def main() -> int:
     trained_contract = json.loads((Path(trained) / "lerobot_ros.json").read_text())
     training = trained_contract.get("training", {})
     body = "\n".join([
-        f"Reach task (move the gripper to the cube and close it; {TIMEOUT_S:g} s per episode), seed {args.seed}: "
+        f"Reach task (move the gripper to the cube and close it; {EVALUATION_TIMEOUT_S:g} s per episode), seed {args.seed}: "
         "the same cubes for both policies, none of them seen in training (seed 0). Whole loop: "
         "policy_server_node, sim_robot_node and chunk_executor_node as processes, append mode, CPU.",
         "",
@@ -115,7 +115,7 @@ def main() -> int:
         "",
         f"![reach evaluation]({common.image_link(document, plot)})",
     ])
-    options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != 50 else "")
+    options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != EVALUATION_EPISODES else "")
     options += f" --checkpoint {args.checkpoint}" if args.checkpoint else ""
     common.write_section("reach_evaluation", f"python bench/reach_evaluation.py{options}", body, document)
     return 0

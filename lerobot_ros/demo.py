@@ -27,9 +27,8 @@ from pathlib import Path
 from lerobot_ros.launch_plan import Plan, demo_plan
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 from lerobot_ros.processes import spawn_node, stop
-from lerobot_ros.recording.evaluate import EpisodeTally
+from lerobot_ros.recording.evaluate import STREAMING_STATES, EpisodeTally
 
-STREAMING_STATES = ("STREAMING", "DEGRADED")
 #: Seconds after an episode reset in which the empty queue is the new episode's first chunk on its way.
 RESET_REFILL_S = 1.0
 

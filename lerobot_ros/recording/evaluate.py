@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+#: Executor states in which the loop streams chunks (the demos and benchmarks wait for them too).
 STREAMING_STATES = ("STREAMING", "DEGRADED")
 
 
@@ -173,20 +174,24 @@ def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record
     return summary
 
 
+def plot_outcomes(axis, summary: dict) -> None:
+    """Each counted episode's time to its outcome on ``axis``: green for success, red for failure."""
+    outcomes = summary["outcomes"]
+    axis.bar(range(len(outcomes)), [o["elapsed_s"] for o in outcomes],
+             color=["tab:green" if o["outcome"] == "SUCCESS" else "tab:red" for o in outcomes])
+    axis.axhline(summary["task_timeout_s"], color="grey", linestyle="--", linewidth=0.8, label="task timeout")
+    axis.set_ylabel("time to\noutcome [s]", fontsize=8)
+
+
 def save_plot(summary: dict, path: Path) -> Path:
-    """Each counted episode's time to its outcome, green for success and red for failure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    outcomes = summary["outcomes"]
-    figure, axis = plt.subplots(figsize=(max(6.0, 0.12 * len(outcomes) + 3), 3.2))
-    axis.bar(range(len(outcomes)), [o["elapsed_s"] for o in outcomes],
-             color=["tab:green" if o["outcome"] == "SUCCESS" else "tab:red" for o in outcomes])
-    axis.axhline(summary["task_timeout_s"], color="grey", linestyle="--", linewidth=0.8, label="task timeout")
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.12 * len(summary["outcomes"]) + 3), 3.2))
+    plot_outcomes(axis, summary)
     axis.set_xlabel("evaluation episode")
-    axis.set_ylabel("time to outcome [s]")
     axis.legend(loc="upper right", fontsize=8)
     smoothness = (f"; boundary jump mean {summary['boundary_jump_mean']:.3f} rad"
                   if "boundary_jump_mean" in summary else "")

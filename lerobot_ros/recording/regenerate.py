@@ -81,8 +81,8 @@ def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: i
 def regenerate_and_install(work: Path, evaluate_episodes: int = EVALUATION_EPISODES, **recipe) -> dict:
     """``regenerate``, then score the checkpoint and install it as the demo's trained policy."""
     summary = regenerate(work, **recipe)
-    installed, evaluation = evaluate_and_install(Path(summary["checkpoint"]), Path(work).resolve() / "evaluation",
-                                                 evaluate_episodes)
+    checkpoint = Path(summary["checkpoint"])
+    installed, evaluation = evaluate_and_install(checkpoint, checkpoint.parent / "evaluation", evaluate_episodes)
     return {**summary, "installed": str(installed), "success_rate": evaluation["success_rate"]}
 
 
