@@ -233,12 +233,13 @@ resizes), {args.seconds:.0f} s window:
 
 {chr(10).join(resource_lines)}
 
-This checkout keeps camera frames serialized (rclpy raw subscriptions) and deserializes and JPEG-encodes
-only the frames of a request (executors before it deserialized every frame, 2 x 0.9 MB at 30 Hz), spins its
-callbacks on rclpy's MultiThreadedExecutor (a lifecycle transition and a RunPolicy goal's waiter block in
-callbacks while the server's answers must arrive), and runs the control loop on a thread with absolute
-deadlines (``executor/control_loop.py``) instead of a timer on the executor that also spins the sensor
-callbacks.
+This checkout takes sensors from the middleware only when a request (or a hold) needs them: nothing spins
+the camera and joint-state subscriptions, whose newest sample waits in the middleware (keep-last 1) and is
+taken with its receive time when the observation is built (``executor/sensor_node.py``); a raw frame is
+deserialized and JPEG-encoded only then. Executors before it took every frame (2 x 0.9 MB at 30 Hz, copied
+into Python under the GIL) on a sensor thread. ~/status and /diagnostics are published by a thread of their
+own, the control loop runs on a thread with absolute deadlines (``executor/control_loop.py``), and the
+remaining callbacks (chunks, heartbeats, services, goals) spin on rclpy's MultiThreadedExecutor.
 """
     command = "python bench/executor_jitter.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --rates {args.rates}") \
         + (f" --compare-checkout {args.compare_checkout.name}" if args.compare_checkout and not args.smoke else "")

@@ -16,6 +16,11 @@ Invariants:
 * ``stop`` ends the wait at once, and an exception in one tick is reported
   and does not end the loop (the fail-safe decides every next tick afresh).
 
+The executor also publishes its status on one of these (``name`` tells them
+apart): a thread on the clock costs nothing between periods, where a timer
+on the node's MultiThreadedExecutor woke its Python loop several times a
+period (measured: 2 % of a core at 5 Hz).
+
 Plain Python: the clock and the wait are injectable for tests.
 """
 
@@ -32,10 +37,10 @@ class ControlLoop(threading.Thread):
 
     def __init__(self, rate_hz: float, tick: Callable[[float], None],
                  on_error: Callable[[BaseException], None] = lambda error: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, name: str = "lerobot_ros_control_loop") -> None:
         if not (math.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"rate_hz must be a finite number > 0, got {rate_hz}")
-        super().__init__(name="lerobot_ros_control_loop", daemon=True)
+        super().__init__(name=name, daemon=True)
         self.period_s = 1.0 / rate_hz
         self._tick, self._on_error, self._clock = tick, on_error, clock
         self._stop_event = threading.Event()

@@ -193,6 +193,10 @@ class ExecutorCore:
     def on_camera(self, name: str, msg, now_s: float) -> None:
         self._sensors.on_camera(name, msg, now_s)
 
+    def pull_sensors(self, joint_state=None, cameras=None) -> None:
+        """Sources read when a request or a hold needs them (``ObservationAssembler.pull_from``)."""
+        self._sensors.pull_from(joint_state, cameras)
+
     # ------------------------------------------------------------ control tick
 
     def _row(self, offset: int) -> Row | None:

@@ -14,8 +14,8 @@ before any command is published; an accepted one prints ``{"handshake":
 RunPolicy goals (``goals.py``) run the policy for one task.
 
 ROS entities (``~`` is the node's name, default chunk_executor):
-  <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors; by joint name)
-  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub, on _<name>_sensors: kept serialized)
+  <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors: read when needed; by joint name)
+  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub, on _<name>_sensors: read when needed)
   <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
@@ -28,17 +28,20 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
-ticks the core and publishes each command; a thread of its own spins the
-joint-state and camera subscriptions, on a hidden companion node
-``_<name>_sensors`` (``sensor_node.py``: why); a MultiThreadedExecutor spins
-the other callbacks above: chunks, heartbeat, status, the operator and
-lifecycle services in the node's one mutually exclusive group (one at a
-time, as before), the server's service answers in their own group (so a
-transition can wait for them), goals in a reentrant group; the
-network worker thread (``worker.NetworkWorker``) sends one observation at a
-time and waits for its chunk. The control loop never waits on a callback,
-never does network I/O and never blocks. Camera frames arrive serialized and
-are deserialized only when a request is built (``serialized.py``).
+ticks the core and publishes each command; nothing spins the joint-state
+and camera subscriptions, on a hidden companion node ``_<name>_sensors``:
+their newest sample is taken from the middleware when a request (or a hold)
+needs it (``sensor_node.py``: why); ~/status, /diagnostics and a goal's
+feedback are published every status_period_s by a thread of their own (a
+``ControlLoop``); a MultiThreadedExecutor spins the other callbacks above:
+chunks, heartbeat, the operator and lifecycle services in the node's one
+mutually exclusive group (one at a time, as before), the server's service
+answers in their own group (so a transition can wait for them), goals in a
+reentrant group; the network worker thread (``worker.NetworkWorker``) sends
+one observation at a time and waits for its chunk. The control loop never
+waits on a callback, never does network I/O and never blocks. Camera frames
+are taken serialized and deserialized only when a request is built
+(``serialized.py``).
 
 joint_trajectory mode publishes one single-point trajectory per control tick
 (``time_from_start`` = one control period), not the queued chunk as one timed trajectory:
@@ -118,6 +121,7 @@ class ChunkExecutorNode(LifecycleNode):
         self.core: ExecutorCore | None = None
         self.worker: NetworkWorker | None = None
         self.control_loop: ControlLoop | None = None
+        self.status_loop: ControlLoop | None = None
         self.link: RosServerLink | None = None
         self.sensors: SensorNode | None = None
         self._entities: list = []
@@ -209,20 +213,16 @@ class ChunkExecutorNode(LifecycleNode):
 
     def create_entities(self) -> None:
         settings, core, keep = self.settings, self.core, self._entities.append
-        # Robot side: sensors in (on their own node and thread: sensor_node.py), commands out.
+        # Robot side: sensors read when a request needs them (sensor_node.py: why), commands out.
         self.sensors = sensors = SensorNode(self)
-        sensors.subscribe(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
+        cameras = {}
         for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
             message_type = CompressedImage if transport == "compressed" else Image
             decode = partial(deserialize_message, message_type=message_type)
-            # raw: the callback keeps the bytes; a frame is deserialized only if a request uses it.
-            sensors.subscribe(
-                message_type, topic,
-                lambda data, name=name, decode=decode: core.on_camera(name, SerializedMessage(data, decode),
-                                                                      time.monotonic()),
-                SENSOR_QOS, raw=True,
-            )
-        sensors.start()
+            # Taken as bytes: a frame is deserialized only if a request uses it.
+            cameras[name] = sensors.subscribe(message_type, topic, SENSOR_QOS, raw=True,
+                                              convert=lambda data, decode=decode: SerializedMessage(data, decode))
+        core.pull_sensors(joint_state=sensors.subscribe(JointState, settings.state_topic, SENSOR_QOS), cameras=cameras)
         self.output = OUTPUT_MODES[settings.output_mode]
         # A plain publisher, not a lifecycle one: an inactive executor still commands its hold.
         self.command_pub = self.create_publisher(self.output.message_type, settings.output_topic, COMMAND_QOS)
@@ -245,7 +245,10 @@ class ChunkExecutorNode(LifecycleNode):
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         keep(self.status_pub)
         keep(self.diagnostics_pub)
-        keep(self.create_timer(settings.status_period_s, self.on_status))
+        # On a thread of its own (control_loop.py: why); stopped before the publishers go.
+        self.status_loop = ControlLoop(1.0 / settings.status_period_s, lambda now_s: self.on_status(),
+                                       self.on_status_error, name="lerobot_ros_status")
+        self.status_loop.start()
         self._transitions_logged = 0
         self._rejections_logged = 0
 
@@ -303,12 +306,20 @@ class ChunkExecutorNode(LifecycleNode):
         # executor's wait set (entity.destroy() alone leaves them there, and the next wait fails).
         destroyers = {Subscription: self.destroy_subscription, Publisher: self.destroy_publisher,
                       Service: self.destroy_service, Timer: self.destroy_timer}
+        self._stop_status()
         self._destroy_sensors()
         for entity in reversed(self._entities):
             destroyers[next(kind for kind in destroyers if isinstance(entity, kind))](entity)
         self._entities.clear()
         if self.link is not None:
             self.link.destroy()
+
+    def _stop_status(self) -> None:
+        status_loop = getattr(self, "status_loop", None)  # absent when the constructor failed
+        if status_loop is not None:
+            status_loop.stop()
+            status_loop.join(timeout=CONTROL_JOIN_TIMEOUT_S)
+            self.status_loop = None
 
     def _destroy_sensors(self) -> None:
         sensors = getattr(self, "sensors", None)  # absent when the constructor failed
@@ -448,9 +459,6 @@ class ChunkExecutorNode(LifecycleNode):
 
     # ---- callbacks ------------------------------------------------------
 
-    def on_joint_state(self, msg: JointState) -> None:
-        self.core.on_joint_state(msg.name, msg.position, msg.velocity, time.monotonic())
-
     def on_control_tick(self, now_s: float) -> None:
         """On the control loop's thread: the core's command for this tick, published."""
         action = self.core.control_tick(now_s)
@@ -485,6 +493,10 @@ class ChunkExecutorNode(LifecycleNode):
             response.success = answer.success
             response.message = f"episode {episode}: server says " + (answer.message or "ok")
         return response
+
+    def on_status_error(self, error: BaseException) -> None:
+        self.get_logger().error(f"status publishing failed: {type(error).__name__}: {error}",
+                                throttle_duration_sec=5.0)
 
     def on_status(self) -> None:
         now = time.monotonic()
@@ -537,8 +549,7 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
-        # The sensor thread must end before the interpreter does: finalization kills a thread
-        # waiting inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
+        self._stop_status()
         self._destroy_sensors()
         action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
         if action_server is not None:

@@ -7,9 +7,14 @@ Invariants:
 * joint-state messages are mapped by joint NAME, never by index (drivers
   publish joints in whatever order they like; columns map to motors by
   the policy's order);
-* cheap until needed: a camera frame may be held as its serialized bytes
-  (``serialized.SerializedMessage``, from an rclpy raw subscription) and is
-  deserialized only by ``assemble``, i.e. when a request is built;
+* cheap until needed: a source can be pulled instead of pushed
+  (``pull_from``): its newest sample is taken from the middleware only when
+  a reader needs it (``assemble``, i.e. when a request is built, or the
+  measured positions a hold starts from), so frames and joint states that a
+  newer one replaces before then cost this process nothing. A camera frame
+  is taken as its serialized bytes (``serialized.SerializedMessage``) and
+  deserialized only by ``assemble``. A pulled sample keeps the time the
+  middleware received it, so pulling late never makes old data look fresh;
 * an observation whose joint state or any camera frame is older than
   ``max_observation_age_s`` (or missing) is not sent: the policy would plan
   from a world that no longer exists. Ages are receive times on the
@@ -22,8 +27,9 @@ the Observation message (camera payloads included).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -31,6 +37,10 @@ from lerobot_ros.data_plane import camera_payloads, observation_to_msg
 from lerobot_ros.executor.serialized import resolve
 
 T = TypeVar("T")
+
+#: A pulled source: its newest sample not returned before, with its receive time
+#: (executor's monotonic clock), or None when nothing newer arrived.
+Pull = Callable[[], "tuple[Any, float] | None"]
 
 
 class Latest(Generic[T]):
@@ -111,6 +121,16 @@ class NotSent:
     too_old: bool = False
 
 
+def _pull_newest(pull: Pull | None, lock: threading.Lock, store: Callable[[Any, float], None]) -> None:
+    if pull is None:
+        return
+    # Take and store as one step: two readers must never store an older sample over a newer one.
+    with lock:
+        newest = pull()
+        if newest is not None:
+            store(*newest)
+
+
 class ObservationAssembler:
     """Latest-only holders for one robot's joint state and cameras."""
 
@@ -123,8 +143,34 @@ class ObservationAssembler:
         self.cameras: dict[str, Latest] = {name: Latest() for name in camera_names}
         self.joint_state_errors = 0
         self.last_joint_state_error = ""
+        self._joint_pull: Pull | None = None
+        self._camera_pulls: dict[str, Pull] = {}
+        self._joint_pull_lock = threading.Lock()
+        self._camera_pull_locks = {name: threading.Lock() for name in camera_names}
 
-    # Subscription callbacks -------------------------------------------------
+    def pull_from(self, joint_state: Pull | None = None, cameras: dict[str, Pull] | None = None) -> None:
+        """Read these sources when their values are needed instead of being pushed.
+
+        ``joint_state`` returns a JointState-like message (``name``,
+        ``position``, ``velocity``) and ``cameras`` a frame (a message or its
+        ``SerializedMessage``), each with its receive time.
+        """
+        unknown = sorted(set(cameras or {}) - set(self.cameras))
+        if unknown:
+            raise ValueError(f"no such cameras {unknown}; this robot's cameras are {sorted(self.cameras)}")
+        if joint_state is not None:
+            self._joint_pull = joint_state
+        self._camera_pulls.update(cameras or {})
+
+    def _refresh_joints(self) -> None:
+        _pull_newest(self._joint_pull, self._joint_pull_lock,
+                     lambda msg, received: self.on_joint_state(msg.name, msg.position, msg.velocity, received))
+
+    def _refresh_camera(self, name: str) -> None:
+        _pull_newest(self._camera_pulls.get(name), self._camera_pull_locks[name],
+                     lambda frame, received: self.on_camera(name, frame, received))
+
+    # Pushed values (subscription callbacks, tests) ------------------------------
 
     def on_joint_state(self, names, positions, velocities, now_s: float) -> None:
         try:
@@ -141,11 +187,13 @@ class ObservationAssembler:
 
     def measured_positions(self) -> np.ndarray | None:
         """The newest measured joint positions (any age), for hold and the safety reference."""
+        self._refresh_joints()
         sample, _ = self.joints.get()
         return None if sample is None else sample.positions
 
     def assemble(self, now_s: float, cameras: frozenset[str] | None = None) -> AssembledObservation | NotSent:
         """The latest joint state and frames, fresh, deserialized; ``cameras``: only these (None: all)."""
+        self._refresh_joints()
         sample, joints_at = self.joints.get()
         if sample is None:
             why = f" (last error: {self.last_joint_state_error})" if self.last_joint_state_error else ""
@@ -154,7 +202,8 @@ class ObservationAssembler:
         frames = {}
         for name, holder in self.cameras.items():
             if cameras is not None and name not in cameras:
-                continue  # a camera the policy does not read costs nothing, not even a deserialization
+                continue  # a camera the policy does not read costs nothing, not even a take
+            self._refresh_camera(name)
             frame, received = holder.get()
             if frame is None:
                 return NotSent(f"camera {name!r} has not published a frame yet")

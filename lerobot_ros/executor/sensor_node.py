@@ -1,72 +1,82 @@
-"""The executor's sensor subscriptions, on a hidden companion node spun by a thread of its own.
+"""The executor's sensor subscriptions, on a hidden companion node that nothing spins: read when needed.
 
-Why a second node: the executor node itself spins on a MultiThreadedExecutor
-(a lifecycle transition and a RunPolicy goal's waiter block inside callbacks
-while the server's answers must still be delivered), and that executor's
-loop is expensive per wake-up: it rebuilds its wait set in Python, and a
-message it handed to a pool thread stays ready until that thread takes it,
-so the loop wakes again for nothing. Cameras and joint states wake an
-executor at sensor rates. Measured (bench/executor_jitter.py's run, 30 Hz
-policy, two 480x640 raw cameras, quiet machine): the whole executor took
-33.5 % of a core with the sensors on the MultiThreadedExecutor (its loop
-alone 20 %), 17.1 % with them here on a SingleThreadedExecutor (this
-thread 7 %, the other loop 2.7 %). rclpy adds nodes, not callback groups, to
-an executor, so the sensors live on a node of their own. (rclpy's events
-executor would cost less again, but in rclpy 9.1.2 it delivered messages
-erratically off the main thread: docs/benchmarks.md.)
+Why nothing spins them: a request needs the newest joint state and frames
+about twice a second, while cameras and joint-state drivers publish at 30 Hz
+to 1 kHz. Taking every message costs the process for data that a newer one
+replaces unread: a 480x640 rgb8 frame takes 0.75-3.3 ms to take (copied out
+of the middleware into Python, holding the GIL the control loop needs), and
+any rclpy executor adds its own cost per wake-up. Measured
+(bench/executor_jitter.py's run, 30 Hz policy, two 480x640 raw cameras): the
+sensors on the node's MultiThreadedExecutor cost the process 33.5 % of a
+core; on a SingleThreadedExecutor of their own 17 % (that thread 7 %); on a
+bare rcl wait set of their own 15 % (that thread 4 %). Here they cost
+nothing until read: the subscriptions keep the newest sample (keep-last 1,
+qos.SENSOR_QOS) in the middleware, and ``newest`` takes it when the
+observation assembler asks (observation.py), with the time the middleware
+received it, so a frame taken late is exactly as old as it is.
 
-The companion is named ``_<node>_sensors`` (hidden from ``ros2 node list``;
+Why a companion node: rclpy executors wait on every subscription of the
+nodes they spin; on the executor node itself these would wake its
+MultiThreadedExecutor at sensor rates (ready, and never taken). The
+companion is named ``_<node>_sensors`` (hidden from ``ros2 node list``;
 ``ros2 node list -a`` shows it) in the executor's namespace, and ignores the
 process's global arguments: a ``__node:=`` remap would otherwise give it the
 executor's own name. Topics are resolved by the executor node, so its remaps
-apply to the sensor topics exactly as if it subscribed itself. The core's
-sensor holders have their own locks: these callbacks run beside the
-executor node's.
+apply to the sensor topics exactly as if it subscribed itself. The
+subscriptions are best effort and volatile, which every publisher's QoS
+matches, so no QoS event of theirs needs serving.
 """
 
 from __future__ import annotations
 
-import threading
+import time
 
-from rclpy.executors import ExternalShutdownException, ShutdownException, SingleThreadedExecutor
+from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 
-#: Bound on stopping the spinning thread (seconds).
-STOP_TIMEOUT_S = 2.0
+from lerobot_ros.executor.serialized import received_monotonic_s
+
+
+def _never_called(_message) -> None:
+    """The callback of a subscription nothing spins."""
 
 
 class SensorNode:
-    """Subscriptions of ``parent``'s sensors, spun on a thread of their own from ``start()`` to ``destroy()``."""
+    """Subscriptions of ``parent``'s sensors whose newest sample is taken on demand, until ``destroy()``."""
 
     def __init__(self, parent: Node) -> None:
         self._parent = parent
         self.node = Node(f"_{parent.get_name()}_sensors", namespace=parent.get_namespace(), context=parent.context,
                          use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
-        self._executor = SingleThreadedExecutor(context=parent.context)
-        self._thread: threading.Thread | None = None
 
-    def subscribe(self, message_type, topic: str, callback, qos, raw: bool = False):
-        """A subscription to ``topic`` as ``parent`` resolves it (its namespace and remaps)."""
-        return self.node.create_subscription(message_type, self._parent.resolve_topic_name(topic), callback, qos,
-                                             raw=raw)
+    def subscribe(self, message_type, topic: str, qos, raw: bool = False, convert=None):
+        """A subscription to ``topic`` as ``parent`` resolves it (its namespace and remaps), and its reader.
 
-    def start(self) -> None:
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, name="lerobot_ros-sensors", daemon=True)
-        self._thread.start()
+        The reader returns the newest message that arrived since it was last
+        called (``convert(message)`` of it: raw subscriptions give bytes),
+        with its receive time on the monotonic clock, or None.
+        """
+        subscription = self.node.create_subscription(message_type, self._parent.resolve_topic_name(topic),
+                                                     _never_called, qos, raw=raw)
+        convert = convert or (lambda message: message)
 
-    def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except (ExternalShutdownException, ShutdownException):
-            pass  # the context went down under the wait: the process is ending
+        def newest():
+            taken = None
+            try:
+                with subscription.handle:
+                    while (sample := subscription.handle.take_message(subscription.msg_type, raw)) is not None:
+                        taken = sample  # keep-last 1 holds one; a deeper history gives its newest
+            except InvalidHandle:
+                return None  # destroyed under a reader: the node is shutting down
+            if taken is None:
+                return None
+            message, info = taken
+            return convert(message), received_monotonic_s(info, time.time_ns(), time.monotonic())
+
+        return newest
 
     def destroy(self) -> None:
-        """Stop spinning, then destroy the node and its subscriptions; idempotent."""
-        if self._thread is not None:
-            self._executor.shutdown(timeout_sec=STOP_TIMEOUT_S)
-            self._thread.join(timeout=STOP_TIMEOUT_S)
-            self._thread = None
+        """Destroy the node and its subscriptions; idempotent."""
         if self.node is not None:
             self.node.destroy_node()
             self.node = None

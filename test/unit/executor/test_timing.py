@@ -1,6 +1,6 @@
 """The executor's timing parts without a ROS graph: interpolation between policy actions at a control
-rate above fps, the adaptive request threshold, the control loop's deadlines, frames kept serialized
-until a request is built, and the worker woken by the control tick instead of polling.
+rate above fps, the adaptive request threshold, the control loop's deadlines, sensors pulled from the
+middleware and frames kept serialized until a request is built, and the worker woken by the control tick instead of polling.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from sensor_msgs.msg import Image
 from lerobot_ros import images
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
-from lerobot_ros.executor.serialized import SerializedMessage
+from lerobot_ros.executor.serialized import SerializedMessage, received_monotonic_s
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.trigger import request_threshold_s
@@ -220,6 +221,96 @@ def test_a_frame_that_does_not_deserialize_is_not_sent():
     core.on_camera(CAMERA, SerializedMessage(b"\x00", broken), clock())
     assert not worker.step() and not link.sent
     assert "could not be deserialized: truncated CDR" in core.snapshot(clock()).last_problem
+
+
+class Middleware:
+    """A keep-last-1 subscription as the executor reads it: the newest sample waits until taken once."""
+
+    def __init__(self) -> None:
+        self.waiting = None
+        self.takes = 0
+
+    def publish(self, value, received_s: float) -> None:
+        self.waiting = (value, received_s)
+
+    def take(self):
+        self.takes += 1
+        newest, self.waiting = self.waiting, None
+        return newest
+
+
+def joint_state(positions, names=("c", "b", "a")):
+    return types.SimpleNamespace(name=list(names), position=list(positions), velocity=[])
+
+
+def test_pulled_sensors_are_taken_only_when_a_request_is_built_and_the_newest_is_sent():
+    clock, core, link, worker = connected()
+    joints, camera = Middleware(), Middleware()
+    core.pull_sensors(joint_state=joints.take, cameras={CAMERA: camera.take})
+    frames = [images.rgb_to_raw(np.full((8, 8, 3), k, np.uint8)) for k in range(4)]
+    for k, frame in enumerate(frames):  # the drivers publish four times before anything reads
+        joints.publish(joint_state([0.3, 0.2, k]), clock())
+        camera.publish(frame, clock())
+    assert joints.takes == camera.takes == 0
+    assert worker.step()
+    assert camera.takes == 1 and joints.takes == 1, "one take per source per request"
+    sent = link.sent[-1].observation
+    assert bytes(sent.cameras[CAMERA].data) == bytes(frames[3].data)
+    assert list(sent.state) == pytest.approx([3.0, 0.2, 0.3]), "the newest joint state, mapped by name"
+    camera.publish(frames[0], clock())
+    ticks(core, clock, 3, 0.05)  # queued rows cover these ticks: no request is due
+    assert camera.takes == 1, "control ticks never take a frame"
+
+
+def test_a_pulled_sample_is_as_old_as_its_reception_not_its_take():
+    clock, core, link, worker = connected(max_observation_age_s=0.5)
+    joints, camera = Middleware(), Middleware()
+    core.pull_sensors(joint_state=joints.take, cameras={CAMERA: camera.take})
+    joints.publish(joint_state([0.3, 0.2, 0.1]), clock())
+    camera.publish(Image(), clock() - 2.0)  # received 2 s ago, never taken until now
+    assert not worker.step() and not link.sent
+    assert "older than max_observation_age_s 0.5: camera" in core.snapshot(clock()).last_problem
+
+
+def test_a_source_that_stops_keeps_its_last_sample_which_then_goes_stale():
+    clock, core, link, worker = connected(max_observation_age_s=0.5)
+    joints, camera = Middleware(), Middleware()
+    core.pull_sensors(joint_state=joints.take, cameras={CAMERA: camera.take})
+    joints.publish(joint_state([0.3, 0.2, 0.1]), clock())
+    camera.publish(Image(), clock())
+    assert worker.request_once() and len(link.sent) == 1
+    clock.t += 1.0  # the camera driver died: nothing new to take; the joints still publish
+    joints.publish(joint_state([0.3, 0.2, 0.1]), clock())
+    assert not worker.request_once() and len(link.sent) == 1
+    assert "camera 'observation.images.front' 1.000 s" in core.snapshot(clock()).last_problem
+
+
+def test_a_joint_state_that_cannot_be_mapped_is_refused_and_the_last_good_one_kept():
+    clock, core, link, worker = connected()
+    joints = Middleware()
+    core.pull_sensors(joint_state=joints.take)
+    joints.publish(joint_state([0.3, 0.2, 0.1]), clock())
+    assert list(core._sensors.measured_positions()) == [0.1, 0.2, 0.3]
+    joints.publish(joint_state([1.0, 2.0], names=("a", "b")), clock())
+    assert list(core._sensors.measured_positions()) == [0.1, 0.2, 0.3]
+    assert "lacks joints ['c']" in core._sensors.last_joint_state_error
+
+
+def test_pulling_an_unknown_camera_is_refused_naming_the_known_ones():
+    clock, core, link, worker = connected()
+    with pytest.raises(ValueError, match=r"no such cameras \['wrist'\]; this robot's cameras are"):
+        core.pull_sensors(cameras={"wrist": Middleware().take})
+
+
+def test_the_receive_time_comes_from_the_middleware_stamps_on_the_monotonic_clock():
+    wall_now, mono_now = 1_000_000_000_000, 50.0
+    assert received_monotonic_s({"received_timestamp": wall_now - 250_000_000}, wall_now, mono_now) == \
+        pytest.approx(49.75)
+    # An RMW without a reception stamp is read by the publisher's stamp.
+    assert received_monotonic_s({"received_timestamp": 0, "source_timestamp": wall_now - 10**9}, wall_now,
+                                mono_now) == pytest.approx(49.0)
+    assert received_monotonic_s({}, wall_now, mono_now) == mono_now
+    assert received_monotonic_s({"received_timestamp": wall_now + 10**9}, wall_now, mono_now) == mono_now
 
 
 # ------------------------------------------------------ the worker is woken
