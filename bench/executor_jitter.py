@@ -3,7 +3,7 @@
 Jitter (--rates, default 100 and 250 Hz): policy_server_node serves an ACT
 with two cameras at its own 96x128 resolution; the stand-in driver
 (test/processes/robot_io.py) publishes joint states and records every
-command it receives with its arrival time; test/processes/camera_publisher.py
+command it receives with the middleware's reception time; test/processes/camera_publisher.py
 publishes two 480x640 cameras as raw rgb8 Images at 30 Hz (what a USB camera
 driver publishes); chunk_executor_node streams chunks and publishes
 forward_command commands. Each rate runs twice: the policy at that rate
@@ -12,9 +12,10 @@ control_rate_hz = rate). IN THE SAME RUN a bare rclpy timer process
 (test/processes/bare_timer.py: one timer, the same Float64MultiArray, the
 same QoS) publishes at the same rate to a second topic the same driver
 records. Over a steady-state window both command streams are measured where
-the driver receives them (timer + GIL + one DDS hop + the driver's own
-spin), so the ratio executor / bare is what the executor adds on this
-machine at that moment.
+the driver's middleware receives them (its reception stamps: timer + GIL +
+one DDS hop; the driver's subscriptions queue, so its own Python spin
+neither delays a stamp nor drops a command), so the ratio executor / bare is
+what the executor adds on this machine at that moment.
 
 Resources (30 Hz, two cameras at 480x640): the same, with the cameras as
 raw rgb8 Images (the executor JPEG-encodes each request's frames) and as JPEG
@@ -105,8 +106,8 @@ def run(watcher, directory: Path, name: str, fps: float, seconds: float, height:
     by_topic: dict[str, list[float]] = {}
     for line in out.read_text().splitlines():
         record = json.loads(line)
-        if started <= record["t"] <= ended:
-            by_topic.setdefault(record["topic"], []).append(record["t"])
+        if started <= record["t_received"] <= ended:
+            by_topic.setdefault(record["topic"], []).append(record["t_received"])
     result = {
         "name": name, "fps": fps, "rate": rate, "interpolated": bool(control_rate_hz), "checkout": checkout,
         "seconds": ended - started, "transport": transport, "size": f"{height}x{width}",
@@ -219,8 +220,9 @@ def main() -> None:
 **Jitter.** {args.seconds:.0f} s steady-state window per run (after the executor streams), forward_command mode,
 an ACT with two 96x128 cameras served on the same 2-core machine (its inference competes for the CPU), fed two
 480x640 raw rgb8 cameras at 30 Hz, buffer_time_s 0.3. Each executor run has its own bare rclpy timer at the same
-rate, received and timestamped by the same driver process concurrently: the bare timer is the floor this machine
-gives any rclpy timer at that moment. Load average (1 min) {load_before:.1f} before, {load_after:.1f} after
+rate, received by the same driver process concurrently and timed by its middleware's reception stamps (the
+driver's subscriptions keep 100, so its own Python spin neither delays a time nor drops a command): the bare
+timer is the floor this machine gives any rclpy timer at that moment. Load average (1 min) {load_before:.1f} before, {load_after:.1f} after
 (2 cores, shared with other engineers' runs); OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "unset")} for every
 process.{compared}
 

@@ -24,7 +24,7 @@ def control_steps(seconds: float, fps: float) -> int:
 class WindowedLatencyTracker(WindowedDurations):
     """Round-trip latencies of the last ``window`` requests (seconds).
 
-    The network worker adds, the control and status timers read.
+    The network worker adds, the control loop and the status thread read.
     """
 
     def delay_steps(self, fps: float, q: float = 95.0) -> int:

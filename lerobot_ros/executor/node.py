@@ -15,7 +15,7 @@ RunPolicy goals (``goals.py``) run the policy for one task.
 
 ROS entities (``~`` is the node's name, default chunk_executor):
   <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors: read when needed; by joint name)
-  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (raw sub, on _<name>_sensors: read when needed)
+  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub, on _<name>_sensors: read when needed)
   <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
@@ -39,9 +39,7 @@ mutually exclusive group (one at a time, as before), the server's service
 answers in their own group (so a transition can wait for them), goals in a
 reentrant group; the network worker thread (``worker.NetworkWorker``) sends
 one observation at a time and waits for its chunk. The control loop never
-waits on a callback, never does network I/O and never blocks. Camera frames
-are taken serialized and deserialized only when a request is built
-(``serialized.py``).
+waits on a callback, never does network I/O and never blocks.
 
 joint_trajectory mode publishes one single-point trajectory per control tick
 (``time_from_start`` = one control period), not the queued chunk as one timed trajectory:
@@ -58,7 +56,6 @@ import sys
 import threading
 import time
 import uuid
-from functools import partial
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -66,7 +63,6 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.publisher import Publisher
-from rclpy.serialization import deserialize_message
 from rclpy.service import Service
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
@@ -82,7 +78,6 @@ from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, ev
 from lerobot_ros.executor.lifecycle import ExecutorLifecycle, Outcome, TransitionFailed
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.sensor_node import SensorNode
-from lerobot_ros.executor.serialized import SerializedMessage
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.session_client import SessionClient
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
@@ -215,13 +210,10 @@ class ChunkExecutorNode(LifecycleNode):
         settings, core, keep = self.settings, self.core, self._entities.append
         # Robot side: sensors read when a request needs them (sensor_node.py: why), commands out.
         self.sensors = sensors = SensorNode(self)
-        cameras = {}
-        for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
-            message_type = CompressedImage if transport == "compressed" else Image
-            decode = partial(deserialize_message, message_type=message_type)
-            # Taken as bytes: a frame is deserialized only if a request uses it.
-            cameras[name] = sensors.subscribe(message_type, topic, SENSOR_QOS, raw=True,
-                                              convert=lambda data, decode=decode: SerializedMessage(data, decode))
+        cameras = {
+            name: sensors.subscribe(CompressedImage if transport == "compressed" else Image, topic, SENSOR_QOS)
+            for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports)
+        }
         core.pull_sensors(joint_state=sensors.subscribe(JointState, settings.state_topic, SENSOR_QOS), cameras=cameras)
         self.output = OUTPUT_MODES[settings.output_mode]
         # A plain publisher, not a lifecycle one: an inactive executor still commands its hold.

@@ -8,13 +8,12 @@ Invariants:
   publish joints in whatever order they like; columns map to motors by
   the policy's order);
 * cheap until needed: a source can be pulled instead of pushed
-  (``pull_from``): its newest sample is taken from the middleware only when
-  a reader needs it (``assemble``, i.e. when a request is built, or the
-  measured positions a hold starts from), so frames and joint states that a
-  newer one replaces before then cost this process nothing. A camera frame
-  is taken as its serialized bytes (``serialized.SerializedMessage``) and
-  deserialized only by ``assemble``. A pulled sample keeps the time the
-  middleware received it, so pulling late never makes old data look fresh;
+  (``pull_from``): its newest sample is taken (and so deserialized) from the
+  middleware only when a reader needs it (``assemble``, i.e. when a request
+  is built, or the measured position a hold uses), so frames and joint
+  states that a newer one replaces before then cost this process nothing. A
+  pulled sample keeps the time the middleware received it, so pulling late
+  never makes old data look fresh;
 * an observation whose joint state or any camera frame is older than
   ``max_observation_age_s`` (or missing) is not sent: the policy would plan
   from a world that no longer exists. Ages are receive times on the
@@ -34,7 +33,6 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from lerobot_ros.data_plane import camera_payloads, observation_to_msg
-from lerobot_ros.executor.serialized import resolve
 
 T = TypeVar("T")
 
@@ -121,14 +119,33 @@ class NotSent:
     too_old: bool = False
 
 
-def _pull_newest(pull: Pull | None, lock: threading.Lock, store: Callable[[Any, float], None]) -> None:
+def received_monotonic_s(message_info: dict, wall_now_ns: int, monotonic_now_s: float) -> float:
+    """When the middleware received a message, on the monotonic clock, from its rmw message info.
+
+    The middleware stamps receptions on the system clock (``received_timestamp``,
+    ns); an RMW that leaves it 0 is read by the publisher's ``source_timestamp``,
+    and one that fills neither by now. A stamp in the future (a clock step) is
+    now: an age is never negative.
+    """
+    stamp = message_info.get("received_timestamp") or message_info.get("source_timestamp") or 0
+    if stamp <= 0:
+        return monotonic_now_s
+    return monotonic_now_s - max(0, wall_now_ns - stamp) / 1e9
+
+
+def _pull_newest(pull: Pull | None, lock: threading.Lock, store: Callable[[Any, float], None]) -> str:
+    """Take the newest sample of ``pull`` and store it; why it could not be taken, or ""."""
     if pull is None:
-        return
+        return ""
     # Take and store as one step: two readers must never store an older sample over a newer one.
     with lock:
-        newest = pull()
+        try:
+            newest = pull()
+        except Exception as error:  # noqa: BLE001 - bytes the middleware holds that their own type cannot read
+            return f"{type(error).__name__}: {error}"
         if newest is not None:
             store(*newest)
+        return ""
 
 
 class ObservationAssembler:
@@ -152,8 +169,8 @@ class ObservationAssembler:
         """Read these sources when their values are needed instead of being pushed.
 
         ``joint_state`` returns a JointState-like message (``name``,
-        ``position``, ``velocity``) and ``cameras`` a frame (a message or its
-        ``SerializedMessage``), each with its receive time.
+        ``position``, ``velocity``) and ``cameras`` an Image or
+        CompressedImage, each with its receive time.
         """
         unknown = sorted(set(cameras or {}) - set(self.cameras))
         if unknown:
@@ -162,12 +179,12 @@ class ObservationAssembler:
             self._joint_pull = joint_state
         self._camera_pulls.update(cameras or {})
 
-    def _refresh_joints(self) -> None:
-        _pull_newest(self._joint_pull, self._joint_pull_lock,
+    def _refresh_joints(self) -> str:
+        return _pull_newest(self._joint_pull, self._joint_pull_lock,
                      lambda msg, received: self.on_joint_state(msg.name, msg.position, msg.velocity, received))
 
-    def _refresh_camera(self, name: str) -> None:
-        _pull_newest(self._camera_pulls.get(name), self._camera_pull_locks[name],
+    def _refresh_camera(self, name: str) -> str:
+        return _pull_newest(self._camera_pulls.get(name), self._camera_pull_locks[name],
                      lambda frame, received: self.on_camera(name, frame, received))
 
     # Pushed values (subscription callbacks, tests) ------------------------------
@@ -180,7 +197,7 @@ class ObservationAssembler:
             self.last_joint_state_error = str(error)
 
     def on_camera(self, name: str, msg, now_s: float) -> None:
-        """``msg``: an Image or CompressedImage, or its ``SerializedMessage`` (deserialized by ``assemble``)."""
+        """``msg``: an Image or CompressedImage."""
         self.cameras[name].put(msg, now_s)
 
     # Readers ----------------------------------------------------------------
@@ -192,8 +209,10 @@ class ObservationAssembler:
         return None if sample is None else sample.positions
 
     def assemble(self, now_s: float, cameras: frozenset[str] | None = None) -> AssembledObservation | NotSent:
-        """The latest joint state and frames, fresh, deserialized; ``cameras``: only these (None: all)."""
-        self._refresh_joints()
+        """The latest joint state and frames, fresh; ``cameras``: only these (None: all)."""
+        unreadable = self._refresh_joints()
+        if unreadable:
+            return NotSent(f"the joint state could not be read: {unreadable}")
         sample, joints_at = self.joints.get()
         if sample is None:
             why = f" (last error: {self.last_joint_state_error})" if self.last_joint_state_error else ""
@@ -203,7 +222,9 @@ class ObservationAssembler:
         for name, holder in self.cameras.items():
             if cameras is not None and name not in cameras:
                 continue  # a camera the policy does not read costs nothing, not even a take
-            self._refresh_camera(name)
+            unreadable = self._refresh_camera(name)
+            if unreadable:
+                return NotSent(f"camera {name!r}'s frame could not be read: {unreadable}")
             frame, received = holder.get()
             if frame is None:
                 return NotSent(f"camera {name!r} has not published a frame yet")
@@ -217,11 +238,6 @@ class ObservationAssembler:
             state = state_vector(sample, self.include_velocity)
         except JointStateError as error:
             return NotSent(str(error))
-        # Only now, with the observation due and fresh, are the frames deserialized.
-        try:
-            frames = {name: resolve(frame) for name, frame in frames.items()}
-        except Exception as error:  # noqa: BLE001 - bytes the RMW handed over that its own type cannot read
-            return NotSent(f"a camera frame could not be deserialized: {error}")
         return AssembledObservation(state, frames, max(ages.values()))
 
 

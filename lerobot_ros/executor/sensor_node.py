@@ -3,9 +3,10 @@
 Why nothing spins them: a request needs the newest joint state and frames
 about twice a second, while cameras and joint-state drivers publish at 30 Hz
 to 1 kHz. Taking every message costs the process for data that a newer one
-replaces unread: a 480x640 rgb8 frame takes 0.75-3.3 ms to take (copied out
-of the middleware into Python, holding the GIL the control loop needs), and
-any rclpy executor adds its own cost per wake-up. Measured
+replaces unread: a 480x640 rgb8 frame takes about 1 ms to take (copied out
+of the middleware into Python, holding the GIL the control loop needs; 2 ms
+taken raw and deserialized apart), and any rclpy executor adds its own cost
+per wake-up. Measured
 (bench/executor_jitter.py's run, 30 Hz policy, two 480x640 raw cameras): the
 sensors on the node's MultiThreadedExecutor cost the process 33.5 % of a
 core; on a SingleThreadedExecutor of their own 17 % (that thread 7 %); on a
@@ -34,7 +35,7 @@ import time
 from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 
-from lerobot_ros.executor.serialized import received_monotonic_s
+from lerobot_ros.executor.observation import received_monotonic_s
 
 
 def _never_called(_message) -> None:
@@ -49,29 +50,28 @@ class SensorNode:
         self.node = Node(f"_{parent.get_name()}_sensors", namespace=parent.get_namespace(), context=parent.context,
                          use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
 
-    def subscribe(self, message_type, topic: str, qos, raw: bool = False, convert=None):
+    def subscribe(self, message_type, topic: str, qos):
         """A subscription to ``topic`` as ``parent`` resolves it (its namespace and remaps), and its reader.
 
         The reader returns the newest message that arrived since it was last
-        called (``convert(message)`` of it: raw subscriptions give bytes),
-        with its receive time on the monotonic clock, or None.
+        called, with its receive time on the monotonic clock, or None; it
+        raises when the middleware's bytes do not deserialize.
         """
         subscription = self.node.create_subscription(message_type, self._parent.resolve_topic_name(topic),
-                                                     _never_called, qos, raw=raw)
-        convert = convert or (lambda message: message)
+                                                     _never_called, qos)
 
         def newest():
             taken = None
             try:
                 with subscription.handle:
-                    while (sample := subscription.handle.take_message(subscription.msg_type, raw)) is not None:
+                    while (sample := subscription.handle.take_message(subscription.msg_type, False)) is not None:
                         taken = sample  # keep-last 1 holds one; a deeper history gives its newest
             except InvalidHandle:
                 return None  # destroyed under a reader: the node is shutting down
             if taken is None:
                 return None
             message, info = taken
-            return convert(message), received_monotonic_s(info, time.time_ns(), time.monotonic())
+            return message, received_monotonic_s(info, time.time_ns(), time.monotonic())
 
         return newest
 

@@ -4,7 +4,12 @@ Publishes sensor_msgs/JointState with the SO-101 joint names IN A SHUFFLED
 ORDER (the executor must map by name) and one 96x128 camera on Image (rgb8)
 or CompressedImage (JPEG) at ~30 Hz. Subscribes to command topics of the
 three output modes and appends every command it receives to a JSON-lines
-file: {"t": monotonic seconds, "topic", "names", "values"}. The joints stand
+file: {"t": monotonic seconds, "t_received", "topic", "names", "values"}.
+"t" is when this process's callback ran; "t_received" when the middleware
+received the message (its reception stamp, on the monotonic clock): what a
+driver sees, without this Python driver's own spin lag. The command
+subscriptions are reliable and keep 100, so a callback running late loses
+nothing (a ros2_control controller's subscription queues too). The joints stand
 still at fixed positions (given in SO-101 order), so "hold" is recognisable.
 
 usage: robot_io.py --prefix /t1 --out commands.jsonl [--transport raw|compressed]
@@ -17,6 +22,7 @@ import time
 
 import numpy as np
 import rclpy
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -24,6 +30,7 @@ from trajectory_msgs.msg import JointTrajectory
 from bounded_spin import spin_then_exit
 
 from lerobot_ros import images
+from lerobot_ros.executor.observation import received_monotonic_s
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
@@ -43,6 +50,26 @@ def command_values(msg) -> tuple[list[str], list]:
     return list(msg.name), list(msg.position)
 
 
+#: The commands' QoS (reliable), with a queue: this driver's spin running late must not drop what arrived.
+RECORDING_QOS = QoSProfile(depth=100, reliability=COMMAND_QOS.reliability, durability=COMMAND_QOS.durability)
+
+
+def recorder(out, kind: str, topic: str):
+    """The subscription callback writing one JSON line per command (two parameters: rclpy passes the info)."""
+
+    def record(msg, info):
+        names, values = command_values(msg)
+        extra = {}
+        if isinstance(msg, JointTrajectory):
+            extra["time_from_start"] = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+        now = time.monotonic()
+        received = received_monotonic_s(info, time.time_ns(), now)
+        out.write(json.dumps({"t": now, "t_received": received, "topic": topic, "kind": kind, "names": names,
+                              "values": values, **extra}) + "\n")
+
+    return record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prefix", required=True)
@@ -60,16 +87,7 @@ def main() -> None:
     out = open(args.out, "a", buffering=1)
     for spec in args.command:
         kind, topic = spec.split(":", 1)
-
-        def record(msg, kind=kind, topic=topic):
-            names, values = command_values(msg)
-            extra = {}
-            if isinstance(msg, JointTrajectory):
-                extra["time_from_start"] = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
-            out.write(json.dumps({"t": time.monotonic(), "topic": topic, "kind": kind, "names": names,
-                                  "values": values, **extra}) + "\n")
-
-        node.create_subscription(OUTPUT_MODES[kind].message_type, topic, record, COMMAND_QOS)
+        node.create_subscription(OUTPUT_MODES[kind].message_type, topic, recorder(out, kind, topic), RECORDING_QOS)
 
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 255, (96, 128, 3), dtype=np.uint8)

@@ -1,6 +1,6 @@
 """The executor's timing parts without a ROS graph: interpolation between policy actions at a control
 rate above fps, the adaptive request threshold, the control loop's deadlines, sensors pulled from the
-middleware and frames kept serialized until a request is built, and the worker woken by the control tick instead of polling.
+middleware only when a request is built, and the worker woken by the control tick instead of polling.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ import types
 
 import numpy as np
 import pytest
-from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 
 from lerobot_ros import images
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
-from lerobot_ros.executor.serialized import SerializedMessage, received_monotonic_s
+from lerobot_ros.executor.observation import received_monotonic_s
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.trigger import request_threshold_s
@@ -189,40 +188,6 @@ def test_the_loop_ticks_on_its_own_thread_survives_a_failed_tick_and_stops_promp
 # ---------------------------------------------------------- lazy camera frames
 
 
-def test_a_frame_is_deserialized_only_when_a_request_is_built_and_only_the_one_sent():
-    decoded = []
-
-    def decode(data):
-        decoded.append(len(data))
-        return deserialize_message(data, Image)
-
-    clock, core, link, worker = connected()
-    frames = [images.rgb_to_raw(np.full((8, 8, 3), k, np.uint8)) for k in range(5)]
-    serialized = [SerializedMessage(serialize_message(frame), decode) for frame in frames]
-    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
-    for frame in serialized[:4]:
-        core.on_camera(CAMERA, frame, clock())
-        core.control_tick(clock())
-    assert decoded == [], "frames replaced before any request are never deserialized"
-    assert worker.step()
-    assert len(decoded) == 1 and serialized[3].decoded and not any(f.decoded for f in serialized[:3])
-    assert bytes(link.sent[-1].observation.cameras[CAMERA].data) == bytes(frames[3].data)
-    core.on_camera(CAMERA, serialized[4], clock())
-    ticks(core, clock, 5, 0.1)
-    assert len(decoded) == 1, "no request due: the newest frame stays serialized"
-
-
-def test_a_frame_that_does_not_deserialize_is_not_sent():
-    def broken(data):
-        raise RuntimeError("truncated CDR")
-
-    clock, core, link, worker = connected()
-    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock())
-    core.on_camera(CAMERA, SerializedMessage(b"\x00", broken), clock())
-    assert not worker.step() and not link.sent
-    assert "could not be deserialized: truncated CDR" in core.snapshot(clock()).last_problem
-
-
 class Middleware:
     """A keep-last-1 subscription as the executor reads it: the newest sample waits until taken once."""
 
@@ -294,6 +259,24 @@ def test_a_joint_state_that_cannot_be_mapped_is_refused_and_the_last_good_one_ke
     joints.publish(joint_state([1.0, 2.0], names=("a", "b")), clock())
     assert list(core._sensors.measured_positions()) == [0.1, 0.2, 0.3]
     assert "lacks joints ['c']" in core._sensors.last_joint_state_error
+
+
+def test_a_frame_the_middleware_cannot_deserialize_is_not_sent_and_the_next_one_is():
+    clock, core, link, worker = connected()
+    joints, camera = Middleware(), Middleware()
+    core.pull_sensors(joint_state=joints.take, cameras={CAMERA: camera.take})
+    joints.publish(joint_state([0.3, 0.2, 0.1]), clock())
+
+    def corrupt():
+        raise RuntimeError("truncated CDR")
+
+    core.pull_sensors(cameras={CAMERA: corrupt})
+    assert not worker.request_once() and not link.sent
+    assert "camera 'observation.images.front'\'s frame could not be read: RuntimeError: truncated CDR" in \
+        core.snapshot(clock()).last_problem
+    core.pull_sensors(cameras={CAMERA: camera.take})
+    camera.publish(Image(), clock())
+    assert worker.request_once() and len(link.sent) == 1
 
 
 def test_pulling_an_unknown_camera_is_refused_naming_the_known_ones():
