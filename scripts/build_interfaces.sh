@@ -18,6 +18,10 @@
 # Python version and ROS 2 wheel versions (the libraries carry no RPATH): a
 # second venv with the same ones (the robot profile beside the development
 # one) reuses it instead of generating everything again.
+#
+# LEROBOT_ROS_STAGE_ONLY=1: build (or reuse) the staged build and stop; nothing
+# is copied into the venv. scripts/setup_env.sh stages while pip installs the
+# rest of the venv, then runs this again to install what was staged.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -107,6 +111,10 @@ if [ -f "$staged_inputs" ] && [ "$(cat "$staged_inputs")" = "$inputs" ]; then
   echo "$package interfaces: reusing the build in $build_dir (same sources, Python and ROS 2 wheels)"
 else
   generate
+fi
+if [ "${LEROBOT_ROS_STAGE_ONLY:-0}" = 1 ]; then
+  echo "$package interfaces: staged in $build_dir/install"
+  exit 0
 fi
 
 staged="$build_dir/install"

@@ -90,6 +90,32 @@ fi
 rm -f "$stamp"
 . "$root/scripts/pip_install.sh"
 
+echo "lerobot_ros: installing the ROS 2 wheels"
+pip_install "$venv/bin/python" "$root[ros-wheels,interfaces-build]"
+
+# The interface builds (CMake, CPU-bound) need only those wheels, and the rest
+# of the install (pip unpacking several GB, mostly disk) needs none of them:
+# generate them side by side, staged in build/, and install them into the venv
+# once pip is done. Each staged build is reused below when its inputs (the ROS 2
+# wheels' versions included) did not change meanwhile, and redone otherwise.
+staging_logs="$root/build/staging"
+mkdir -p "$staging_logs"
+staged_jobs=()
+# A failed pip install must not leave the builds running.
+trap 'jobs -p | xargs -r kill 2>/dev/null' EXIT
+stage() {  # stage NAME BUILD_DIR [PACKAGE_DIR]
+  local name=$1
+  shift
+  LEROBOT_ROS_STAGE_ONLY=1 "$root/scripts/build_interfaces.sh" "$venv" "$@" >"$staging_logs/$name.log" 2>&1 &
+  staged_jobs+=("$!:$name")
+}
+stage lerobot_ros "$root/build/interfaces"
+if [ "$tools" = vendored ]; then
+  for package in composition_interfaces tf2_msgs; do
+    stage "$package" "$root/build/ros2_tools/interfaces-$package" "$ros2_tools/$package"
+  done
+fi
+
 echo "lerobot_ros: installing dependencies ($profile profile; the first run downloads several GB for LeRobot and torch)"
 if [ "$profile" = dev ]; then
   # compat mode puts the checkout on sys.path through a .pth file, so the
@@ -99,8 +125,11 @@ else
   pip_install "$venv/bin/python" "$root[ros-wheels,interfaces-build,test]"
 fi
 "$venv/bin/python" -c "import lerobot_ros" || { echo "error: pip install failed (see above)" >&2; exit 1; }
+for job in "${staged_jobs[@]}"; do
+  wait "${job%%:*}" || { cat "$staging_logs/${job#*:}.log" >&2; echo "error: generating ${job#*:} failed" >&2; exit 1; }
+done
 
-echo "lerobot_ros: generating the ROS interfaces"
+echo "lerobot_ros: installing the ROS interfaces"
 # One build directory for both profiles: the robot venv reuses the development venv's build.
 "$root/scripts/build_interfaces.sh" "$venv" "$root/build/interfaces"
 
