@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from lerobot_ros.statistics import WindowedDurations
 
+#: Period of both nodes' /diagnostics: diagnostic_updater's default, what rqt_robot_monitor expects.
+DIAGNOSTICS_PERIOD_S = 1.0
+
 
 @dataclass(frozen=True)
 class ServerHealth:

@@ -18,7 +18,7 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub, on _<name>_sensors: read when needed)
   <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
   ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
-  /diagnostics                           diagnostic_msgs/DiagnosticArray (pub)
+  /diagnostics                           diagnostic_msgs/DiagnosticArray (pub, every second)
   ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
   ~/run_policy                           lerobot_ros/RunPolicy (action server)
   ~/start_policy, ~/stop_policy          lerobot_ros/StartPolicy, StopPolicy (the action's mirror services)
@@ -31,9 +31,9 @@ Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
 ticks the core and publishes each command; nothing spins the joint-state
 and camera subscriptions, on a hidden companion node ``_<name>_sensors``:
 their newest sample is taken from the middleware when a request (or a hold)
-needs it (``sensor_node.py``: why); ~/status, /diagnostics and a goal's
-feedback are published every status_period_s by a thread of their own (a
-``ControlLoop``); a MultiThreadedExecutor spins the other callbacks above:
+needs it (``sensor_node.py``: why); ~/status and a goal's feedback are
+published every status_period_s, and /diagnostics every second, by a thread
+of their own (a ``ControlLoop``); a MultiThreadedExecutor spins the other callbacks above:
 chunks, heartbeat, the operator and lifecycle services in the node's one
 mutually exclusive group (one at a time, as before), the server's service
 answers in their own group (so a transition can wait for them), goals in a
@@ -84,6 +84,7 @@ from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
+from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
 from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_autostart, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
@@ -237,6 +238,7 @@ class ChunkExecutorNode(LifecycleNode):
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         keep(self.status_pub)
         keep(self.diagnostics_pub)
+        self._diagnostics_due = 0.0
         # On a thread of its own (control_loop.py: why); stopped before the publishers go.
         self.status_loop = ControlLoop(1.0 / settings.status_period_s, lambda now_s: self.on_status(),
                                        self.on_status_error, name="lerobot_ros_status")
@@ -496,9 +498,12 @@ class ChunkExecutorNode(LifecycleNode):
         telemetry = snapshot.telemetry
         stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(wire.executor_status_to_msg(telemetry, stamp))
-        diagnostics = DiagnosticArray(status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
-        diagnostics.header.stamp = stamp
-        self.diagnostics_pub.publish(diagnostics)
+        if now >= self._diagnostics_due:  # every DIAGNOSTICS_PERIOD_S, not at the status rate
+            self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
+            diagnostics = DiagnosticArray(
+                status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
+            diagnostics.header.stamp = stamp
+            self.diagnostics_pub.publish(diagnostics)
         self._follow_goal(Progress.of(snapshot, now))
         self._log_transitions()
         if telemetry.request_rejections > self._rejections_logged:

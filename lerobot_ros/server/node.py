@@ -58,11 +58,10 @@ from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.server.startup import StartupFailed, ready_runner
 from lerobot_ros.server.worker import InferenceWorker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
-from lerobot_ros.telemetry import ServerHealth, ServerStats
+from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
 
 NODE_NAME = "lerobot"
 
-DIAGNOSTICS_PERIOD_S = 1.0
 GC_PERIOD_S = 1.0
 #: How long a starting server listens for another live server's heartbeat on its namespace (at least).
 DUPLICATE_LISTEN_MIN_S = 1.5
