@@ -91,7 +91,21 @@ rm -f "$stamp"
 . "$root/scripts/pip_install.sh"
 
 echo "lerobot_ros: installing the ROS 2 wheels"
-pip_install "$venv/bin/python" "$root[ros-wheels,interfaces-build]"
+# Only the requirements of the ros-wheels and interfaces-build extras, read from
+# setup.py: installing the package itself here would build it twice.
+mapfile -t ros_requirements < <("$venv/bin/python" - "$root/setup.py" <<'PY'
+import runpy, sys, types
+captured = {}
+setuptools = types.ModuleType("setuptools")
+setuptools.setup = lambda **arguments: captured.update(arguments)
+setuptools.find_packages = lambda *args, **kwargs: []
+sys.modules["setuptools"] = setuptools
+runpy.run_path(sys.argv[1], run_name="__main__")
+print("\n".join(captured["extras_require"]["ros-wheels"] + captured["extras_require"]["interfaces-build"]))
+PY
+)
+[ "${#ros_requirements[@]}" -gt 0 ] || { echo "error: no ros-wheels requirements read from setup.py" >&2; exit 1; }
+pip_install "$venv/bin/python" "${ros_requirements[@]}"
 
 # The interface builds (CMake, CPU-bound) need only those wheels, and the rest
 # of the install (pip unpacking several GB, mostly disk) needs none of them:

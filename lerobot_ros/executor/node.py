@@ -33,8 +33,8 @@ and camera subscriptions, on a hidden companion node ``_<name>_sensors``:
 their newest sample is taken from the middleware when a request (or a hold)
 needs it (``sensor_node.py``: why); ~/status and a goal's feedback are
 published every status_period_s, and /diagnostics every second, by a thread
-of their own (a ``ControlLoop``); a MultiThreadedExecutor spins the other callbacks above:
-chunks, heartbeat, the operator and lifecycle services in the node's one
+of their own (a ``ControlLoop``); a MultiThreadedExecutor spins the other
+callbacks above: chunks, heartbeat, the operator and lifecycle services in the node's one
 mutually exclusive group (one at a time, as before), the server's service
 answers in their own group (so a transition can wait for them), goals in a
 reentrant group; the network worker thread (``worker.NetworkWorker``) sends
@@ -84,11 +84,11 @@ from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
 from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_autostart, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from lerobot_ros.srv import StartPolicy, StopPolicy
+from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
 
 NODE_NAME = "chunk_executor"
 
@@ -546,6 +546,8 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
+        # The status thread must end before the interpreter does: finalization kills a thread
+        # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
         self._stop_status()
         self._destroy_sensors()
         action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
