@@ -137,3 +137,7 @@ class ExecutorTelemetry:
     request_rejections: int = 0
     last_rejection_reason: str = ""
     other_server_instance: str = ""
+    task: str = ""
+    goal_id: str = ""
+    last_goal_id: str = ""
+    last_goal_termination: str = ""

@@ -14,7 +14,10 @@ Invariants:
   in front of a tick; what it shares with them is the core's lock, held for
   microseconds, and the GIL;
 * ``stop`` ends the wait at once, and an exception in one tick is reported
-  and does not end the loop (the fail-safe decides every next tick afresh).
+  and does not end the loop (the fail-safe decides every next tick afresh);
+* ``wake`` runs one extra tick at once, on the loop's own thread, and leaves
+  the deadlines as they were (the status loop publishes a goal's start and
+  end this way: on one thread, so statuses never go out of order).
 
 The executor also publishes its status on one of these (``name`` tells them
 apart): a thread on the clock costs nothing between periods, where a timer
@@ -43,25 +46,41 @@ class ControlLoop(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.period_s = 1.0 / rate_hz
         self._tick, self._on_error, self._clock = tick, on_error, clock
-        self._stop_event = threading.Event()
+        self._alarm = threading.Event()  # set by stop and by wake: ends the wait at once
+        self._stopping = False
+        self._woken = False
         self.skipped = 0  # deadlines missed by a whole period or more, not made up
 
     def stop(self) -> None:
-        self._stop_event.set()
+        self._stopping = True
+        self._alarm.set()
+
+    def wake(self) -> None:
+        """Tick once more at once (the scheduled ticks stay where they are)."""
+        self._woken = True
+        self._alarm.set()
 
     def run(self) -> None:
-        period = self.period_s
-        deadline = self._clock() + period
-        while not self._stop_event.is_set():
+        deadline = self._clock() + self.period_s
+        while not self._stopping:
             delay = deadline - self._clock()
-            if delay > 0 and self._stop_event.wait(delay):
-                return
-            now = self._clock()
-            try:
-                self._tick(now)
-            except Exception as error:  # noqa: BLE001 - reported; the next tick decides afresh
-                self._on_error(error)
+            if delay > 0 and self._alarm.wait(delay):
+                self._alarm.clear()
+                if self._stopping:
+                    return
+            if self._woken:
+                self._woken = False
+                self._run_tick()
+                if self._clock() < deadline:
+                    continue
+            self._run_tick()
             deadline = self.next_deadline(deadline, self._clock())
+
+    def _run_tick(self) -> None:
+        try:
+            self._tick(self._clock())
+        except Exception as error:  # noqa: BLE001 - reported; the next tick decides afresh
+            self._on_error(error)
 
     def next_deadline(self, deadline: float, now: float) -> float:
         """The deadline after ``deadline``, skipping (and counting) those already a whole period past."""

@@ -634,6 +634,7 @@ class ExecutorCore:
                 request_threshold_s=self._threshold_s,
                 last_rejection_reason=self._last_rejection,
                 other_server_instance=self._other_instance,
+                task=self._task or self.settings.task,
                 **{name: self._counts[name] for name in COUNTERS},
                 replicas=self.settings.replicas,
                 replica_moves=self._fleet.moves,

@@ -164,6 +164,14 @@ class GoalBook:
                             progress.commands_published - goal.started.commands_published,
                             progress.latency_ms_p95, progress.episode, progress.now_s - goal.started.now_s)
 
+    def telemetry(self) -> dict[str, str]:
+        """The goal fields of ExecutorStatus: the active goal, and the latest that ended and how."""
+        with self._lock:
+            last = next(reversed(self._results.values()), None)
+            return {"goal_id": self._active.goal_id if self._active is not None else "",
+                    "last_goal_id": last.goal_id if last is not None else "",
+                    "last_goal_termination": last.termination.value if last is not None else ""}
+
     def result(self, goal_id: str) -> GoalResult | None:
         """The ended goal's result (kept until ``KEPT_RESULTS`` newer ones), or None while it runs."""
         with self._lock:

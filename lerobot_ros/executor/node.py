@@ -17,7 +17,8 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors: read when needed; by joint name)
   <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub, on _<name>_sensors: read when needed)
   <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at control_rate_hz)
-  ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s)
+  ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s, and at once
+                                         when a goal starts or ends or the episode changes)
   /diagnostics                           diagnostic_msgs/DiagnosticArray (pub, every second)
   ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
   ~/run_policy                           lerobot_ros/RunPolicy (action server)
@@ -50,6 +51,7 @@ the operator paused, after the executor decided so (see output_modes.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import sys
@@ -375,6 +377,7 @@ class ChunkExecutorNode(LifecycleNode):
                 self.core.reopen(now, f"goal {goal_id} started: opening a fresh session")
             self.get_logger().info(f"goal {goal_id} started: task {request.task!r}, max_duration_s "
                                    f"{request.max_duration_s:g}, new_episode {request.new_episode}")
+            self._status_now()
             return None
 
     def _end_goal(self, goal_id: str | None, reason: str) -> GoalResult | None:
@@ -399,6 +402,7 @@ class ChunkExecutorNode(LifecycleNode):
             self.core.reset_episode()
         self.get_logger().info(f"goal {result.goal_id}: {result.termination.value} ({result.reason}); "
                                f"{result.commands_published} commands, {result.chunks_merged} chunks merged")
+        self._status_now()
 
     def on_goal_request(self, goal: RunPolicy.Goal) -> GoalResponse:
         problem = self._goal_problem(goal_request_of(goal))
@@ -479,6 +483,7 @@ class ChunkExecutorNode(LifecycleNode):
     async def on_reset_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         """Clear the queue and bump the episode at once, then tell the server (bounded wait)."""
         session_id, episode = self.core.reset_episode()
+        self._status_now()
         answer = await self.link.session.reset_episode_async(session_id, episode, RESET_TIMEOUT_S)
         if answer is None:
             response.success = False
@@ -492,10 +497,18 @@ class ChunkExecutorNode(LifecycleNode):
         self.get_logger().error(f"status publishing failed: {type(error).__name__}: {error}",
                                 throttle_duration_sec=5.0)
 
+    def _status_now(self) -> None:
+        """Publish ~/status at once (a goal started or ended, the episode changed), from the status thread."""
+        status_loop = self.status_loop
+        if status_loop is not None:
+            status_loop.wake()
+
     def on_status(self) -> None:
         now = time.monotonic()
         snapshot = self.core.snapshot(now)
-        telemetry = snapshot.telemetry
+        self._follow_goal(Progress.of(snapshot, now))
+        # Read after the goal is followed: a goal that just ended is in this status.
+        telemetry = dataclasses.replace(snapshot.telemetry, **self.goals.telemetry())
         stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(wire.executor_status_to_msg(telemetry, stamp))
         if now >= self._diagnostics_due:  # every DIAGNOSTICS_PERIOD_S, not at the status rate
@@ -504,7 +517,6 @@ class ChunkExecutorNode(LifecycleNode):
                 status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
             diagnostics.header.stamp = stamp
             self.diagnostics_pub.publish(diagnostics)
-        self._follow_goal(Progress.of(snapshot, now))
         self._log_transitions()
         if telemetry.request_rejections > self._rejections_logged:
             self._rejections_logged = telemetry.request_rejections

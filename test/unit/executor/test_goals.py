@@ -77,6 +77,22 @@ def test_a_new_goal_preempts_the_active_one():
     assert book.wait_ended("old", 0.0) == preempted
 
 
+def test_status_names_the_active_goal_the_last_that_ended_and_the_task():
+    clock, core, link, worker = connected()
+    book = GoalBook()
+    assert book.telemetry() == {"goal_id": "", "last_goal_id": "", "last_goal_termination": ""}
+    book.start("first", GoalRequest("a"), progress(core, clock))
+    assert book.telemetry()["goal_id"] == "first"
+    book.start("second", GoalRequest("b"), progress(core, clock))
+    assert book.telemetry() == {"goal_id": "second", "last_goal_id": "first", "last_goal_termination": "preempted"}
+    book.cancel(progress(core, clock))
+    assert book.telemetry() == {"goal_id": "", "last_goal_id": "second", "last_goal_termination": "cancelled"}
+    core.set_task("")
+    assert core.snapshot(clock()).telemetry.task == core.settings.task, "no goal task: the session's is reported"
+    core.set_task("pick the cube")
+    assert core.snapshot(clock()).telemetry.task == "pick the cube"
+
+
 def test_a_server_refusal_during_the_goal_fails_it_with_the_servers_reason():
     clock, core, link, worker = connected()
     book = GoalBook()

@@ -185,6 +185,28 @@ def test_the_loop_ticks_on_its_own_thread_survives_a_failed_tick_and_stops_promp
     assert times == sorted(times)
 
 
+def test_a_wake_ticks_at_once_on_the_loops_thread_and_leaves_the_schedule_alone():
+    seen = []
+    loop = ControlLoop(1.0, lambda now: seen.append((threading.current_thread().name, now)), name="status")
+    started = time.monotonic()
+    loop.start()
+    try:
+        time.sleep(0.3)
+        woken = time.monotonic()
+        loop.wake()
+        deadline = woken + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert [name for name, _ in seen] == ["status", "status"]
+        assert seen[0][1] - woken < 0.2, "the woken tick waited for its period (1 s)"
+        # The scheduled tick still comes one period after the start, not one period after the wake.
+        assert started + 0.9 < seen[1][1] < woken + 0.9
+    finally:
+        loop.stop()
+        loop.join(2.0)
+    assert not loop.is_alive()
+
+
 # ---------------------------------------------------------- lazy camera frames
 
 
