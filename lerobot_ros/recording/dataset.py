@@ -6,8 +6,9 @@ features are exactly what the recorder writes, and anything else (other
 features, other fps, a non-empty directory that is no LeRobot dataset) is
 refused with what differs. An episode reaches the dataset whole or not at
 all (``write_episode``); ``meta/lerobot_ros_episodes.jsonl`` says, per
-dataset episode, which task episode it was, its outcome and whether the
-expert drove it.
+dataset episode, what cut it (``source``), which episode of that source it
+was (the task's episode, or the executor's episode and RunPolicy goal), its
+outcome and whether the expert drove it.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def write_episode(dataset, episode: FinishedEpisode) -> int:
         dataset.add_frame(dict(frame))
     dataset.save_episode()
     index = dataset.meta.total_episodes - 1
-    record = {
-        "episode_index": index,
-        "task_episode": episode.episode,
+    record = {"episode_index": index, "source": episode.source}
+    if episode.source == "task":
+        record["task_episode"] = episode.episode
+    else:
+        record["executor_episode"] = episode.episode
+        if episode.goal_id:
+            record["goal_id"] = episode.goal_id
+    record |= {
         "outcome": episode.outcome,
         "expert": episode.expert,
         "elapsed_s": round(episode.elapsed_s, 3),

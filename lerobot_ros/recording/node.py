@@ -4,11 +4,16 @@ ROS entities (in the node's namespace):
   <state_topic>                 sensor_msgs/JointState              (sub) -> observation.state, by joint name
   <camera_topics[i]>            sensor_msgs/Image or CompressedImage (sub) -> <camera_names[i]>; the first one samples frames
   <command_topic>               the command_mode's message          (sub) -> action: what the arm was told to do
-  <task_status_topic>           lerobot_ros/TaskStatus              (sub) -> episode boundaries, outcome, task text
+  <task_status_topic>           lerobot_ros/TaskStatus              (sub, episode_source task) -> episode
+                                                                    boundaries, outcome, task text
+  <executor_status_topic>       lerobot_ros/ExecutorStatus          (sub, episode_source run_policy or
+                                                                    executor_episode) -> the same, from an executor
 
 Expert demonstrations (sim_robot_node with ``expert``) and policy rollouts
-(chunk_executor_node publishing the commands) are recorded alike. The
-episode logic is ``episodes.EpisodeBuffer`` (plain Python); the dataset
+(chunk_executor_node publishing the commands) are recorded alike; on a real
+robot, with no simulated task, the executor's RunPolicy goals or episode
+ids cut the episodes. The episode logic is ``episodes.EpisodeBuffer`` and
+its followers ``TaskEpisodes`` / ``ExecutorEpisodes`` (plain Python); the dataset
 calls are ``dataset`` (LeRobot's ``LeRobotDataset``), made only by the
 writer thread, so writing an episode never stalls the subscriptions. On
 SIGINT/SIGTERM, or after ``max_episodes``, the episode in progress is
@@ -24,20 +29,32 @@ import queue
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from lerobot_ros import images
-from lerobot_ros.msg import TaskStatus
+from lerobot_ros.msg import ExecutorStatus, TaskStatus
 from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES, reorder_by_name
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
-from lerobot_ros.recording.episodes import EpisodeBuffer, FinishedEpisode, dataset_features
+from lerobot_ros.recording.episodes import (
+    EpisodeBuffer,
+    ExecutorEpisodes,
+    ExecutorSample,
+    FinishedEpisode,
+    TaskEpisodes,
+    dataset_features,
+)
 from lerobot_ros.recording.settings import RecorderSettings
 
 NODE_NAME = "episode_recorder"
+#: Executor statuses queued for the recorder: a goal's start and end are published at once, between
+#: periodic ones, and each should be read (one missed costs nothing while the next says the same).
+EXECUTOR_STATUS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class EpisodeRecorderNode(Node):
@@ -53,6 +70,9 @@ class EpisodeRecorderNode(Node):
         except DatasetRefused as error:
             raise NodeStartupError(str(error)) from error
         self.buffer = EpisodeBuffer(settings.joint_names, settings.cameras)
+        self.task_episodes = TaskEpisodes(self.buffer)
+        self.executor_episodes = ExecutorEpisodes(self.buffer, settings.episode_source) \
+            if settings.episode_source != TaskEpisodes.source else None
         self.episodes_queued = 0
         self.episodes_written = 0
         self.frames_written = 0
@@ -68,10 +88,16 @@ class EpisodeRecorderNode(Node):
         self.mode = OUTPUT_MODES[settings.command_mode]
         command_topic = settings.command_topic or self.mode.sim_topic
         self.create_subscription(self.mode.message_type, command_topic, self.on_command, COMMAND_QOS)
-        self.create_subscription(TaskStatus, settings.task_status_topic, self.on_task_status, STATUS_QOS)
+        if self.executor_episodes is None:
+            episodes_from = settings.task_status_topic
+            self.create_subscription(TaskStatus, episodes_from, self.on_task_status, STATUS_QOS)
+        else:
+            episodes_from = f"{settings.executor_status_topic} ({settings.episode_source})"
+            self.create_subscription(ExecutorStatus, settings.executor_status_topic, self.on_executor_status,
+                                     EXECUTOR_STATUS_QOS)
         self.get_logger().info(
             f"recording {settings.dataset_root} ({self.dataset.meta.total_episodes} episodes already) at "
-            f"{settings.fps} fps; episodes from {settings.task_status_topic}, actions from {command_topic}"
+            f"{settings.fps} fps; episodes from {episodes_from}, actions from {command_topic}"
         )
 
     def on_joint_state(self, msg: JointState) -> None:
@@ -98,17 +124,26 @@ class EpisodeRecorderNode(Node):
             self.buffer.on_camera(name, rgb)
 
     def on_task_status(self, msg: TaskStatus) -> None:
-        if not self.accepting:
-            return
+        if self.accepting:
+            self._follow(lambda: self.task_episodes.on_status(msg.episode, msg.phase, msg.elapsed_s, msg.expert_active, msg.task),
+                         "expert" if msg.expert_active else "policy")
+
+    def on_executor_status(self, msg: ExecutorStatus) -> None:
+        if self.accepting:
+            self._follow(lambda: self.executor_episodes.on_status(ExecutorSample.of(msg), time.monotonic()),
+                         f"goal {msg.goal_id}" if msg.goal_id else f"executor episode {msg.episode}")
+
+    def _follow(self, step, what: str) -> None:
+        """One status through its follower: log a start, queue an episode that ended whole."""
         was_recording = self.buffer.recording
-        finished = self.buffer.on_status(msg.episode, msg.phase, msg.elapsed_s, msg.expert_active, msg.task)
+        finished = step()
         if self.buffer.recording is not None and was_recording != self.buffer.recording:
-            self.get_logger().info(f"recording episode {msg.episode} ({'expert' if msg.expert_active else 'policy'})")
+            self.get_logger().info(f"recording episode {self.buffer.recording} ({what})")
         if finished is None:
             return
         self.pending.put(finished)
         self.episodes_queued += 1
-        self.get_logger().info(f"episode {finished.episode} ended {finished.outcome} after {finished.elapsed_s:.2f} s: "
+        self.get_logger().info(f"episode {finished.key} ended {finished.outcome} after {finished.elapsed_s:.2f} s: "
                                f"{len(finished.frames)} frames queued for writing")
         if self.settings.max_episodes and self.episodes_queued >= self.settings.max_episodes:
             self.accepting = False
@@ -122,13 +157,13 @@ class EpisodeRecorderNode(Node):
             try:
                 index = write_episode(self.dataset, episode)
             except Exception as error:  # a dataset that cannot be written must stop the recording, loudly
-                self.get_logger().error(f"writing task episode {episode.episode} failed: {error!r}; stopping")
+                self.get_logger().error(f"writing episode {episode.key} failed: {error!r}; stopping")
                 self.accepting = False
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             self.episodes_written += 1
             self.frames_written += len(episode.frames)
-            self.get_logger().info(f"wrote dataset episode {index} (task episode {episode.episode}, {episode.outcome})")
+            self.get_logger().info(f"wrote dataset episode {index} ({episode.source} {episode.key}, {episode.outcome})")
 
     def on_stop_requested(self) -> None:
         self.accepting = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from lerobot_ros.images import CAMERA_TRANSPORTS
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
+from lerobot_ros.recording.episodes import EPISODE_SOURCES
 from lerobot_ros.parameters import (
     BOOL,
     INTEGER,
@@ -49,8 +50,15 @@ PARAMETERS = (
     Parameter("command_mode", STRING, DEFAULT_OUTPUT_MODE, "Output mode of the commands recorded as the action",
               (one_of(OUTPUT_MODES),)),
     Parameter("command_topic", STRING, "", "Topic of the commands published to the arm; empty: the mode's default"),
+    Parameter("episode_source", STRING, "task",
+              "What cuts the dataset's episodes: task (the sim's TaskStatus), run_policy (one per RunPolicy goal "
+              "of the executor) or executor_episode (one per episode id of the executor)",
+              (one_of(EPISODE_SOURCES),)),
     Parameter("task_status_topic", STRING, "sim_robot/status",
-              "lerobot_ros/TaskStatus topic whose episodes cut the dataset's episodes", (required(),)),
+              "lerobot_ros/TaskStatus topic whose episodes cut the dataset's (episode_source task)", (required(),)),
+    Parameter("executor_status_topic", STRING, "chunk_executor/status",
+              "lerobot_ros/ExecutorStatus topic of the executor whose goals or episodes cut the dataset's "
+              "(episode_source run_policy or executor_episode)", (required(),)),
     Parameter("use_videos", BOOL, False, "Store camera frames as MP4 videos (LeRobot video features) instead of images"),
     Parameter("max_episodes", INTEGER, 0, "Stop (and finalize) after writing this many episodes; 0: until interrupted",
               (at_least(0),)),

@@ -1,24 +1,33 @@
-"""episode_recorder_node as a real process: expert episodes from sim_robot_node into a real LeRobot dataset.
+"""episode_recorder_node as a real process: episodes into a real LeRobot dataset.
 
 One simulated arm driven by its scripted expert; recorders come and go
 against it: two whole episodes written and read back with LeRobot's own
 dataset class (features, fps, episodes, and frame values against what was
 published), and a second recorder appending to it, interrupted mid-episode,
-leaves a valid dataset of whole episodes. (Refusing a dataset of other
-features is tested on the real LeRobot dataset in test/unit/recording.)
+leaves a valid dataset of whole episodes. Then a robot with no simulated
+task (the stand-in driver, a chunk_executor_node and the shared policy
+server): one dataset episode per RunPolicy goal, cut where the goal began
+and ended, with the goal's task. (Refusing a dataset of other features is
+tested on the real LeRobot dataset in test/unit/recording.)
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import time
+import uuid
 
 import numpy as np
 import pytest
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from rclpy.action import ActionClient
+from support.executor_processes import POSITIONS
+from support.goals import GoalRun
 from support.ros import spin_until
 
+from lerobot_ros.action import RunPolicy
 from lerobot_ros.msg import TaskStatus
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -103,3 +112,65 @@ def test_expert_episodes_are_recorded_whole_and_an_interrupted_recorder_leaves_a
     assert after.num_episodes == 2 + summary["episodes_written"] == summary["total_episodes"]
     assert after.num_frames == sum(r["frames"] for r in episode_records(dataset))
     after[after.num_frames - 1]  # the last frame of the last whole episode reads
+
+
+def test_run_policy_goals_are_recorded_one_episode_each_cut_at_the_goal_with_its_task(
+        policy_server, launched, ros_node, tmp_path):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from lerobot_ros.recording.dataset import episode_records
+
+    dataset, prefix = tmp_path / "rollouts", "/rollout_arm"
+    # The recorder first: LeRobot's import takes longest, and the executor starts meanwhile.
+    recorder, log_path = start_recorder(
+        tmp_path, dataset, "rollout_recorder", episode_source="run_policy", executor_status_topic="/exec_rollout/status",
+        state_topic=f"{prefix}/joint_states", camera_topics=[f"{prefix}/camera"], camera_transports=["compressed"],
+        command_topic=f"{prefix}/commands", max_episodes=2)
+    robot = launched(prefix, commands=[("forward_command", f"{prefix}/commands")])
+    executor = launched.executor("exec_rollout", robot.executor_parameters(
+        wait_for_goal=True, request_timeout_s=3.0, status_period_s=0.5))
+    client = ActionClient(ros_node, RunPolicy, "/exec_rollout/run_policy")
+    assert client.wait_for_server(timeout_sec=20)
+    executor.wait(lambda s: s.paused and s.session_id, 20, "holding with a session, waiting for a goal")
+    assert spin_until(ros_node, lambda: "episodes from" in log_path.read_text() or recorder.poll() is not None,
+                      RECORDER_START_S), log_path.read_text()
+    assert recorder.poll() is None, log_path.read_text()
+    spin_until(ros_node, lambda: False, 1.0)  # held before any goal: none of this is an episode
+
+    goals = []
+    completed = GoalRun(client, ros_node, task="reach the cube", max_duration_s=3.0, new_episode=True)
+    result = completed.result()
+    assert result.termination == RunPolicy.Result.TERMINATION_COMPLETED, result.reason
+    goals.append((completed, result, time.monotonic() - result.duration_s, time.monotonic()))
+    spin_until(ros_node, lambda: False, 1.0)  # held between goals
+    cancelled = GoalRun(client, ros_node, task="wave at the camera", new_episode=True)
+    cancelled.wait_feedback(lambda f: f.elapsed_s >= 2.0, "two seconds into the goal")
+    cancelled.cancel()
+    result = cancelled.result()
+    assert result.termination == RunPolicy.Result.TERMINATION_CANCELLED, result.reason
+    goals.append((cancelled, result, time.monotonic() - result.duration_s, time.monotonic()))
+    client.destroy()
+
+    assert spin_until(ros_node, lambda: recorder.poll() is not None, 60), log_path.read_text()
+    assert recorder.returncode == 0, log_path.read_text()
+    loaded = LeRobotDataset("local/so101_sim_reach", root=dataset)
+    records = episode_records(dataset)
+    assert [(r["source"], r["goal_id"], r["outcome"]) for r in records] == [
+        ("run_policy", uuid.UUID(bytes=bytes(run.handle.goal_id.uuid)).hex, result.termination)
+        for run, result, _, _ in goals]
+    assert [r["executor_episode"] for r in records] == [result.episode for _, result, _, _ in goals]
+    commands = robot.commands(f"{prefix}/commands")
+    start = 0
+    for index, (record, (run, result, began, ended)) in enumerate(zip(records, goals)):
+        # Cut at the goal: about its duration of frames at 30 fps, none of the holds before and after.
+        assert result.duration_s * 30 * 0.8 <= record["frames"] <= (result.duration_s + 0.4) * 30, (record, result)
+        frames = [loaded[start + row] for row in range(0, record["frames"], 11)]
+        start += record["frames"]
+        assert {int(frame["episode_index"]) for frame in frames} == {index}
+        assert {frame["task"] for frame in frames} == {("reach the cube", "wave at the camera")[index]}
+        during = np.array([c["values"] for c in commands if began - 0.3 <= c["t"] <= ended + 0.3])
+        for frame in frames:
+            np.testing.assert_allclose(frame["observation.state"].numpy(), POSITIONS, atol=1e-6)
+            action = frame["action"].numpy()
+            assert np.abs(during - action).max(axis=1).min() < 1e-6, f"episode {index}: an action not commanded then"
+    assert start == loaded.num_frames

@@ -13,8 +13,9 @@ CAMERAS = {"observation.images.front": (16, 20)}
 FEATURES = dataset_features(JOINTS, CAMERAS, use_videos=False)
 
 
-def episode(number: int, frames: int, outcome: str = "SUCCESS") -> FinishedEpisode:
-    return FinishedEpisode(number, outcome, expert=True, elapsed_s=frames / 30, task="reach", frames=[
+def episode(number: int, frames: int, outcome: str = "SUCCESS", source: str = "task", goal_id: str = "") -> FinishedEpisode:
+    return FinishedEpisode(source, number, outcome, expert=source == "task", elapsed_s=frames / 30, task="reach",
+                           goal_id=goal_id, frames=[
         {"observation.state": np.float32([i, number]), "action": np.float32([-i, number]),
          "observation.images.front": np.full((16, 20, 3), 10 * i, np.uint8), "task": "reach"}
         for i in range(frames)
@@ -29,7 +30,7 @@ def test_episodes_read_back_with_lerobots_dataset_class_and_a_matching_dataset_i
     assert write_episode(dataset, episode(4, 5)) == 0
     dataset.finalize()
     dataset = open_dataset(root, "local/test", FEATURES, 30, use_videos=False)
-    assert write_episode(dataset, episode(7, 3, "FAILURE")) == 1
+    assert write_episode(dataset, episode(7, 3, "cancelled", "run_policy", "9f" * 16)) == 1
     dataset.finalize()
 
     loaded = LeRobotDataset("local/test", root=root)
@@ -41,8 +42,12 @@ def test_episodes_read_back_with_lerobots_dataset_class_and_a_matching_dataset_i
     assert frame["episode_index"].item() == 1 and frame["task"] == "reach"
     assert frame["timestamp"].item() == pytest.approx(1 / 30)
     np.testing.assert_allclose(frame["observation.images.front"].numpy(), 10 / 255, atol=1e-6)
-    assert [(r["task_episode"], r["outcome"], r["frames"]) for r in episode_records(root)] == [(4, "SUCCESS", 5),
-                                                                                              (7, "FAILURE", 3)]
+    assert episode_records(root) == [
+        {"episode_index": 0, "source": "task", "task_episode": 4, "outcome": "SUCCESS", "expert": True,
+         "elapsed_s": round(5 / 30, 3), "frames": 5},
+        {"episode_index": 1, "source": "run_policy", "executor_episode": 7, "goal_id": "9f" * 16,
+         "outcome": "cancelled", "expert": False, "elapsed_s": 0.1, "frames": 3},
+    ]
 
 
 def test_a_dataset_of_other_features_fps_or_a_foreign_directory_is_refused_untouched(tmp_path):

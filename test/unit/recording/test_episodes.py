@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lerobot_ros.recording.episodes import EpisodeBuffer, dataset_features, features_problem
+from lerobot_ros.recording.episodes import (
+    EpisodeBuffer,
+    ExecutorEpisodes,
+    ExecutorSample,
+    TaskEpisodes,
+    dataset_features,
+    features_problem,
+)
 from lerobot_ros.recording.settings import RecorderSettings
 
 JOINTS = ("a", "b")
@@ -48,11 +55,13 @@ def test_a_dataset_with_other_features_is_told_apart_with_what_differs():
 
 def test_an_episode_seen_from_start_to_outcome_holds_every_sampled_frame():
     buffer = EpisodeBuffer(JOINTS, CAMERAS)
-    assert buffer.on_status(3, "RUNNING", 0.0, True, TASK) is None and buffer.recording == 3
+    tasks = TaskEpisodes(buffer)
+    assert tasks.on_status(3, "RUNNING", 0.0, True, TASK) is None and buffer.recording == 3
     assert [feed(buffer, value) for value in range(4)] == [True] * 4
     assert buffer.on_camera("observation.images.side", image(9)) is False, "only the first camera samples"
-    finished = buffer.on_status(3, "SUCCESS", 1.25, True, TASK)
-    assert (finished.episode, finished.outcome, finished.expert, finished.elapsed_s) == (3, "SUCCESS", True, 1.25)
+    finished = tasks.on_status(3, "SUCCESS", 1.25, True, TASK)
+    assert (finished.source, finished.episode, finished.outcome, finished.expert, finished.elapsed_s) == \
+        ("task", 3, "SUCCESS", True, 1.25)
     assert len(finished.frames) == 4 and buffer.recording is None
     last = finished.frames[-1]
     np.testing.assert_array_equal(last["observation.state"], np.float32([3, 3.5]))
@@ -64,7 +73,7 @@ def test_an_episode_seen_from_start_to_outcome_holds_every_sampled_frame():
 
 def test_frames_wait_for_every_input():
     buffer = EpisodeBuffer(JOINTS, CAMERAS)
-    buffer.on_status(0, "RUNNING", 0.0, False, TASK)
+    buffer.begin("task", 0, False, TASK)
     assert buffer.on_camera("observation.images.front", image(1)) is False  # no state, command or side image yet
     buffer.on_joint_state(np.zeros(2))
     buffer.on_camera("observation.images.side", image(1))
@@ -75,18 +84,19 @@ def test_frames_wait_for_every_input():
 
 def test_an_episode_joined_late_or_never_finished_is_dropped_whole():
     buffer = EpisodeBuffer(JOINTS, CAMERAS)
-    buffer.on_status(0, "RUNNING", 2.0, False, TASK)  # came up mid-episode
+    tasks = TaskEpisodes(buffer)
+    tasks.on_status(0, "RUNNING", 2.0, False, TASK)  # came up mid-episode
     assert buffer.recording is None and feed(buffer, 1) is False
-    assert buffer.on_status(0, "FAILURE", 10.0, False, TASK) is None
-    buffer.on_status(1, "RUNNING", 0.0, False, TASK)
+    assert tasks.on_status(0, "FAILURE", 10.0, False, TASK) is None
+    tasks.on_status(1, "RUNNING", 0.0, False, TASK)
     feed(buffer, 1)
-    buffer.on_status(2, "RUNNING", 0.0, False, TASK)  # episode 1's outcome was lost
+    tasks.on_status(2, "RUNNING", 0.0, False, TASK)  # episode 1's outcome was lost
     assert buffer.recording == 2 and buffer.dropped_episodes == 1 and buffer.frames == 0
     feed(buffer, 2)
     feed(buffer, 3)
     assert buffer.abandon() == 2 and buffer.recording is None and buffer.dropped_episodes == 2
-    assert buffer.on_status(2, "SUCCESS", 1.0, False, TASK) is None
-    buffer.on_status(2, "RUNNING", 0.1, False, TASK)  # a late repeat of a start already seen does not reopen it
+    assert tasks.on_status(2, "SUCCESS", 1.0, False, TASK) is None
+    tasks.on_status(2, "RUNNING", 0.1, False, TASK)  # a late repeat of a start already seen does not reopen it
     assert buffer.recording is None
 
 
@@ -97,7 +107,9 @@ def test_bad_input_is_refused_with_what_was_expected():
     with pytest.raises(ValueError, match=r"frame is uint8 \(8, 8, 3\); expected uint8 \(16, 20, 3\)"):
         buffer.on_camera("observation.images.front", np.zeros((8, 8, 3), np.uint8))
     with pytest.raises(ValueError, match="task phase 'PAUSED' is not one of"):
-        buffer.on_status(0, "PAUSED", 0.0, False, TASK)
+        TaskEpisodes(buffer).on_status(0, "PAUSED", 0.0, False, TASK)
+    with pytest.raises(ValueError, match="source 'task' is not one of"):
+        ExecutorEpisodes(buffer, "task")
     with pytest.raises(ValueError, match="at least one camera"):
         EpisodeBuffer(JOINTS, {})
 
@@ -109,3 +121,71 @@ def test_recorder_settings_need_a_dataset_and_aligned_cameras():
     assert any("one entry per camera (1)" in problem for problem in problems)
     made = RecorderSettings.from_values({"dataset_root": "/tmp/x", "image_height": 48, "image_width": 64})
     assert made.cameras == {"observation.images.front": (48, 64)}
+
+
+def executor(episode=1, state="STREAMING", task=TASK, goal="", last="", how="", commands=100) -> ExecutorSample:
+    return ExecutorSample(episode, state, task, goal, last, how, commands)
+
+
+def test_one_episode_per_run_policy_goal_with_its_task_and_how_it_ended():
+    buffer = EpisodeBuffer(JOINTS, CAMERAS)
+    goals = ExecutorEpisodes(buffer, "run_policy")
+    assert goals.on_status(executor(goal="a"), 0.0) is None and buffer.recording is None, "running before we came: skipped"
+    feed(buffer, 1)
+    assert goals.on_status(executor(last="a", how="completed"), 1.0) is None, "no frame of it was recorded"
+    assert goals.on_status(executor(episode=2, goal="b", task="pick", last="a", how="completed"), 2.0) is None
+    assert buffer.recording == "b"
+    feed(buffer, 1)
+    feed(buffer, 2)
+    assert goals.on_status(executor(episode=2, goal="b", task="pick", last="a", how="completed"), 2.5) is None
+    # b is preempted by c: one status says both.
+    finished = goals.on_status(executor(episode=2, goal="c", last="b", how="preempted"), 3.5)
+    assert (finished.source, finished.goal_id, finished.key, finished.episode, finished.outcome) == \
+        ("run_policy", "b", "b", 2, "preempted")
+    assert finished.elapsed_s == pytest.approx(1.5) and finished.expert is False
+    assert len(finished.frames) == 2 and finished.frames[0]["task"] == "pick"
+    assert buffer.recording == "c"
+    feed(buffer, 3)
+    assert goals.on_status(executor(episode=3, last="c", how="cancelled"), 4.0).outcome == "cancelled"
+    assert buffer.dropped_episodes == 0
+
+
+def test_a_goal_that_was_not_the_policys_episode_or_whose_end_was_lost_is_dropped():
+    buffer = EpisodeBuffer(JOINTS, CAMERAS)
+    goals = ExecutorEpisodes(buffer, "run_policy")
+    goals.on_status(executor(), 0.0)
+    for goal, termination in (("a", "timeout"), ("b", "failed"), ("c", "dead")):
+        goals.on_status(executor(goal=goal), 1.0)
+        feed(buffer, 1)
+        assert goals.on_status(executor(last=goal, how=termination), 2.0) is None, termination
+    assert buffer.dropped_episodes == 3
+    goals.on_status(executor(goal="d"), 3.0)
+    feed(buffer, 1)
+    # d and then e ended while two statuses were missed: how d ended cannot be told.
+    assert goals.on_status(executor(last="e", how="completed"), 4.0) is None and buffer.dropped_episodes == 4
+    goals.on_status(executor(goal="f"), 5.0)
+    feed(buffer, 1)
+    assert goals.on_status(executor(goal="f", state="DEAD"), 6.0) is None
+    assert buffer.recording is None and buffer.dropped_episodes == 5
+
+
+def test_one_episode_per_executor_episode_id():
+    buffer = EpisodeBuffer(JOINTS, CAMERAS)
+    episodes = ExecutorEpisodes(buffer, "executor_episode")
+    episodes.on_status(executor(episode=0, commands=50), 0.0)
+    assert buffer.recording is None, "episode 0 had already commanded the arm when the recorder came"
+    episodes.on_status(executor(episode=1, task="pick"), 1.0)
+    assert buffer.recording == 1
+    feed(buffer, 1)
+    finished = episodes.on_status(executor(episode=2), 3.0)
+    assert (finished.source, finished.key, finished.outcome, finished.goal_id, finished.elapsed_s) == \
+        ("executor_episode", 1, "episode_ended", "", 2.0)
+    assert finished.frames[0]["task"] == "pick" and buffer.recording == 2
+    feed(buffer, 1)
+    assert episodes.on_status(executor(episode=2, state="DEAD"), 4.0) is None and buffer.recording is None
+    episodes.on_status(executor(episode=2, state="CONNECTING"), 5.0)
+    assert buffer.recording is None, "the episode the fail-safe ended does not restart"
+
+    fresh = EpisodeBuffer(JOINTS, CAMERAS)
+    ExecutorEpisodes(fresh, "executor_episode").on_status(executor(episode=0, state="CONNECTING", commands=0), 0.0)
+    assert fresh.recording == 0, "an executor that has not commanded yet is at its episode's start"
