@@ -28,6 +28,19 @@ def _isolate_ros_graph() -> None:
 _isolate_ros_graph()
 
 
+def pytest_collection_finish(session) -> None:
+    """Start the slow set-ups the collected tests need (support/background.py), so they overlap the others."""
+    from support import background
+
+    background.start_wanted({name for item in session.items for name in getattr(item, "fixturenames", ())})
+
+
+def pytest_sessionfinish(session) -> None:
+    from support import background
+
+    background.remove_all()
+
+
 @pytest.fixture(scope="session")
 def act_checkpoint(tmp_path_factory) -> Path:
     """A real ACT checkpoint for the simulated 6-joint arm, random weights."""

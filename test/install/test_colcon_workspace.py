@@ -7,46 +7,19 @@ on a real Jazzy/Kilted install the same CMakeLists.txt is used unchanged.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support import background
 
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
-SOURCES = ("package.xml", "CMakeLists.txt", "setup.py", "README.md", "cmake", "msg", "srv", "action", "lerobot_ros", "bin", "launch", "config")
-
-
 @pytest.fixture(scope="module")
-def colcon_install(tmp_path_factory) -> Path:
-    if shutil.which("colcon", path=str(Path(sys.executable).parent)) is None:
-        pytest.fail("colcon is missing from the venv: scripts/setup_env.sh installs it with the test extra")
-    workspace = tmp_path_factory.mktemp("colcon_ws")
-    package = workspace / "src" / "lerobot_ros"
-    package.mkdir(parents=True)
-    for name in SOURCES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, package / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, package / name)
-    venv = Path(sys.prefix)
-    env = {
-        **os.environ,
-        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "AMENT_PREFIX_PATH": str(venv),
-        "CMAKE_PREFIX_PATH": str(venv),
-    }
-    result = subprocess.run(
-        [str(venv / "bin" / "colcon"), "build", "--event-handlers", "console_direct-",
-         "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}"],
-        cwd=workspace, env=env, capture_output=True, text=True, timeout=900,
-    )
-    assert result.returncode == 0, f"colcon build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return workspace / "install"
+def colcon_install() -> Path:
+    """The install tree of a colcon workspace holding this package (built in the background: support/background.py)."""
+    return background.start("colcon_install").wait(timeout_s=900)
 
 
 def sourced_env(install: Path) -> dict:

@@ -3,33 +3,20 @@
 LeRobot anywhere in its environment."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support import background
+from support.background import clean_env
 
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 
-def clean_env(**extra) -> dict:
-    # The wheels' bootstrapper marks this process as set up and points
-    # LD_LIBRARY_PATH at this venv; another venv must start from scratch.
-    env = {k: v for k, v in os.environ.items() if k not in ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH")}
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(scope="module")
-def robot_venv(tmp_path_factory) -> Path:
-    venv = tmp_path_factory.mktemp("robot") / "venv"
-    result = subprocess.run(
-        [str(REPO / "scripts" / "setup_env.sh"), "--robot"],
-        env=clean_env(LEROBOT_ROS_VENV=str(venv)), capture_output=True, text=True, timeout=1200,
-    )
-    assert result.returncode == 0, f"robot set-up failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return venv
+def robot_venv() -> Path:
+    """A venv made by ``setup_env.sh --robot`` (started in the background: support/background.py)."""
+    return background.start("robot_venv").wait(timeout_s=1200)
 
 
 def test_robot_environment_has_no_torch_and_no_lerobot(robot_venv):
