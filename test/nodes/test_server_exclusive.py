@@ -70,15 +70,20 @@ def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_
     subscription = ros_node.create_subscription(ServerStatus, "/lerobot_diffusion/status", beats.append, 10)
     try:
         assert spin_until(ros_node, lambda: beats, 10)
-        msg = robot.observation(0)
+        # How long one request keeps the server busy on this machine (0.25-1 s), so the signal lands inside the next.
+        first = robot.request(robot.observation(0), timeout_s=60)
+        assert first.status == ActionChunk.STATUS_OK, first.error
+        busy_s = sum(wire.seconds_from_duration(d) for d in (first.queue_wait, first.preprocess, first.inference))
+        msg = robot.observation(1)
         sent = time.monotonic()
         robot.send(msg)
-        time.sleep(0.3)  # delivered and taken by the worker; inference takes ~0.5-1 s
+        time.sleep(min(0.3, busy_s / 3))  # delivered and taken by the worker, well before the chunk is done
         diffusion_server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         refused = RobotClient(ros_node, "late_arm", "/lerobot_diffusion").open()
-        chunk = robot.request(msg, timeout_s=30) if not robot.chunks else robot.chunks[0]
-        assert chunk.status == ActionChunk.STATUS_OK and chunk.seq == 0
+        assert spin_until(ros_node, lambda: any(c.seq == msg.seq for c in robot.chunks), 30), "the in-flight chunk never came"
+        chunk = next(c for c in robot.chunks if c.seq == msg.seq)
+        assert chunk.status == ActionChunk.STATUS_OK and chunk.seq == 1
         server_busy = sum(wire.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
         assert server_busy > signalled - sent, "the request was not in flight when SIGTERM arrived"
         assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_DRAINING
