@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lerobot_ros.recording.episodes import FinishedEpisode, features_problem
+from lerobot_ros.recording.episodes import TASK_SOURCE, FinishedEpisode, features_problem
 
 EPISODES_FILE = "meta/lerobot_ros_episodes.jsonl"
 ROBOT_TYPE = "so101_sim"
@@ -54,7 +54,7 @@ def write_episode(dataset, episode: FinishedEpisode) -> int:
     dataset.save_episode()
     index = dataset.meta.total_episodes - 1
     record = {"episode_index": index, "source": episode.source}
-    if episode.source == "task":
+    if episode.source == TASK_SOURCE:
         record["task_episode"] = episode.episode
     else:
         record["executor_episode"] = episode.episode

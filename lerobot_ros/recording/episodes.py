@@ -22,12 +22,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lerobot_ros.executor.goals import Termination
+from lerobot_ros.executor.state_machine import ExecutorState
+
 #: Columns LeRobot adds to every dataset by itself; they are not ours to compare.
 LEROBOT_DEFAULT_FEATURES = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})
 #: An episode is recorded only if the recorder saw it start: its first status
 #: says it has run at most this long (the simulator announces a start at once).
 START_TOLERANCE_S = 0.5
 OUTCOMES = ("SUCCESS", "FAILURE")
+#: The episode source of the simulated task's TaskStatus (the recorder's default).
+TASK_SOURCE = "task"
 RUNNING = "RUNNING"
 
 
@@ -159,7 +164,7 @@ class EpisodeBuffer:
 class TaskEpisodes:
     """Episodes of the simulated task (``lerobot_ros/TaskStatus``): expert demonstrations and rollouts alike."""
 
-    source = "task"
+    source = TASK_SOURCE
 
     def __init__(self, buffer: EpisodeBuffer) -> None:
         self.buffer = buffer
@@ -184,12 +189,11 @@ class TaskEpisodes:
 #: How a RunPolicy goal may end and still be a whole episode: it ran the policy until its time was
 #: up or the operator ended it. The others (timeout: no chunk ever came; failed: the server refused;
 #: dead: the fail-safe stopped the arm) are not the policy's episode and are dropped.
-WHOLE_GOAL_ENDS = ("completed", "cancelled", "preempted")
+WHOLE_GOAL_ENDS = tuple(end.value for end in (Termination.COMPLETED, Termination.CANCELLED, Termination.PREEMPTED))
 #: The outcome of an executor episode that ended because the next one began.
 EPISODE_ENDED = "episode_ended"
 EXECUTOR_SOURCES = ("run_policy", "executor_episode")
-EPISODE_SOURCES = ("task", *EXECUTOR_SOURCES)
-DEAD = "DEAD"
+EPISODE_SOURCES = (TASK_SOURCE, *EXECUTOR_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -244,7 +248,7 @@ class ExecutorEpisodes:
                     buffer.abandon()  # not the policy's whole episode, or how it ended was lost
             else:
                 finished = buffer.finish(buffer.recording, EPISODE_ENDED, now_s - self._began_s)
-        if status.state_name == DEAD:
+        if status.state_name == ExecutorState.DEAD.name:
             buffer.abandon()  # the fail-safe took the arm: no episode of the policy goes on
         elif key is not None and key != self._last_key and buffer.recording is None:
             began_here = self._seen or (not by_goal and status.commands_published == 0)

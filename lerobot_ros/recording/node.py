@@ -33,28 +33,25 @@ import time
 from pathlib import Path
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from lerobot_ros import images
 from lerobot_ros.msg import ExecutorStatus, TaskStatus
 from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
 from lerobot_ros.output_modes import OUTPUT_MODES, reorder_by_name
-from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_FOLLOWER_QOS, STATUS_QOS
 from lerobot_ros.recording.episodes import (
     EpisodeBuffer,
     ExecutorEpisodes,
     ExecutorSample,
     FinishedEpisode,
+    TASK_SOURCE,
     TaskEpisodes,
     dataset_features,
 )
 from lerobot_ros.recording.settings import RecorderSettings
 
 NODE_NAME = "episode_recorder"
-#: Executor statuses queued for the recorder: a goal's start and end are published at once, between
-#: periodic ones, and each should be read (one missed costs nothing while the next says the same).
-EXECUTOR_STATUS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class EpisodeRecorderNode(Node):
@@ -70,9 +67,9 @@ class EpisodeRecorderNode(Node):
         except DatasetRefused as error:
             raise NodeStartupError(str(error)) from error
         self.buffer = EpisodeBuffer(settings.joint_names, settings.cameras)
-        self.task_episodes = TaskEpisodes(self.buffer)
-        self.executor_episodes = ExecutorEpisodes(self.buffer, settings.episode_source) \
-            if settings.episode_source != TaskEpisodes.source else None
+        by_task = settings.episode_source == TASK_SOURCE
+        self.task_episodes = TaskEpisodes(self.buffer) if by_task else None
+        self.executor_episodes = None if by_task else ExecutorEpisodes(self.buffer, settings.episode_source)
         self.episodes_queued = 0
         self.episodes_written = 0
         self.frames_written = 0
@@ -88,13 +85,13 @@ class EpisodeRecorderNode(Node):
         self.mode = OUTPUT_MODES[settings.command_mode]
         command_topic = settings.command_topic or self.mode.sim_topic
         self.create_subscription(self.mode.message_type, command_topic, self.on_command, COMMAND_QOS)
-        if self.executor_episodes is None:
+        if by_task:
             episodes_from = settings.task_status_topic
             self.create_subscription(TaskStatus, episodes_from, self.on_task_status, STATUS_QOS)
         else:
             episodes_from = f"{settings.executor_status_topic} ({settings.episode_source})"
             self.create_subscription(ExecutorStatus, settings.executor_status_topic, self.on_executor_status,
-                                     EXECUTOR_STATUS_QOS)
+                                     STATUS_FOLLOWER_QOS)
         self.get_logger().info(
             f"recording {settings.dataset_root} ({self.dataset.meta.total_episodes} episodes already) at "
             f"{settings.fps} fps; episodes from {episodes_from}, actions from {command_topic}"

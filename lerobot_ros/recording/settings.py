@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lerobot_ros.images import CAMERA_TRANSPORTS
 from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
-from lerobot_ros.recording.episodes import EPISODE_SOURCES
+from lerobot_ros.recording.episodes import EPISODE_SOURCES, TASK_SOURCE
 from lerobot_ros.parameters import (
     BOOL,
     INTEGER,
@@ -50,7 +50,7 @@ PARAMETERS = (
     Parameter("command_mode", STRING, DEFAULT_OUTPUT_MODE, "Output mode of the commands recorded as the action",
               (one_of(OUTPUT_MODES),)),
     Parameter("command_topic", STRING, "", "Topic of the commands published to the arm; empty: the mode's default"),
-    Parameter("episode_source", STRING, "task",
+    Parameter("episode_source", STRING, TASK_SOURCE,
               "What cuts the dataset's episodes: task (the sim's TaskStatus), run_policy (one per RunPolicy goal "
               "of the executor) or executor_episode (one per episode id of the executor)",
               (one_of(EPISODE_SOURCES),)),
