@@ -31,11 +31,12 @@ from lerobot_ros.recording.trained_policy import (  # noqa: E402
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 
 
-def evaluate(checkpoint: Path, episodes: int, seed: int, log_dir: Path) -> dict:
+def evaluate(checkpoint: Path, episodes: int, seed: int, log_dir: Path, options: tuple[str, ...] = ()) -> dict:
+    """One ``lerobot_ros.recording.evaluate`` run (its own processes); ``options`` go to it as they are."""
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "lerobot_ros.recording.evaluate", "--checkpoint", str(checkpoint),
                "--episodes", str(episodes), "--seed", str(seed), "--timeout", str(EVALUATION_TIMEOUT_S),
-               "--output-dir", str(log_dir)]
+               "--output-dir", str(log_dir), *options]
     with (log_dir / "evaluate.log").open("w") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
                               timeout=600 + episodes * (EVALUATION_TIMEOUT_S + 5)).returncode

@@ -81,12 +81,18 @@ class EpisodeTally:
 
 
 def evaluation_plan(checkpoint: str, output_dir: Path, timeout_s: float, seed: int, record: str = "",
-                    startup_timeout_s: float = 240.0):
-    """The demo's plan with the task's timeout and seed set on the sim, and the recorder (in the sim's namespace) if asked."""
+                    startup_timeout_s: float = 240.0, rtc: bool = True, inject_delay_s: float = 0.0):
+    """The demo's plan with the task's timeout and seed set on the sim, and the recorder (in the sim's namespace) if asked.
+
+    ``rtc`` False: the executor never asks for real-time chunking (append mode even for a policy that could);
+    ``inject_delay_s``: the server adds that much to every inference, standing in for a slower model.
+    """
     from lerobot_ros.launch_plan import NodeSpec, Plan, demo_plan
 
-    plan = demo_plan(checkpoint, server_parameters={"audit_log": str(output_dir / "audit.jsonl")},
-                     executor_parameters={"fps": 30.0, "handshake_timeout_s": startup_timeout_s})
+    plan = demo_plan(checkpoint,
+                     server_parameters={"audit_log": str(output_dir / "audit.jsonl"), "inject_delay_s": inject_delay_s},
+                     executor_parameters={"fps": 30.0, "handshake_timeout_s": startup_timeout_s,
+                                          "rtc_requested": rtc})
     nodes = [
         dataclasses.replace(node, parameters={**node.parameters, "task_timeout_s": timeout_s, "seed": seed})
         if node.executable == "sim_robot_node" else node
@@ -103,11 +109,13 @@ def run(args) -> dict:
     from lerobot_ros.sim.default_policy import default_checkpoint
 
     return evaluate(args.checkpoint or str(default_checkpoint(args.policy)), args.episodes, args.timeout, args.seed,
-                    record=args.record, startup_timeout_s=args.startup_timeout, output_dir=args.output_dir)
+                    record=args.record, startup_timeout_s=args.startup_timeout, output_dir=args.output_dir,
+                    rtc=args.rtc == "on", inject_delay_s=args.inject_delay_s)
 
 
 def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record: str = "",
-             startup_timeout_s: float = 240.0, output_dir: str | Path = "") -> dict:
+             startup_timeout_s: float = 240.0, output_dir: str | Path = "", rtc: bool = True,
+             inject_delay_s: float = 0.0) -> dict:
     """Run ``episodes`` task episodes through the whole loop; the summary (also in OUTPUT/evaluation.json)."""
     import rclpy
     from std_srvs.srv import Trigger
@@ -117,7 +125,7 @@ def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record
 
     output_dir = Path(output_dir or tempfile.mkdtemp(prefix="lerobot_ros_eval_"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    plan = evaluation_plan(checkpoint, output_dir, timeout_s, seed, record, startup_timeout_s)
+    plan = evaluation_plan(checkpoint, output_dir, timeout_s, seed, record, startup_timeout_s, rtc, inject_delay_s)
     namespace = next(node.namespace for node in plan.nodes if node.executable == "sim_robot_node")
     print(f"evaluate: {checkpoint} on {episodes} episodes (timeout {timeout_s:g} s); logs in {output_dir}", flush=True)
 
@@ -163,11 +171,14 @@ def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record
         node.destroy_node()
         rclpy.try_shutdown()
     summary = {"checkpoint": checkpoint, **tally.summary(), "task_timeout_s": timeout_s, "seed": seed,
+               "rtc_requested": rtc, "inject_delay_s": inject_delay_s,
                "wall_s": round(time.monotonic() - started, 1), "exit_codes": exit_codes, "error": error}
     if executor is not None:
         summary.update({field: round(getattr(executor, field), 4) for field in (
             "boundary_jump_mean", "boundary_jump_max", "action_step_mean", "prefix_deviation_mean",
             "prefix_deviation_max", "latency_ms_p50", "latency_ms_p95")})
+        summary.update(rtc_active=executor.rtc_active, chunk_boundaries=executor.chunk_boundaries,
+                       chunks_merged=executor.chunks_merged, starvation_ticks=executor.starvation_ticks)
     if tally.outcomes:
         summary["plot"] = str(save_plot(summary, output_dir / "evaluation.png"))
     (output_dir / "evaluation.json").write_text(json.dumps(summary, indent=2))
@@ -211,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds an episode may take (the sim's task_timeout_s)")
     parser.add_argument("--seed", type=int, default=100, help="the sim's seed: which cubes the episodes show")
+    parser.add_argument("--rtc", choices=("on", "off"), default="on",
+                        help="off: the executor never asks for real-time chunking (append mode, for comparison)")
+    parser.add_argument("--inject-delay-s", type=float, default=0.0,
+                        help="the server adds this delay to every inference, standing in for a slower model")
     parser.add_argument("--record", default="", help="also record the rollouts into this LeRobot dataset directory")
     parser.add_argument("--startup-timeout", type=float, default=240.0)
     parser.add_argument("--output-dir", default="")

@@ -1,6 +1,7 @@
 """Regenerate a trained policy from scratch: record expert demonstrations, then train on them.
 
     python -m lerobot_ros.recording.regenerate --work-dir DIR [--episodes 100] [--steps 6000] [--seed 0] [--install]
+    python -m lerobot_ros.recording.regenerate --work-dir DIR --policy smolvla --steps 4000   # the RTC comparison's
 
 1. Record: sim_robot_node with its scripted expert (``expert:=true``) and
    episode_recorder_node (``max_episodes``) run as separate processes; the
@@ -11,7 +12,7 @@
 3. With ``--install``: evaluate it through the whole loop
    (``lerobot_ros.recording.evaluate``, logs in ``DIR/evaluation``) and
    install it with that score as the demo's trained policy
-   (``trained_policy``). The defaults are the installed policy's recipe.
+   (``trained_policy``; ACT only). The defaults are the installed policy's recipe.
 
 The seed fixes the cubes, the expert's noise and the training (weights,
 sampling); frames are sampled on the live camera topic, so two recordings
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.recording.train import POLICY_TYPES
 from lerobot_ros.recording.trained_policy import EVALUATION_EPISODES, evaluate_and_install
 
 NAMESPACE = "/expert_arm"
@@ -62,7 +64,7 @@ def record(dataset: Path, episodes: int, seed: int, image_shape: tuple[int, int]
 
 
 def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: int = 8, seed: int = 0,
-               image_shape: tuple[int, int] = (48, 64), record_timeout_s: float = 1800.0) -> dict:
+               image_shape: tuple[int, int] = (48, 64), record_timeout_s: float = 1800.0, policy: str = "act") -> dict:
     """Record expert episodes into ``work/dataset`` and train ``work/checkpoint`` on them; the summary."""
     from lerobot_ros.recording.train import train
 
@@ -71,15 +73,18 @@ def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: i
     recorded = record(work / "dataset", episodes, seed, image_shape, work / "logs", record_timeout_s)
     record_s = time.monotonic() - started
     print(f"regenerate: recorded {recorded['episodes_written']} expert episodes ({recorded['frames_written']} frames) "
-          f"in {record_s:.0f} s; training {steps} steps", flush=True)
-    checkpoint = train(work / "dataset", work / "checkpoint", steps, batch_size, seed)
+          f"in {record_s:.0f} s; training {policy} for {steps} steps", flush=True)
+    checkpoint = train(work / "dataset", work / "checkpoint", steps, batch_size, seed, policy=policy)
     return {"dataset": str(work / "dataset"), "checkpoint": str(checkpoint), **recorded,
             "record_s": round(record_s, 1), "train_s": round(time.monotonic() - started - record_s, 1),
-            "steps": steps, "seed": seed}
+            "policy": policy, "steps": steps, "seed": seed}
 
 
 def regenerate_and_install(work: Path, evaluate_episodes: int = EVALUATION_EPISODES, **recipe) -> dict:
     """``regenerate``, then score the checkpoint and install it as the demo's trained policy."""
+    if recipe.get("policy", "act") != "act":
+        raise ValueError(f"the demo's trained policy is an ACT; train {recipe['policy']} without --install "
+                         "and serve or evaluate its checkpoint by path")
     summary = regenerate(work, **recipe)
     checkpoint = Path(summary["checkpoint"])
     installed, evaluation = evaluate_and_install(checkpoint, checkpoint.parent / "evaluation", evaluate_episodes)
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--policy", choices=POLICY_TYPES, default="act", help="what to train (train --policy)")
     parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -102,10 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluate-episodes", type=int, default=EVALUATION_EPISODES,
                         help="episodes the --install evaluation runs")
     args = parser.parse_args(argv)
+    if args.install and args.policy != "act":
+        parser.error(f"--install installs the demo's trained ACT; a trained {args.policy} is served and evaluated "
+                     "by its checkpoint path (DIR/checkpoint)")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     recipe = dict(episodes=args.episodes, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
-                  image_shape=(args.image_height, args.image_width), record_timeout_s=args.record_timeout)
+                  image_shape=(args.image_height, args.image_width), record_timeout_s=args.record_timeout,
+                  policy=args.policy)
     work = Path(args.work_dir)
     if args.install:
         summary = regenerate_and_install(work, args.evaluate_episodes, **recipe)

@@ -210,6 +210,12 @@ def build_tiny_vlm(directory: Path) -> Path:
     return directory
 
 
+#: The tiny SmolVLA's architecture, shared by the random default and the one ``recording.train`` trains:
+#: no download (only the config/processor/tokenizer of ``build_tiny_vlm`` are read), two VLM layers,
+#: ten flow-matching steps.
+TINY_SMOLVLA_OPTIONS = {"load_vlm_weights": False, "num_vlm_layers": 2, "num_steps": 10}
+
+
 def build_smolvla_checkpoint(
     directory: Path,
     joint_names: tuple[str, ...] = SO101_JOINT_NAMES,
@@ -243,10 +249,8 @@ def build_smolvla_checkpoint(
         chunk_size=chunk_size,
         n_action_steps=chunk_size,
         vlm_model_name=str(vlm),
-        load_vlm_weights=False,  # no download: only the config/processor/tokenizer above are read
-        num_vlm_layers=2,
-        num_steps=10,
         device="cpu",
+        **TINY_SMOLVLA_OPTIONS,
     )
     torch.manual_seed(seed)
     policy = SmolVLAPolicy(config)

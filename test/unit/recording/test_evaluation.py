@@ -47,3 +47,13 @@ def test_the_plan_is_the_demo_with_the_task_set_and_an_optional_recorder(tmp_pat
     assert sim.parameters["task_timeout_s"] == 4.0 and sim.parameters["seed"] == 9
     assert by_executable["episode_recorder_node"].namespace == sim.namespace == by_executable["chunk_executor_node"].namespace
     assert "episode_recorder_node" not in {node.executable for node in evaluation_plan("ckpt", tmp_path, 4.0, 9).nodes}
+
+
+def test_the_plan_can_turn_rtc_off_and_slow_the_server_down_for_the_rtc_comparison(tmp_path):
+    default = {node.executable: node for node in evaluation_plan("ckpt", tmp_path, 4.0, 9).nodes}
+    assert default["chunk_executor_node"].parameters["rtc_requested"] is True
+    assert default["policy_server_node"].parameters["inject_delay_s"] == 0.0
+    compared = {node.executable: node for node in evaluation_plan(
+        "ckpt", tmp_path, 4.0, 9, rtc=False, inject_delay_s=0.1).nodes}
+    assert compared["chunk_executor_node"].parameters["rtc_requested"] is False
+    assert compared["policy_server_node"].parameters["inject_delay_s"] == 0.1
