@@ -1,0 +1,160 @@
+"""A trained SmolVLA on the reach task, real-time chunking on and off, at several injected delays, in one run.
+
+Each configuration is scored by ``python -m lerobot_ros.recording.evaluate``
+(server, sim and executor as processes, the demo's wiring) on the same
+seeded cubes, one after the other, so all of them see the same episodes on
+the same machine. RTC on: the executor asks for real-time chunking (replace
+mode, its measured delay and the unexecuted prefix go with each request);
+off: append mode. The server's ``inject_delay_s`` stands in for a slower
+model: real VLAs take 100-300 ms per chunk, the tiny one tens of ms.
+
+The smoothness figures are the executor's (ExecutorStatus, since its
+start-up): the boundary jump between the last action executed from one
+chunk and the first from the next, against the ordinary step inside a
+chunk, and the prefix deviation (how far each new chunk's first actions are
+from what was executed meanwhile). All in radians, the largest change over
+the joints.
+
+usage: python bench/rtc_reach_evaluation.py [--checkpoint DIR] [--episodes 50] [--inject-delay-s 0 0.1] [--smoke]
+(default checkpoint: the trained SmolVLA committed in lerobot_ros/sim/policies)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
+from reach_evaluation import cell, evaluate, success_times  # noqa: E402
+
+from lerobot_ros.recording.trained_policy import (  # noqa: E402
+    EVALUATION_EPISODES,
+    EVALUATION_SEED,
+    EVALUATION_TIMEOUT_S,
+    committed_trained_smolvla,
+)
+
+#: The goal's ratio: with RTC the boundary jump is at most this fraction of the jump without it.
+JUMP_RATIO_GOAL = 1 / 3
+
+
+def configurations(delays: list[float]) -> list[tuple[float, bool]]:
+    return [(delay, rtc) for delay in delays for rtc in (True, False)]
+
+
+def label(delay: float, rtc: bool) -> str:
+    return f"{delay * 1000:.0f} ms, RTC {'on' if rtc else 'off'}"
+
+
+def jump_ratios(results: dict[tuple[float, bool], dict]) -> dict[float, float | None]:
+    """Per delay: boundary jump mean with RTC over the one without (None where either is missing or zero)."""
+    ratios = {}
+    for delay in sorted({delay for delay, _ in results}):
+        on, off = results.get((delay, True), {}), results.get((delay, False), {})
+        jump_on, jump_off = on.get("boundary_jump_mean"), off.get("boundary_jump_mean")
+        ratios[delay] = jump_on / jump_off if jump_on is not None and jump_off else None
+    return ratios
+
+
+def table(results: dict[tuple[float, bool], dict]) -> str:
+    rows = ["| injected delay | RTC | merge mode | episodes | successes | time to success, median (mean) | "
+            "boundary jump mean (max) | action step mean | prefix deviation mean (max) | round trip p50 / p95 [ms] "
+            "| starved ticks |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (delay, rtc), summary in results.items():
+        rows.append(
+            f"| {delay * 1000:.0f} ms | {'on' if rtc else 'off'} | "
+            f"{'replace (RTC)' if summary.get('rtc_active') else 'append'} | {summary['episodes']} | "
+            f"{summary['successes']} ({cell(summary['success_rate'], 2)}) | {success_times(summary)} | "
+            f"**{cell(summary.get('boundary_jump_mean'))}** ({cell(summary.get('boundary_jump_max'))}) | "
+            f"{cell(summary.get('action_step_mean'))} | "
+            f"{cell(summary.get('prefix_deviation_mean'), 4)} ({cell(summary.get('prefix_deviation_max'), 4)}) | "
+            f"{cell(summary.get('latency_ms_p50'), 1)} / {cell(summary.get('latency_ms_p95'), 1)} | "
+            f"{summary.get('starvation_ticks', 'n/a')} |")
+    return "\n".join(rows)
+
+
+def save_plot(results: dict[tuple[float, bool], dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [label(delay, rtc) for delay, rtc in results]
+    colors = ["#1f77b4" if rtc else "#7f7f7f" for _, rtc in results]
+    figure, (success, jump) = plt.subplots(1, 2, figsize=(9, 3.4))
+    success.bar(labels, [summary["success_rate"] or 0.0 for summary in results.values()], color=colors)
+    success.set_ylim(0, 1)
+    success.set_ylabel("success rate")
+    jump.bar(labels, [summary.get("boundary_jump_mean") or 0.0 for summary in results.values()], color=colors)
+    jump.set_ylabel("boundary jump, mean [rad]")
+    for axis in (success, jump):
+        axis.tick_params(axis="x", labelrotation=30, labelsize=8)
+    figure.suptitle("Trained SmolVLA on the reach task: RTC on (blue) and off (grey)", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, default=committed_trained_smolvla(),
+                        help="a trained SmolVLA (python -m lerobot_ros.recording.regenerate --policy smolvla); "
+                             "default: the one committed with the package")
+    parser.add_argument("--episodes", type=int, default=EVALUATION_EPISODES, help="episodes per configuration")
+    parser.add_argument("--seed", type=int, default=EVALUATION_SEED, help="the sim's seed (held out: training used seed 0)")
+    parser.add_argument("--inject-delay-s", type=float, nargs="+", default=[0.0, 0.1])
+    common.add_output_arguments(parser)
+    args = parser.parse_args()
+    if args.smoke:
+        args.episodes, args.inject_delay_s = 1, [0.0]
+    document, plot_dir = common.outputs(args)
+    if args.checkpoint is None:
+        print("no trained SmolVLA: this install left out lerobot_ros/sim/policies; pass --checkpoint", file=sys.stderr)
+        return 2
+    contract = json.loads((args.checkpoint / "lerobot_ros.json").read_text())
+    training = contract.get("training", {})
+    if training.get("policy") != "smolvla":
+        print(f"{args.checkpoint} is no SmolVLA trained by lerobot_ros.recording.train "
+              f"(its training record says policy {training.get('policy')!r}); RTC needs a flow-matching policy",
+              file=sys.stderr)
+        return 2
+    log_root = Path(tempfile.mkdtemp(prefix="bench_rtc_reach_"))
+    results = {}
+    for index, (delay, rtc) in enumerate(configurations(args.inject_delay_s)):
+        options = ("--rtc", "on" if rtc else "off", "--inject-delay-s", str(delay))
+        results[(delay, rtc)] = evaluate(args.checkpoint, args.episodes, args.seed, log_root / f"run{index}", options)
+        print(f"{label(delay, rtc)}: {json.dumps(results[(delay, rtc)])}", flush=True)
+    plot = plot_dir / "bench_rtc_reach_evaluation.png"
+    save_plot(results, plot)
+    ratios = "; ".join(
+        f"at {delay * 1000:.0f} ms {'n/a' if ratio is None else f'{ratio:.2f}'}"
+        for delay, ratio in jump_ratios(results).items())
+    body = "\n".join([
+        f"Reach task ({EVALUATION_TIMEOUT_S:g} s per episode), seed {args.seed}: the same held-out cubes for every row. "
+        "Whole loop: policy_server_node, sim_robot_node and chunk_executor_node as processes, CPU, one configuration "
+        "after the other. RTC on: replace mode with the measured delay and the unexecuted prefix; off: append mode. "
+        "Smoothness in radians (largest change over the joints), the executor's figures since its start-up.",
+        "",
+        table(results),
+        "",
+        f"Boundary jump with RTC over without: {ratios} (goal: at most {JUMP_RATIO_GOAL:.2f} at 100 ms).",
+        "",
+        f"Policy: `{args.checkpoint.name}`, {training.get('steps', '?')} steps of batch {training.get('batch_size', '?')} "
+        f"on `{training.get('dataset', '?')}` in {training.get('seconds', '?')} s "
+        "(`python -m lerobot_ros.recording.regenerate --work-dir DIR --policy smolvla`).",
+        "",
+        f"![RTC on and off on the reach task]({common.image_link(document, plot)})",
+    ])
+    options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != EVALUATION_EPISODES else "")
+    common.write_section("rtc_reach_evaluation", f"python bench/rtc_reach_evaluation.py --checkpoint "
+                         f"{args.checkpoint}{options}", body, document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
