@@ -34,6 +34,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["lerobot_ros", "lerobot_ros.*"]),
+    # The trained reach SmolVLA committed with the package (about 2 MB: weights, processors, its tiny VLM).
+    package_data={"lerobot_ros": ["sim/policies/*/*", "sim/policies/*/vlm/*"]},
     install_requires=[
         "numpy>=1.26",
         "opencv-python-headless>=4.8",

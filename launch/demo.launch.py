@@ -2,12 +2,13 @@
 
     ros2 launch lerobot_ros demo.launch.py
     ros2 launch lerobot_ros demo.launch.py checkpoint:=/path/to/act output_mode:=joint_trajectory
-    ros2 launch lerobot_ros demo.launch.py policy:=smolvla
+    ros2 launch lerobot_ros demo.launch.py policy:=act   # a random-weight ACT instead of the trained SmolVLA
     ros2 launch lerobot_ros demo.launch.py rviz:=true   # and watch the arm in rviz2
 
-Without a checkpoint it builds (once) a default random-weight policy matched
-to the simulated arm: ACT, or with policy:=smolvla a tiny SmolVLA that does
-real-time chunking. Uses rmw_zenoh and starts its router by
+Without a checkpoint it serves the trained reach SmolVLA committed with the
+package (it does real-time chunking), or with policy:=act / policy:=smolvla
+a random-weight policy matched to the simulated arm, built once. Uses
+rmw_zenoh and starts its router by
 default. The wiring lives in lerobot_ros.launch_plan.demo_plan.
 """
 
@@ -16,8 +17,9 @@ from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, checkpoint_or_default, demo_plan, parse_flag
 
 ARGUMENTS = {
-    "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
-    "policy": ("act", "Default policy when checkpoint is empty: act or smolvla (RTC-capable)"),
+    "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (see policy)"),
+    "policy": ("trained_smolvla", "Default policy when checkpoint is empty: trained_smolvla (the trained reach "
+                                  "SmolVLA committed with the package, RTC), act or smolvla (random weights)"),
     "output_mode": (output_modes.DEFAULT_OUTPUT_MODE, output_modes.choices_text()),
     "device": ("auto", "auto, cpu, cuda or cuda:N"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),

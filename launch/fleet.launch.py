@@ -16,7 +16,8 @@ from lerobot_ros.launch_plan import ZENOH_RMW, checkpoint_or_default, fleet_plan
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),
-    "policy": ("act", "Default policy when checkpoint is empty: act or smolvla (RTC-capable)"),
+    "policy": ("act", "Default policy when checkpoint is empty: act or smolvla (random weights; smolvla is "
+                      "RTC-capable) or trained_smolvla (the trained reach SmolVLA committed with the package)"),
     "servers": ("2", "Policy server replicas"),
     "robots": ("3", "Simulated arms"),
     "output_mode": (output_modes.DEFAULT_OUTPUT_MODE, output_modes.choices_text()),

@@ -1,9 +1,10 @@
 """The README's demo command: the whole loop on one machine, no robot, no GPU needed.
 
 Starts policy_server_node (default policy: the trained reach ACT when it
-is installed, otherwise the random-weight ACT; ``--policy trained`` builds
-the trained one on first use, ``--policy smolvla`` serves a tiny
-random-weight SmolVLA that does real-time chunking), sim_robot_node (a simulated 6-joint arm
+is installed, otherwise the trained reach SmolVLA committed with the
+package, which does real-time chunking; ``--policy trained`` builds the
+trained ACT on first use, ``--policy act`` and ``--policy smolvla`` serve
+random-weight policies), sim_robot_node (a simulated 6-joint arm
 with a camera) and chunk_executor_node as three separate processes wired by
 ``lerobot_ros.launch_plan.demo_plan`` (the same wiring as
 ``launch/demo.launch.py``), lets them run for a bounded time while printing a
@@ -94,7 +95,8 @@ def status_line(status) -> str:
     )
 
 
-POLICY_LABELS = {"trained": "trained reach ACT", "act": "random-weight ACT", "smolvla": "random-weight SmolVLA"}
+POLICY_LABELS = {"trained": "trained reach ACT", "trained_smolvla": "trained reach SmolVLA",
+                 "act": "random-weight ACT", "smolvla": "random-weight SmolVLA"}
 
 
 def save_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None,
@@ -174,25 +176,32 @@ def streamed(summary: dict, fps: float) -> bool:
 
 
 def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
-    """The kind the demo serves for ``--policy`` ("auto": trained when installed) and its checkpoint.
+    """The kind the demo serves for ``--policy`` and its checkpoint.
 
-    Only an explicit "trained" builds the trained policy (record, train,
-    evaluate: most of an hour on two CPU cores); "auto" never makes a first
-    demo wait that long.
+    "auto": the trained ACT when it is installed, else the trained SmolVLA
+    committed with the package, else (an install that left it out) the
+    random ACT. Only an explicit "trained" builds the trained ACT (record,
+    train, evaluate: most of an hour on two CPU cores); "auto" never makes a
+    first demo wait that long.
     """
-    from lerobot_ros.recording.trained_policy import installed_trained_policy
+    from lerobot_ros.recording.trained_policy import committed_trained_smolvla, installed_trained_policy
     from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
 
-    trained = installed_trained_policy()
+    trained, smolvla = installed_trained_policy(), committed_trained_smolvla()
     if policy == "auto":
-        policy = "trained" if trained is not None else "act"
+        policy = "trained" if trained is not None else "trained_smolvla" if smolvla is not None else "act"
         if trained is None:
-            print("demo: no trained policy is installed, so this demo serves a random-weight ACT; "
-                  "`--policy trained` builds the trained one once (about an hour on 2 CPU cores)", flush=True)
+            print(f"demo: no trained ACT is installed, so this demo serves the {POLICY_LABELS[policy]}; "
+                  "`--policy trained` builds the ACT once (about an hour on 2 CPU cores)", flush=True)
     if policy == "trained":
         if trained is None:
             trained = build_trained_policy(build_dir)
         return policy, trained
+    if policy == "trained_smolvla":
+        if smolvla is None:
+            raise SystemExit("demo: this install has no committed trained SmolVLA (lerobot_ros/sim/policies); "
+                             "choose --policy trained, act or smolvla")
+        return policy, smolvla
     print(f"demo: preparing the default {policy} policy {DEFAULT_POLICY_NAMES[policy]} "
           "(random weights; built once, then cached)", flush=True)
     return policy, default_checkpoint(policy)
@@ -222,8 +231,8 @@ def run(args) -> int:
     else:
         policy, path = resolve_policy(args.policy, output_dir / "trained_policy_build")
         checkpoint = str(path)
-        if policy == "trained":
-            print(f"demo: serving the trained reach policy: {evaluation_line(path)}", flush=True)
+        if policy in ("trained", "trained_smolvla"):
+            print(f"demo: serving the {POLICY_LABELS[policy]}: {evaluation_line(path)}", flush=True)
     plan = demo_plan(
         checkpoint,
         output_mode=args.output_mode,
@@ -320,11 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to stream once streaming (default 30)")
     parser.add_argument("--output-mode", choices=list(OUTPUT_MODES), default=DEFAULT_OUTPUT_MODE, help=help_text())
     parser.add_argument("--fps", type=float, default=30.0, help="control rate of the executor (Hz)")
-    parser.add_argument("--policy", choices=("auto", "trained", "act", "smolvla"), default="auto",
+    parser.add_argument("--policy", choices=tuple(["auto", *POLICY_LABELS]), default="auto",
                         help="policy to serve when no --checkpoint is given: auto (default) is the trained reach "
-                             "ACT when installed, else a random ACT; trained builds it first if needed (record, "
-                             "train, evaluate); act a random ACT; smolvla a tiny random SmolVLA with real-time "
-                             "chunking (RTC)")
+                             "ACT when installed, else the trained reach SmolVLA committed with the package; "
+                             "trained builds the ACT first if needed (record, train, evaluate); trained_smolvla the "
+                             "committed SmolVLA (real-time chunking); act a random ACT; smolvla a tiny random "
+                             "SmolVLA with real-time chunking (RTC)")
     parser.add_argument("--checkpoint", default="", help="policy to serve; overrides --policy")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="seconds allowed until streaming")

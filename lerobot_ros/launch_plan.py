@@ -285,9 +285,18 @@ def parse_flag(name: str, text: str) -> bool:
 
 
 def checkpoint_or_default(checkpoint: str, policy: str) -> str:
-    """``checkpoint``, or when empty the default ``policy`` (act or smolvla), built once and cached."""
+    """``checkpoint``, or when empty the default ``policy``: act or smolvla (random weights, built once and
+    cached) or trained_smolvla (the trained reach SmolVLA committed with the package)."""
     if checkpoint:
         return checkpoint
+    if policy == "trained_smolvla":
+        from lerobot_ros.recording.trained_policy import committed_trained_smolvla
+
+        committed = committed_trained_smolvla()
+        if committed is None:
+            raise ValueError("policy trained_smolvla: this install has no committed trained SmolVLA "
+                             "(lerobot_ros/sim/policies); choose act or smolvla, or name a checkpoint")
+        return str(committed)
     from lerobot_ros.sim.default_policy import default_checkpoint  # torch: only when it is needed
 
     return str(default_checkpoint(policy))

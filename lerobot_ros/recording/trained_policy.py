@@ -1,4 +1,4 @@
-"""The trained reach policy in the local cache: where it lives, whether it is built, what it scored.
+"""The trained reach policies: the ACT in the local cache (built by one command), the SmolVLA committed with the package.
 
     python -m lerobot_ros.recording.trained_policy --checkpoint CHECKPOINT [--episodes 50]
 
@@ -10,7 +10,10 @@ checkpoint, its ``lerobot_ros.json`` and the ``evaluation.json`` of the
 evaluation run that accepted it are moved into place together by one
 rename (``install``), so a demo never serves a half-copied checkpoint or
 quotes a score it does not have. It is too big to commit (ResNet-18
-weights), so ``regenerate --install`` builds it from scratch.
+weights), so ``regenerate --install`` builds it from scratch. The tiny
+trained SmolVLA is small enough to commit (about 2 MB): it ships in
+``lerobot_ros/sim/policies`` with the ``evaluation.json`` of its
+50-episode evaluation, so a fresh install has a trained policy at once.
 """
 
 from __future__ import annotations
@@ -33,6 +36,17 @@ EVALUATION_FILE = "evaluation.json"
 EVALUATION_EPISODES = 50
 EVALUATION_SEED = 100
 EVALUATION_TIMEOUT_S = 10.0
+
+
+#: The committed trained SmolVLA (``regenerate --policy smolvla`` made it; docs/benchmarks.md says how).
+TRAINED_SMOLVLA_NAME = "smolvla_so101_reach_v1"
+COMMITTED_POLICIES = Path(__file__).resolve().parents[1] / "sim" / "policies"
+
+
+def committed_trained_smolvla() -> Path | None:
+    """The trained SmolVLA shipped with the package, or None where an install left it out."""
+    path = COMMITTED_POLICIES / TRAINED_SMOLVLA_NAME
+    return path if (path / CONTRACT_FILE).is_file() and (path / EVALUATION_FILE).is_file() else None
 
 
 def trained_policy_path() -> Path:

@@ -5,10 +5,11 @@ import os
 import subprocess
 import sys
 
+from lerobot_ros.recording.trained_policy import committed_trained_smolvla
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAME, default_checkpoint
 
 
-def test_demo_streams_server_sim_robot_and_executor_and_caches_its_policy(tmp_path, monkeypatch):
+def test_demo_streams_the_committed_trained_policy_and_a_random_one_is_built_once(tmp_path, monkeypatch):
     # Its own ROS domain: the suite's shared server also answers at /lerobot.
     domain = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 50) % 100)
     env = {**os.environ, "ROS_DOMAIN_ID": domain, "LEROBOT_ROS_CACHE": str(tmp_path)}
@@ -19,8 +20,11 @@ def test_demo_streams_server_sim_robot_and_executor_and_caches_its_policy(tmp_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["final_state"] == "STREAMING"
-    # An empty cache has no trained policy: the default (auto) serves the random ACT and says how to build one.
-    assert summary["policy"] == "act" and "--policy trained" in result.stdout
+    # An empty cache has no trained ACT: the default (auto) serves the trained SmolVLA committed with the
+    # package, quotes its evaluation and says how to build the ACT.
+    assert summary["policy"] == "trained_smolvla" and "--policy trained" in result.stdout
+    assert "serving the trained reach SmolVLA: success in" in result.stdout
+    assert summary["checkpoint"] == str(committed_trained_smolvla())
     assert summary["chunks_merged"] >= 2
     assert summary["commands_while_streaming"] >= 0.5 * 30 * summary["streamed_s"]
     assert summary["starvation_ticks_after_warmup"] == 0, summary
@@ -31,10 +35,12 @@ def test_demo_streams_server_sim_robot_and_executor_and_caches_its_policy(tmp_pa
     audit = (tmp_path / "out" / "audit.jsonl").read_text().splitlines()
     assert len(audit) >= summary["chunks_merged"] and json.loads(audit[0])["client"] == "sim_arm"
 
+    assert not (tmp_path / "policies").exists(), "the committed policy needs no build"
+    monkeypatch.setenv("LEROBOT_ROS_CACHE", str(tmp_path))
     checkpoint = tmp_path / "policies" / DEFAULT_POLICY_NAME
+    assert default_checkpoint() == checkpoint  # built now, for --policy act
     weights = checkpoint / "model.safetensors"
     built_at = weights.stat().st_mtime_ns
-    monkeypatch.setenv("LEROBOT_ROS_CACHE", str(tmp_path))
     assert default_checkpoint() == checkpoint
     assert weights.stat().st_mtime_ns == built_at, "a cached policy must not be rebuilt"
     assert not [path for path in checkpoint.parent.iterdir() if path.name.startswith(".")], "staging dirs left over"

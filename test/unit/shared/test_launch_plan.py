@@ -187,6 +187,12 @@ def test_an_explicit_checkpoint_is_used_as_given():
     assert checkpoint_or_default("/ckpt/act", "act") == "/ckpt/act"
 
 
+def test_the_trained_smolvla_policy_is_the_one_committed_with_the_package():
+    from lerobot_ros.recording.trained_policy import committed_trained_smolvla
+
+    assert checkpoint_or_default("", "trained_smolvla") == str(committed_trained_smolvla())
+
+
 def test_demo_and_fleet_executors_wait_for_a_server_that_starts_with_them():
     from lerobot_ros.launch_plan import SERVER_START_S
 
