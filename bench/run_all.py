@@ -1,8 +1,8 @@
 """Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the other.
 
 Runs bench/server_request_latency.py, executor_jitter.py, starvation.py,
-capacity.py, rtc_smoothness.py, batching.py and reach_evaluation.py (which needs the trained policy
-installed) with their default (full) sizes, each a process of its own so
+capacity.py, rtc_smoothness.py, batching.py, reach_evaluation.py (which needs the trained ACT
+installed) and rtc_reach_evaluation.py (the committed trained SmolVLA) with their default (full) sizes, each a process of its own so
 one failure does not hide the others' results; extra arguments (e.g.
 ``--smoke``) are passed to every script. The latency matrix alone took 17 minutes on 2 cores
 shared with other work (load 7-10).
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 SCRIPTS = ("server_request_latency", "executor_jitter", "starvation", "capacity", "rtc_smoothness", "batching",
-           "reach_evaluation")
+           "reach_evaluation", "rtc_reach_evaluation")
 
 
 def main() -> int:
