@@ -37,6 +37,7 @@ from lerobot_ros.recording.trained_policy import (  # noqa: E402
     EVALUATION_TIMEOUT_S,
     committed_trained_smolvla,
 )
+from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE  # noqa: E402
 
 #: The goal's ratio: with RTC the boundary jump is at most this fraction of the jump without it.
 JUMP_RATIO_GOAL = 1 / 3
@@ -79,10 +80,7 @@ def table(results: dict[tuple[float, bool], dict]) -> str:
 
 
 def save_plot(results: dict[tuple[float, bool], dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the Agg backend: set by common
 
     labels = [label(delay, rtc) for delay, rtc in results]
     colors = ["#1f77b4" if rtc else "#7f7f7f" for _, rtc in results]
@@ -116,7 +114,7 @@ def main() -> int:
     if args.checkpoint is None:
         print("no trained SmolVLA: this install left out lerobot_ros/sim/policies; pass --checkpoint", file=sys.stderr)
         return 2
-    contract = json.loads((args.checkpoint / "lerobot_ros.json").read_text())
+    contract = json.loads((args.checkpoint / CONTRACT_FILE).read_text())
     training = contract.get("training", {})
     if training.get("policy") != "smolvla":
         print(f"{args.checkpoint} is no SmolVLA trained by lerobot_ros.recording.train "

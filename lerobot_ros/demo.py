@@ -184,12 +184,13 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
     train, evaluate: most of an hour on two CPU cores); "auto" never makes a
     first demo wait that long.
     """
+    from lerobot_ros.launch_plan import checkpoint_or_default
     from lerobot_ros.recording.trained_policy import committed_trained_smolvla, installed_trained_policy
-    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
+    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES
 
-    trained, smolvla = installed_trained_policy(), committed_trained_smolvla()
+    trained = installed_trained_policy()
     if policy == "auto":
-        policy = "trained" if trained is not None else "trained_smolvla" if smolvla is not None else "act"
+        policy = "trained" if trained is not None else "trained_smolvla" if committed_trained_smolvla() else "act"
         if trained is None:
             print(f"demo: no trained ACT is installed, so this demo serves the {POLICY_LABELS[policy]}; "
                   "`--policy trained` builds the ACT once (about an hour on 2 CPU cores)", flush=True)
@@ -197,14 +198,13 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
         if trained is None:
             trained = build_trained_policy(build_dir)
         return policy, trained
-    if policy == "trained_smolvla":
-        if smolvla is None:
-            raise SystemExit("demo: this install has no committed trained SmolVLA (lerobot_ros/sim/policies); "
-                             "choose --policy trained, act or smolvla")
-        return policy, smolvla
-    print(f"demo: preparing the default {policy} policy {DEFAULT_POLICY_NAMES[policy]} "
-          "(random weights; built once, then cached)", flush=True)
-    return policy, default_checkpoint(policy)
+    if policy in DEFAULT_POLICY_NAMES:
+        print(f"demo: preparing the default {policy} policy {DEFAULT_POLICY_NAMES[policy]} "
+              "(random weights; built once, then cached)", flush=True)
+    try:
+        return policy, Path(checkpoint_or_default("", policy))
+    except ValueError as error:  # a named policy this install does not have: say so, no traceback
+        raise SystemExit(f"demo: {error}") from error
 
 
 def build_trained_policy(build_dir: Path) -> Path:

@@ -106,9 +106,9 @@ def evaluation_plan(checkpoint: str, output_dir: Path, timeout_s: float, seed: i
 
 
 def run(args) -> dict:
-    from lerobot_ros.sim.default_policy import default_checkpoint
+    from lerobot_ros.launch_plan import checkpoint_or_default
 
-    return evaluate(args.checkpoint or str(default_checkpoint(args.policy)), args.episodes, args.timeout, args.seed,
+    return evaluate(checkpoint_or_default(args.checkpoint, args.policy), args.episodes, args.timeout, args.seed,
                     record=args.record, startup_timeout_s=args.startup_timeout, output_dir=args.output_dir,
                     rtc=args.rtc == "on", inject_delay_s=args.inject_delay_s)
 
@@ -217,8 +217,9 @@ def save_plot(summary: dict, path: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="", help="policy to evaluate; overrides --policy")
-    parser.add_argument("--policy", choices=("act", "smolvla"), default="act",
-                        help="random-weight default policy to evaluate when no --checkpoint is given")
+    parser.add_argument("--policy", choices=("act", "smolvla", "trained_smolvla"), default="act",
+                        help="default policy to evaluate when no --checkpoint is given: act or smolvla (random "
+                             "weights) or trained_smolvla (the trained SmolVLA committed with the package)")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds an episode may take (the sim's task_timeout_s)")
     parser.add_argument("--seed", type=int, default=100, help="the sim's seed: which cubes the episodes show")

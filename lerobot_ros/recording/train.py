@@ -55,14 +55,12 @@ def act_config(device: str = "cpu", **overrides):
 def smolvla_config(vlm: Path, device: str = "cpu", **overrides):
     from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
 
-    from lerobot_ros.sim.default_policy import TINY_SMOLVLA_OPTIONS
-
     return SmolVLAConfig(device=device, vlm_model_name=str(vlm), push_to_hub=False,
-                         **{**TINY_SMOLVLA_OPTIONS, **SMOLVLA_OPTIONS, **overrides})
+                         **{**policy_options("smolvla"), **overrides})
 
 
 def policy_options(policy: str) -> dict:
-    """What the contract's ``training`` records of the policy's recipe."""
+    """The policy's recipe: what its config is built from and what the contract's ``training`` records."""
     if policy == "act":
         return dict(ACT_OPTIONS)
     from lerobot_ros.sim.default_policy import TINY_SMOLVLA_OPTIONS
@@ -90,7 +88,7 @@ def train(dataset: Path, output: Path, steps: int, batch_size: int, seed: int, d
         raise ValueError(f"cannot train policy {policy!r}; choose one of {list(POLICY_TYPES)}")
     action_names, fps = dataset_names(dataset)
     run_dir = Path(tempfile.mkdtemp(prefix="lerobot_ros_train_", dir=work_dir)) / "run"
-    vlm = run_dir.parent / VLM_DIR
+    vlm = run_dir.parent / VLM_DIR  # SmolVLA only: the generated VLM it reads, copied into the checkpoint
     if policy == "smolvla":
         from lerobot_ros.sim.default_policy import build_tiny_vlm
 
