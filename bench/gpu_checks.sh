@@ -9,8 +9,11 @@
 # 2. the three-stack latency benchmark (ours, LeRobot gRPC, LeRobot Zenoh draft) with every stack and the bare
 #    model on cuda, the full matrix of frame sizes, camera counts and both trained sizes, its section written to
 #    OUT_DIR/benchmarks.md (plot beside it), its console to OUT_DIR/latency.log.
+# 3. the compiled forward (the server's compile_mode) against eager on cuda, for ACT and the tiny SmolVLA with and
+#    without RTC, in torch's default mode and in reduce-overhead (CUDA graphs) -> OUT_DIR/compile_default.md and
+#    OUT_DIR/compile_reduce_overhead.md (plots beside them), consoles in OUT_DIR/compile_*.log.
 # Not covered (no offline way to build it): SmolVLA at its real size needs the SmolVLM2 weights' config
-# from the Hub. Compilation of the forward is not built. Bounded: each step has its own timeout.
+# from the Hub. Bounded: each step has its own timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-$(mktemp -d)}"
@@ -36,4 +39,11 @@ timeout 600 "$python" bench/bare_model.py "$checkpoint" --device cuda --requests
 timeout 1800 "$python" bench/server_request_latency.py --device cuda --requests 30 \
     --document "$out/benchmarks.md" --plot-dir "$out" > "$out/latency.log" 2>&1 || { tail -n 40 "$out/latency.log"; exit 1; }
 tail -n 5 "$out/latency.log"
+for mode in default reduce-overhead; do
+  name="compile_${mode//-/_}"
+  mkdir -p "$out/$name"
+  timeout 1800 "$python" bench/compiled_forward.py --device cuda --mode "$mode" --requests 50 \
+      --document "$out/$name.md" --plot-dir "$out/$name" > "$out/$name.log" 2>&1 || { tail -n 40 "$out/$name.log"; exit 1; }
+  tail -n 8 "$out/$name.md"
+done
 echo "results in $out"

@@ -1,6 +1,6 @@
 """Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the other.
 
-Runs bench/server_request_latency.py, executor_jitter.py, starvation.py,
+Runs bench/server_request_latency.py, compiled_forward.py, executor_jitter.py, starvation.py,
 capacity.py, rtc_smoothness.py, batching.py, reach_evaluation.py (which needs the trained ACT
 installed) and rtc_reach_evaluation.py (the committed trained SmolVLA) with their default (full) sizes, each a process of its own so
 one failure does not hide the others' results; extra arguments (e.g.
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-SCRIPTS = ("server_request_latency", "executor_jitter", "starvation", "capacity", "rtc_smoothness", "batching",
-           "reach_evaluation", "rtc_reach_evaluation")
+SCRIPTS = ("server_request_latency", "compiled_forward", "executor_jitter", "starvation", "capacity", "rtc_smoothness",
+           "batching", "reach_evaluation", "rtc_reach_evaluation")
 
 
 def main() -> int:

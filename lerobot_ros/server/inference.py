@@ -97,8 +97,29 @@ class PolicyRunner:
         has_noise = hasattr(getattr(loaded.policy, "model", None), "sample_noise") and hasattr(config, "max_action_dim")
         self._noise_shape = (config.chunk_size, config.max_action_dim) if has_noise else None
         self._relative_step = self._normalizer_step = None
+        self.compiled = ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
         if self.rtc_active:
             self._configure_rtc()
+
+    def compile_forward(self, mode: str, backend: str) -> None:
+        """Wrap the policy's ``predict_action_chunk`` in ``torch.compile``, as LeRobot's own rollout does.
+
+        Nothing compiles here: each new input shape compiles on its first
+        forward, which the warm-up runs (``warmup.warm_up``: batches of one
+        and, for a batchable policy, of two, after which the batch dimension
+        is dynamic). Raises ValueError for a backend this torch does not have.
+        """
+        import torch._dynamo
+
+        known = torch._dynamo.list_backends(exclude_tags=())
+        if backend not in known:
+            raise ValueError(f"compile_backend {backend!r} is not a torch.compile backend of torch {torch.__version__}; "
+                             f"known: {known}")
+        policy = self.loaded.policy
+        policy.predict_action_chunk = torch.compile(
+            policy.predict_action_chunk, backend=backend, mode=None if mode == "default" else mode
+        )
+        self.compiled = f"{backend}, mode {mode}"
 
     def _configure_rtc(self) -> None:
         from lerobot.policies.rtc import RTCConfig

@@ -34,6 +34,8 @@ from lerobot_ros.parameters import (
 from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
 
 SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
+#: torch.compile of the policy's forward: none, or one of torch's modes (all but "default" are inductor's own).
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 #: Why the others are start-up only: the checkpoint, device, dtype, serving mode, RTC and task pin are
@@ -75,6 +77,13 @@ PARAMETERS = (
               "CPU threads of one forward pass (torch intra-op threads); 0: torch's default, one per core. 1 was "
               "4-20x faster than 2 on a 2-core machine shared with other work (docs/benchmarks.md); raise it on a "
               "CPU server with cores to itself", (at_least(0),)),
+    Parameter("compile_mode", STRING, "none",
+              "torch.compile the policy's forward: none, default, reduce-overhead (CUDA graphs), max-autotune or "
+              "max-autotune-no-cudagraphs; the warm-up pays for compiling (seconds to minutes). Off by default: no "
+              "gain on a CPU (docs/benchmarks.md, compile)", (one_of(COMPILE_MODES),)),
+    Parameter("compile_backend", STRING, "inductor",
+              "torch.compile backend when compile_mode is not none (torch._dynamo.list_backends(); e.g. inductor, "
+              "cudagraphs, aot_eager)"),
     Parameter("rtc_enabled", BOOL, True, "Offer real-time chunking to robots that ask, when the policy supports it"),
     Parameter("rtc_execution_horizon", INTEGER, 10,
               "RTC: steps of the previous chunk's prefix the policy conditions on", (at_least(1),)),
@@ -115,7 +124,21 @@ def pinned_task_is_named(settings: ServerSettings) -> str | None:
     return None
 
 
-RULES = (pinned_task_is_named,)
+def compile_mode_fits_backend(settings: ServerSettings) -> str | None:
+    if settings.compile_mode not in ("none", "default") and settings.compile_backend != "inductor":
+        return (f"'compile_mode' {settings.compile_mode!r} is a mode of the inductor backend; with "
+                f"'compile_backend' {settings.compile_backend!r} use compile_mode 'default' (or backend 'inductor')")
+    return None
+
+
+def compiling_is_warmed_up(settings: ServerSettings) -> str | None:
+    if settings.compile_mode != "none" and settings.warmup_inferences < 1:
+        return (f"'compile_mode' {settings.compile_mode!r} with 'warmup_inferences' 0 would make the first robot wait "
+                "for the compilation: give warmup_inferences >= 1")
+    return None
+
+
+RULES = (pinned_task_is_named, compile_mode_fits_backend, compiling_is_warmed_up)
 
 
 class ServerSettings(settings_dataclass(PARAMETERS, RULES)):

@@ -77,13 +77,24 @@ def load_runner(settings: ServerSettings, log):
     )
     if settings.inject_delay_s > 0:
         log.warning(f"fault injection: every inference is delayed by {settings.inject_delay_s} s")
-    return PolicyRunner(
+    runner = PolicyRunner(
         loaded,
         settings.rtc_enabled,
         settings.rtc_execution_horizon,
         noise_seed=settings.noise_seed if settings.noise_seed >= 0 else None,
         inject_delay_s=settings.inject_delay_s,
     )
+    if settings.compile_mode != "none":
+        try:
+            runner.compile_forward(settings.compile_mode, settings.compile_backend)
+        except ValueError as error:
+            raise StartupFailed(str(error)) from error
+        log.info(f"torch.compile ({runner.compiled}): the warm-up compiles the forward")
+        if runner.rtc_active:
+            log.warning("torch.compile with RTC: LeRobot's guidance reads the flow time and each request's delay as "
+                        "Python numbers, so torch compiles a graph per value until its recompile limit, then runs "
+                        "those steps eager: a long warm-up for little gain (docs/benchmarks.md, compiled_forward)")
+    return runner
 
 
 def warm_up_runner(runner, count: int, default_task: str, log) -> None:

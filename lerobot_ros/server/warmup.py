@@ -6,7 +6,11 @@ The warm-up sends synthetic Observation messages through the same request
 path a robot's observations take (decode JPEG, validate, preprocess, predict,
 postprocess, build the chunk message), with a session of its own that is
 discarded afterwards; for an RTC policy, later requests carry a prefix so the
-guidance path is warm too.
+guidance path is warm too. A compiled forward (``compile_mode``) compiles once
+per input shape: for a policy that batches across sessions, the warm-up also
+runs a forward pass of two sessions (with prefixes too, under RTC), after
+which torch compiles the batch dimension as dynamic, so no batch size a
+robot's request later joins compiles while it waits.
 """
 
 from __future__ import annotations
@@ -51,22 +55,37 @@ def synthetic_observation(
 
 
 def warm_up(runner, count: int, task: str = "") -> list[float]:
-    """Run ``count`` requests through the full request path; return each one's duration (s)."""
+    """Run ``count`` requests through the full request path, then, for a compiled forward that batches,
+    forward passes of two sessions (see the module docstring); return each forward's duration (s)."""
     sessions = SessionRegistry()
-    session = Session(WARMUP_CLIENT, task, fps=0.0, rtc_enabled=runner.rtc_active, opened_at=time.monotonic())
-    session.processors = runner.new_session_processors()
-    sessions.open(session)
+    warm = [_open(sessions, runner, WARMUP_CLIENT, task)]
     handler = RequestHandler(
         runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None, load=lambda: (0, 0, 0)
     )
     durations = []
-    previous = None
-    for seq in range(count):
-        msg = synthetic_observation(runner.capabilities, session, seq, previous if runner.rtc_active else None)
+    previous: list[ChunkReply | None] = [None]
+    rounds = [[0]] * count
+    if count and runner.compiled and runner.batchable:
+        warm.append(_open(sessions, runner, f"{WARMUP_CLIENT}_2", task))
+        previous.append(None)
+        rounds += [[0, 1]] * (2 if runner.rtc_active else 1)
+    for seq, members in enumerate(rounds):
+        messages = [
+            synthetic_observation(runner.capabilities, warm[i], seq, previous[i] if runner.rtc_active else None)
+            for i in members
+        ]
         started = time.perf_counter()
-        outcome = handler.handle(Ready(WARMUP_CLIENT, msg, time.monotonic(), 0))
+        answered = handler.handle_batch([Ready(warm[i].client_id, msg, time.monotonic(), 0) for i, msg in zip(members, messages)])
         durations.append(time.perf_counter() - started)
-        if outcome.reply.status != ActionChunk.STATUS_OK:
-            raise RuntimeError(f"warm-up request {seq} failed: {outcome.reply.error}")
-        previous = outcome.reply
+        for i, outcome in zip(members, answered.outcomes):
+            if outcome.reply.status != ActionChunk.STATUS_OK:
+                raise RuntimeError(f"warm-up request {seq} of {warm[i].client_id} failed: {outcome.reply.error}")
+            previous[i] = outcome.reply
     return durations
+
+
+def _open(sessions: SessionRegistry, runner, client: str, task: str) -> Session:
+    session = Session(client, task, fps=0.0, rtc_enabled=runner.rtc_active, opened_at=time.monotonic())
+    session.processors = runner.new_session_processors()
+    sessions.open(session)
+    return session

@@ -1,7 +1,7 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
 Each script (bench/server_request_latency.py, executor_jitter.py,
-starvation.py, capacity.py, batching.py) runs as its own process, one after the other,
+starvation.py, capacity.py, batching.py, compiled_forward.py) runs as its own process, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
 the plot's link) and its PNG, and where a script names one (OUTCOMES), a row
@@ -25,11 +25,13 @@ SCRIPTS = {
     "starvation": "bench_starvation.png",
     "capacity": "bench_capacity.png",
     "batching": "bench_batching.png",
+    "compiled_forward": "bench_compiled_forward.png",
 }
 #: A table row that shows the smoke run did what it is there for, beyond writing a section.
 OUTCOMES = {
     "executor_jitter": r"30 Hz policy interpolated \| [1-9]\d* / \d+ \([1-9]\d*\) \|",  # both streams received
     "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",  # replace mode ran with RTC active
+    "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",  # dynamo compiled graphs
 }
 TIMEOUT_S = 300
 

@@ -37,6 +37,14 @@ def test_the_defaults_with_a_checkpoint_are_valid_settings():
         ({"service_name": "1act"}, "'service_name' is '1act', expected one ROS name segment"),
         ({"pin_task": True}, "'pin_task' is true but 'default_task' is empty: name the task to pin"),
         ({"warmup_inferences": -1}, "'warmup_inferences' is -1, expected 0 or more"),
+        ({"compile_mode": "off"}, "'compile_mode' is 'off', expected one of ['none', 'default', 'reduce-overhead', "
+                                  "'max-autotune', 'max-autotune-no-cudagraphs']"),
+        ({"compile_mode": "reduce-overhead", "compile_backend": "aot_eager"},
+         "'compile_mode' 'reduce-overhead' is a mode of the inductor backend; with 'compile_backend' 'aot_eager' use "
+         "compile_mode 'default' (or backend 'inductor')"),
+        ({"compile_mode": "default", "warmup_inferences": 0},
+         "'compile_mode' 'default' with 'warmup_inferences' 0 would make the first robot wait for the compilation: "
+         "give warmup_inferences >= 1"),
         ({"capture_max_mb": -1}, "'capture_max_mb' is -1, expected 0 or more"),
         ({"max_sessions": 0}, "'max_sessions' is 0, expected 1 or more"),
         ({"rtc_execution_horizon": 0}, "'rtc_execution_horizon' is 0, expected 1 or more"),
