@@ -187,8 +187,11 @@ def main() -> None:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"![compiled forward]({common.image_link(document, png)})"]
     command = "python bench/compiled_forward.py" + (" --smoke" if args.smoke else "")
-    if not args.smoke and (args.backend, args.mode, args.device) != ("inductor", "default", "cpu"):
-        command += f" --backend {args.backend} --mode {args.mode} --device {args.device}"
+    if not args.smoke:
+        command += f" --requests {args.requests}" if args.requests != 20 else ""
+        command += f" --policies {args.policies}" if args.policies else ""
+        if (args.backend, args.mode, args.device) != ("inductor", "default", "cpu"):
+            command += f" --backend {args.backend} --mode {args.mode} --device {args.device}"
     common.write_section("compiled_forward", command, "\n".join(lines), document)
 
 

@@ -68,12 +68,14 @@ from lerobot_ros.contract import OpenRequest  # noqa: E402
 from lerobot_ros.data_plane import RequestId  # noqa: E402
 from lerobot_ros.executor.action_queue import ActionQueue  # noqa: E402
 from lerobot_ros.executor.observation import AssembledObservation, to_message  # noqa: E402
-from lerobot_ros.msg import Observation  # noqa: E402
+from lerobot_ros.msg import ActionChunk, Observation  # noqa: E402
 from lerobot_ros.processes import stop  # noqa: E402
-from lerobot_ros.executor.session_client import SessionClient  # noqa: E402
+from lerobot_ros.executor.session_client import SPIN_POLL_S, SessionClient  # noqa: E402
+from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS  # noqa: E402
 from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
 
+import ros_echo  # noqa: E402
 from bare_model import in_fresh_process  # noqa: E402
 from grpc_peer import GrpcPeer  # noqa: E402
 from zenoh_peer import ZenohPeer  # noqa: E402
@@ -126,7 +128,8 @@ class OurClient:
     def request(self, seq: int, state: np.ndarray, frames: dict) -> dict:
         started = time.monotonic_ns()
         request = RequestId(self.session_id, "bench", seq, 0, 0, started)
-        msg = to_message(request, "", AssembledObservation(state, frames, 0.0), 90, policy_sizes=self.policy_sizes)
+        msg = self.last_message = to_message(request, "", AssembledObservation(state, frames, 0.0), 90,
+                                             policy_sizes=self.policy_sizes)
         encoded = time.monotonic_ns()
         answer = self.session.request_chunk(request, msg, timeout_s=120.0)
         if answer.chunk is None:
@@ -147,7 +150,49 @@ class OurClient:
         return row
 
 
-def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[int, int], count: int,
+class EchoFloor:
+    """Our Observation through rclpy to bench/ros_echo.py and a ready chunk back: the ROS 2 transport alone.
+
+    Published and awaited as the product's SessionClient does (the same node, spun by ``rclpy.spin_once``),
+    so the round trip is what rclpy and Fast DDS cost these two messages with nothing of ours around them.
+    """
+
+    def __init__(self, node, directory: Path) -> None:
+        self.process = common.start_script(directory, "ros_echo", [str(common.BENCH / "ros_echo.py")])
+        self.node = node
+        self.publisher = node.create_publisher(Observation, ros_echo.OBSERVATION_TOPIC, OBSERVATION_QOS)
+        self.subscription = node.create_subscription(ActionChunk, ros_echo.CHUNK_TOPIC, self._on_chunk, ACTION_CHUNK_QOS)
+        self.expected, self.arrived_ns = None, None
+        deadline = time.monotonic() + 60.0
+        while not (self.publisher.get_subscription_count() and node.count_publishers(ros_echo.CHUNK_TOPIC)):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"bench/ros_echo.py did not come up:\n{(directory / 'ros_echo.log').read_text()[-2000:]}")
+            rclpy.spin_once(node, timeout_sec=0.05)
+
+    def _on_chunk(self, msg: ActionChunk) -> None:
+        if (msg.session_id, msg.seq) == self.expected:
+            self.arrived_ns = time.monotonic_ns()
+
+    def request(self, msg: Observation, attempts: int = 3) -> float:
+        """Seconds from publishing ``msg`` to its echo's arrival; a message lost while discovery settles is resent."""
+        for _ in range(attempts):
+            self.expected, self.arrived_ns = (msg.session_id, msg.seq), None
+            started = time.monotonic_ns()
+            self.publisher.publish(msg)
+            deadline = time.monotonic() + 5.0
+            while self.arrived_ns is None and time.monotonic() < deadline:
+                rclpy.spin_once(self.node, timeout_sec=SPIN_POLL_S)
+            if self.arrived_ns is not None:
+                return (self.arrived_ns - started) / 1e9
+        raise RuntimeError(f"bench/ros_echo.py did not answer seq {msg.seq} in {attempts} tries")
+
+    def close(self) -> None:
+        self.node.destroy_subscription(self.subscription)
+        self.node.destroy_publisher(self.publisher)
+        stop(self.process)
+
+
+def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, echo: EchoFloor, tmp: Path, trained: tuple[int, int], count: int,
               sizes: list[tuple[tuple[int, int], int, int]], bare: dict, device: str, torch_threads: int) -> list[dict]:
     """One checkpoint (policy trained at ``trained``, ``count`` cameras), its three servers started once, fed each
     frame size in ``sizes`` ((height, width), warm-up, measured) in turn: one result per frame size."""
@@ -166,7 +211,7 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[
                                                                "session_first_observation_timeout_s": 3600.0,
                                                                "device": device, "torch_threads": torch_threads})
     ours_client = None
-    measured = []  # per frame size: (its sequence numbers, ours, theirs, draft)
+    measured = []  # per frame size: (its sequence numbers, ours, theirs, draft, the ROS 2 floor)
     try:
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras, {name: trained for name in cameras})
         # LeRobot's server reads the camera keys from these features and resizes each frame to the policy's
@@ -182,15 +227,16 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[
             zenoh_frames = [{name: frames[i] for i, name in enumerate(cameras)} for frames in scenes]
             if index == 0:
                 zenoh.first_answer(np.zeros(6, np.float32), zenoh_frames[0])
-            ours, theirs, draft, seqs = [], [], [], []
+            ours, theirs, draft, floor, seqs = [], [], [], [], []
             for _ in range(warmup + requests):
                 seq += 1
                 state = np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq  # the same state for all three
                 ours.append(ours_client.request(seq, state, raw_msgs[seq % len(scenes)]))
+                floor.append(echo.request(ours_client.last_message))
                 theirs.append(peer.request(seq * (50 - QUEUED_ROWS), state, raw_arrays[seq % len(scenes)]))
                 draft.append(zenoh.request(seq, state, zenoh_frames[seq % len(scenes)]))
                 seqs.append(seq)
-            measured.append((seqs[warmup:], ours[warmup:], theirs[warmup:], draft[warmup:]))
+            measured.append((seqs[warmup:], ours[warmup:], theirs[warmup:], draft[warmup:], floor[warmup:]))
     except (RuntimeError, TimeoutError) as error:
         raise RuntimeError(f"{error}\nserver log:\n" + (tmp / f"bench_latency_{tag}.log").read_text()[-3000:]) from error
     finally:
@@ -205,7 +251,7 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[
     records = {r["seq"]: r for r in map(json.loads, audit.read_text().splitlines())}
     split = peer.server_split()
     results = []
-    for ((height, width), _, _), (seqs, ours, theirs, draft) in zip(sizes, measured):
+    for ((height, width), _, _), (seqs, ours, theirs, draft, floor) in zip(sizes, measured):
         for seq, row in zip(seqs, ours):
             record = records[seq]
             row["post_publish"] = row["postprocess"] + record["publish_ms"] / 1000
@@ -227,6 +273,9 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, tmp: Path, trained: tuple[
         for rows in (ours, theirs, draft):
             for row in rows:
                 row["overhead"] = row["round_trip"] - row["inference"]
+        for row, echoed in zip(ours, floor):
+            row["ros_floor"] = echoed
+            row["above_floor"] = row["overhead"] - echoed
         policy = "" if trained == own_shape() else f", policy {trained[0]}x{trained[1]}"
         results.append({"ours": {k: [r[k] for r in ours] for k in ours[0]},
                         "theirs": {k: [r[k] for r in theirs] for k in theirs[0]},
@@ -340,13 +389,15 @@ def main() -> None:
         tmp = Path(tmp)
         peer = GrpcPeer(tmp / "grpc", fps=FPS, env=common.torch_thread_env(args.torch_threads))
         zenoh = ZenohPeer(tmp / "zenoh", env=common.torch_thread_env(args.torch_threads))
+        echo = EchoFloor(node, tmp)
         try:
             for trained, count, sizes in groups:
-                results += run_group(node, peer, zenoh, tmp, trained, count, sizes, bare, args.device,
+                results += run_group(node, peer, zenoh, echo, tmp, trained, count, sizes, bare, args.device,
                                      args.torch_threads)
                 print(f"done {', '.join(r['label'] for r in results[-len(sizes):])} "
                       f"({time.monotonic() - started:.0f} s)", flush=True)
         finally:
+            echo.close()
             peer.close()
             zenoh.close()
     node.destroy_node()
@@ -367,6 +418,10 @@ def main() -> None:
             lines.append(f"| {label} | " + " | ".join(cell(r[side][key]) for r in results) + " |")
         lines.append(f"| **round trip** ({trip}) | " + " | ".join(f"**{cell(r[side]['round_trip'])}**" for r in results) + " |")
         lines.append("| **overhead** (round trip - inference) | " + " | ".join(f"**{cell(r[side]['overhead'])}**" for r in results) + " |")
+        if side == "ours":
+            lines.append("| ROS 2 floor: the same Observation and a chunk back through rclpy alone (bench/ros_echo.py) | "
+                         + " | ".join(cell(r[side]["ros_floor"]) for r in results) + " |")
+            lines.append("| overhead above that floor | " + " | ".join(cell(r[side]["above_floor"]) for r in results) + " |")
         bytes_key = "jpeg_bytes" if side == "ours" else "bytes"
         lines.append(f"| {size_label} | " + " | ".join(f"{median(r[side][bytes_key]) / 1024:.0f} KiB" for r in results) + " |")
         lines.append("")
@@ -375,6 +430,10 @@ def main() -> None:
     rows = (
         ("overhead_grpc", "overhead, ours / gRPC", lambda r: median(r["ours"]["overhead"]) / median(r["theirs"]["overhead"])),
         ("overhead_zenoh", "overhead, ours / Zenoh draft", lambda r: median(r["ours"]["overhead"]) / median(r["zenoh"]["overhead"])),
+        ("floor_zenoh", "ROS 2 floor alone / Zenoh draft's whole overhead",
+         lambda r: median(r["ours"]["ros_floor"]) / median(r["zenoh"]["overhead"])),
+        ("above_floor_zenoh", "our overhead above the ROS 2 floor / Zenoh draft's overhead",
+         lambda r: median(r["ours"]["above_floor"]) / median(r["zenoh"]["overhead"])),
         ("bytes", "bytes per request, ours / smaller peer's",
          lambda r: median(r["ours"]["jpeg_bytes"]) / min(median(r["theirs"]["bytes"]), median(r["zenoh"]["bytes"]))),
         ("round_trip_grpc", "round trip, ours / gRPC", lambda r: median(r["ours"]["round_trip"]) / median(r["theirs"]["round_trip"])),

@@ -79,8 +79,8 @@ PARAMETERS = (
               "CPU server with cores to itself", (at_least(0),)),
     Parameter("compile_mode", STRING, "none",
               "torch.compile the policy's forward: none, default, reduce-overhead (CUDA graphs), max-autotune or "
-              "max-autotune-no-cudagraphs; the warm-up pays for compiling (seconds to minutes). Off by default: no "
-              "gain on a CPU (docs/benchmarks.md, compile)", (one_of(COMPILE_MODES),)),
+              "max-autotune-no-cudagraphs; the warm-up compiles (minutes on a CPU). Off by default: on a CPU only a "
+              "flow-matching policy without RTC gained (docs/benchmarks.md, compiled_forward)", (one_of(COMPILE_MODES),)),
     Parameter("compile_backend", STRING, "inductor",
               "torch.compile backend when compile_mode is not none (torch._dynamo.list_backends(); e.g. inductor, "
               "cudagraphs, aot_eager)"),
