@@ -204,7 +204,9 @@ def load_policy(
         raise CheckpointError(f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} actions")
 
     try:
-        overrides = {"device_processor": {"device": device}, **_vlm_overrides(checkpoint_dir, config)}
+        # The policy runs in ``dtype``: its inputs must reach it in that dtype too (LeRobot's device step casts
+        # floating tensors), or a float16/bfloat16 model meets float32 inputs at its first matmul.
+        overrides = {"device_processor": {"device": device, "float_dtype": dtype}, **_vlm_overrides(checkpoint_dir, config)}
         policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
         preprocessor, postprocessor = make_pre_post_processors(
             config,

@@ -16,6 +16,7 @@ the three for one request alone.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import time
@@ -98,6 +99,7 @@ class PolicyRunner:
         self._noise_shape = (config.chunk_size, config.max_action_dim) if has_noise else None
         self._relative_step = self._normalizer_step = None
         self.compiled = ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
+        self._model_dtype = next(loaded.policy.parameters()).dtype
         if self.rtc_active:
             self._configure_rtc()
 
@@ -236,6 +238,17 @@ class PolicyRunner:
             preprocess_s=time.perf_counter() - started,
         )
 
+    def _autocast(self):
+        """The forward of a float16/bfloat16 policy under torch.autocast in its dtype; float32 runs as it is.
+
+        The weights and the inputs are in that dtype already (``load_policy``); autocast covers the tensors
+        LeRobot's models create themselves in float32 (ACT's latent, flow-matching noise and time).
+        """
+        dtype = self._model_dtype
+        if dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=torch.device(self.capabilities.device).type, dtype=dtype)
+
     def batch_key(self, prepared: PreparedRequest) -> tuple:
         """Requests with equal keys can share one forward pass (module-level ``batch_key``)."""
         return batch_key(prepared)
@@ -248,15 +261,15 @@ class PolicyRunner:
         kwargs: dict = {}
         if any(request.rtc is not None for request in prepared):
             samples = [request.rtc or SamplePrefix(None, 0) for request in prepared]
-            dtype = next(self.loaded.policy.parameters()).dtype
-            kwargs = batched_rtc_kwargs(samples, self.rtc_execution_horizon, self.capabilities.device, dtype)
+            kwargs = batched_rtc_kwargs(samples, self.rtc_execution_horizon, self.capabilities.device, self._model_dtype)
         if all(request.noise is not None for request in prepared):
             kwargs["noise"] = torch.cat([request.noise for request in prepared])
         elif len(prepared) == 1 and prepared[0].seed is not None:
             torch.manual_seed(prepared[0].seed)  # a family that draws its own randomness (Diffusion)
         if self.inject_delay_s:
             time.sleep(self.inject_delay_s)  # counted as inference: it stands for a slower model
-        actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
+        with self._autocast():
+            actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
         if actions.device.type == "cuda":
             torch.cuda.synchronize(actions.device)
         return actions, time.perf_counter() - started
