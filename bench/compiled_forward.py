@@ -32,6 +32,8 @@ from pathlib import Path
 import common  # noqa: E402  (isolation first)
 from common import median, percentile  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 POLICIES = {  # label: (builder, RTC on)
     "ACT 96x128, 1 camera": ("act", False),
     "tiny SmolVLA, no RTC": ("smolvla", False),
@@ -49,7 +51,6 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
     """In this process: start-up as the server's, then ``requests`` answered; the timings as a dict."""
     import logging
 
-    import numpy as np
     from torch._dynamo.utils import counters
 
     from lerobot_ros.server.request_path import RequestHandler
@@ -57,7 +58,7 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
     from lerobot_ros.server.sessions import SessionRegistry
     from lerobot_ros.server.settings import ServerSettings
     from lerobot_ros.server.startup import load_runner
-    from lerobot_ros.server.warmup import _open, synthetic_observation, warm_up
+    from lerobot_ros.server.warmup import open_local_session, synthetic_observation, warm_up
 
     limit_hits = []
 
@@ -75,7 +76,7 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
     warm_up(runner, 2)
     warmup_s = time.perf_counter() - started
     sessions = SessionRegistry()
-    session = _open(sessions, runner, "bench", "")
+    session = open_local_session(sessions, runner, "bench", "")
     published = []
     handler = RequestHandler(runner, sessions, publish=lambda client, chunk: published.append(chunk),
                              audit=lambda record: None, load=lambda: (1, 1, 0))
@@ -175,8 +176,6 @@ def main() -> None:
     ]
     for row in rows:
         eager, fast = row["eager"], row["compiled"]
-        import numpy as np
-
         difference = float(np.abs(np.asarray(eager["chunks"]) - np.asarray(fast["chunks"])).max())
         cells = [row["label"]]
         cells += [f"{median(run['model']) * 1000:.1f} ({percentile(run['model'], 0.95) * 1000:.1f})" for run in (eager, fast)]

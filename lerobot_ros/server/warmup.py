@@ -58,7 +58,7 @@ def warm_up(runner, count: int, task: str = "") -> list[float]:
     """Run ``count`` requests through the full request path, then, for a compiled forward that batches,
     forward passes of two sessions (see the module docstring); return each forward's duration (s)."""
     sessions = SessionRegistry()
-    warm = [_open(sessions, runner, WARMUP_CLIENT, task)]
+    warm = [open_local_session(sessions, runner, WARMUP_CLIENT, task)]
     handler = RequestHandler(
         runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None, load=lambda: (0, 0, 0)
     )
@@ -66,7 +66,7 @@ def warm_up(runner, count: int, task: str = "") -> list[float]:
     previous: list[ChunkReply | None] = [None]
     rounds = [[0]] * count
     if count and runner.compiled and runner.batchable:
-        warm.append(_open(sessions, runner, f"{WARMUP_CLIENT}_2", task))
+        warm.append(open_local_session(sessions, runner, f"{WARMUP_CLIENT}_2", task))
         previous.append(None)
         rounds += [[0, 1]] * (2 if runner.rtc_active else 1)
     for seq, members in enumerate(rounds):
@@ -84,7 +84,8 @@ def warm_up(runner, count: int, task: str = "") -> list[float]:
     return durations
 
 
-def _open(sessions: SessionRegistry, runner, client: str, task: str) -> Session:
+def open_local_session(sessions: SessionRegistry, runner, client: str, task: str) -> Session:
+    """A session of ``client`` in ``sessions`` with processors of its own, as OpenSession would open it."""
     session = Session(client, task, fps=0.0, rtc_enabled=runner.rtc_active, opened_at=time.monotonic())
     session.processors = runner.new_session_processors()
     sessions.open(session)
