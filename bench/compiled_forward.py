@@ -34,10 +34,10 @@ from common import median, percentile  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-POLICIES = {  # label: (builder, RTC on)
-    "ACT 96x128, 1 camera": ("act", False),
-    "tiny SmolVLA, no RTC": ("smolvla", False),
-    "tiny SmolVLA, RTC": ("smolvla", True),
+POLICIES = {  # name: (label, builder, RTC on)
+    "act": ("ACT 96x128, 1 camera", "act", False),
+    "smolvla": ("tiny SmolVLA, no RTC", "smolvla", False),
+    "smolvla_rtc": ("tiny SmolVLA, RTC", "smolvla", True),
 }
 
 
@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--mode", default="default", help="torch.compile mode (the server's compile_mode)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--torch-threads", type=int, default=1)
-    parser.add_argument("--policies", default="", help="only these labels' builders: act, smolvla (default: all)")
+    parser.add_argument("--policies", default="", help=f"only these, e.g. act,smolvla (default: all of {', '.join(POLICIES)})")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--rtc", type=int, default=0, help=argparse.SUPPRESS)
     common.add_output_arguments(parser)
@@ -141,10 +141,13 @@ def main() -> None:
         print(json.dumps(measure(args.child, bool(args.rtc), args.mode, args.backend, args.requests, args.device)))
         return
     document, plot_dir = common.outputs(args)
-    policies = {label: spec for label, spec in POLICIES.items()
-                if not args.policies or spec[0] in args.policies.split(",")}
+    chosen = [name for name in args.policies.split(",") if name] or list(POLICIES)
+    unknown = sorted(set(chosen) - set(POLICIES))
+    if unknown:
+        parser.error(f"--policies: unknown {unknown}; choose from {list(POLICIES)}")
     if args.smoke:  # seconds: the ACT alone, AOTAutograd with eager kernels (no code generation)
-        policies, args.requests, args.backend = {"ACT 96x128, 1 camera": ("act", False)}, 2, "aot_eager"
+        chosen, args.requests, args.backend = ["act"], 2, "aot_eager"
+    policies = {POLICIES[name][0]: POLICIES[name][1:] for name in chosen}
     started = time.monotonic()
     load_before = common.load_average()
     rows = []

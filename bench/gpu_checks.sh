@@ -9,9 +9,11 @@
 # 2. the three-stack latency benchmark (ours, LeRobot gRPC, LeRobot Zenoh draft) with every stack and the bare
 #    model on cuda, the full matrix of frame sizes, camera counts and both trained sizes, its section written to
 #    OUT_DIR/benchmarks.md (plot beside it), its console to OUT_DIR/latency.log.
-# 3. the compiled forward (the server's compile_mode) against eager on cuda, for ACT and the tiny SmolVLA with and
-#    without RTC, in torch's default mode and in reduce-overhead (CUDA graphs) -> OUT_DIR/compile_default.md and
-#    OUT_DIR/compile_reduce_overhead.md (plots beside them), consoles in OUT_DIR/compile_*.log.
+# 3. the compiled forward (the server's compile_mode) against eager on cuda, for ACT and the tiny SmolVLA without
+#    RTC (with RTC, torch recompiles per flow time and delay: minutes, see docs/benchmarks.md), in torch's default
+#    mode and in reduce-overhead (CUDA graphs) -> OUT_DIR/compile_default.md and OUT_DIR/compile_reduce_overhead.md
+#    (plots beside them), consoles in OUT_DIR/compile_*.log.
+# The whole script is sized for a 10-minute device command: step timeouts add up to 540 s.
 # Not covered (no offline way to build it): SmolVLA at its real size needs the SmolVLM2 weights' config
 # from the Hub. Bounded: each step has its own timeout.
 set -euo pipefail
@@ -35,14 +37,14 @@ print("device 0:", torch.cuda.get_device_name(0), "| capability", torch.cuda.get
 EOF
 } | tee "$out/versions.txt"
 checkpoint=$("$python" -c "from lerobot_ros.sim.default_policy import default_checkpoint; print(default_checkpoint('act'))")
-timeout 600 "$python" bench/bare_model.py "$checkpoint" --device cuda --requests 50 --warmup 10 > "$out/bare_act_cuda.json"
-timeout 1800 "$python" bench/server_request_latency.py --device cuda --requests 30 \
+timeout 60 "$python" bench/bare_model.py "$checkpoint" --device cuda --requests 50 --warmup 10 > "$out/bare_act_cuda.json"
+timeout 240 "$python" bench/server_request_latency.py --device cuda --requests 15 \
     --document "$out/benchmarks.md" --plot-dir "$out" > "$out/latency.log" 2>&1 || { tail -n 40 "$out/latency.log"; exit 1; }
 tail -n 5 "$out/latency.log"
 for mode in default reduce-overhead; do
   name="compile_${mode//-/_}"
   mkdir -p "$out/$name"
-  timeout 1800 "$python" bench/compiled_forward.py --device cuda --mode "$mode" --requests 50 \
+  timeout 120 "$python" bench/compiled_forward.py --device cuda --mode "$mode" --requests 30 --policies act,smolvla \
       --document "$out/$name.md" --plot-dir "$out/$name" > "$out/$name.log" 2>&1 || { tail -n 40 "$out/$name.log"; exit 1; }
   tail -n 8 "$out/$name.md"
 done
