@@ -53,46 +53,31 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
 
     from torch._dynamo.utils import counters
 
-    from lerobot_ros.server.request_path import RequestHandler
-    from lerobot_ros.server.scheduler import Ready
-    from lerobot_ros.server.sessions import SessionRegistry
     from lerobot_ros.server.settings import ServerSettings
     from lerobot_ros.server.startup import load_runner
-    from lerobot_ros.server.warmup import open_local_session, synthetic_observation, warm_up
+    from lerobot_ros.server.warmup import synthetic_rounds, warm_up
 
     limit_hits = []
 
     class LimitWatch(logging.Handler):
         def emit(self, record):
             if "recompile_limit" in record.getMessage():
-                limit_hits.append(record.getMessage().splitlines()[0])
+                limit_hits.append(record)
 
     logging.getLogger("torch._dynamo").addHandler(LimitWatch())
     settings = ServerSettings.from_values({"checkpoint": checkpoint, "device": device, "rtc_enabled": rtc,
                                            "compile_mode": compile_mode, "compile_backend": backend, "noise_seed": 7})
-    log = logging.getLogger("bench")
-    runner = load_runner(settings, log)
+    runner = load_runner(settings, logging.getLogger("bench"))
     started = time.perf_counter()
     warm_up(runner, 2)
     warmup_s = time.perf_counter() - started
-    sessions = SessionRegistry()
-    session = open_local_session(sessions, runner, "bench", "")
-    published = []
-    handler = RequestHandler(runner, sessions, publish=lambda client, chunk: published.append(chunk),
-                             audit=lambda record: None, load=lambda: (1, 1, 0))
-    model, path, chunks, previous = [], [], [], None
-    for seq in range(requests):
-        msg = synthetic_observation(runner.capabilities, session, seq, previous if runner.rtc_active else None)
-        began = time.perf_counter()
-        outcome = handler.handle(Ready("bench", msg, time.monotonic(), 0))
-        path.append(time.perf_counter() - began)
-        if outcome.outcome != "ok":
-            raise RuntimeError(f"request {seq}: {outcome.reply.error}")
+    model, path, chunks = [], [], []
+    for seconds, (outcome,) in synthetic_rounds(runner, requests):
+        path.append(seconds)
         model.append(outcome.reply.inference_s)
         chunks.append(np.asarray(outcome.reply.actions_robot).tolist())
-        previous = outcome.reply
     return {"warmup_s": warmup_s, "model": model, "path": path, "graphs": counters["stats"]["unique_graphs"],
-            "limit_hits": len(limit_hits), "chunks": chunks, "rtc_active": runner.rtc_active}
+            "limit_hits": len(limit_hits), "chunks": chunks}
 
 
 def in_fresh_process(checkpoint: Path, rtc: bool, compile_mode: str, backend: str, requests: int, device: str,

@@ -100,6 +100,9 @@ class PolicyRunner:
         self._relative_step = self._normalizer_step = None
         self.compiled = ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
         self._model_dtype = next(loaded.policy.parameters()).dtype
+        # Where a float16/bfloat16 forward runs under autocast (see ``_autocast``); None: float32, no autocast.
+        reduced = self._model_dtype != torch.float32
+        self._autocast_device = torch.device(loaded.capabilities.device).type if reduced else None
         if self.rtc_active:
             self._configure_rtc()
 
@@ -244,10 +247,9 @@ class PolicyRunner:
         The weights and the inputs are in that dtype already (``load_policy``); autocast covers the tensors
         LeRobot's models create themselves in float32 (ACT's latent, flow-matching noise and time).
         """
-        dtype = self._model_dtype
-        if dtype == torch.float32:
+        if self._autocast_device is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=torch.device(self.capabilities.device).type, dtype=dtype)
+        return torch.autocast(device_type=self._autocast_device, dtype=self._model_dtype)
 
     def batch_key(self, prepared: PreparedRequest) -> tuple:
         """Requests with equal keys can share one forward pass (module-level ``batch_key``)."""

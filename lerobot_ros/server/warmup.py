@@ -16,6 +16,7 @@ robot's request later joins compiles while it waits.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -57,35 +58,39 @@ def synthetic_observation(
 def warm_up(runner, count: int, task: str = "") -> list[float]:
     """Run ``count`` requests through the full request path, then, for a compiled forward that batches,
     forward passes of two sessions (see the module docstring); return each forward's duration (s)."""
+    batched = (2 if runner.rtc_active else 1) if count and runner.compiled and runner.batchable else 0
+    return [seconds for seconds, _ in synthetic_rounds(runner, count, task, batched)]
+
+
+def synthetic_rounds(runner, count: int, task: str = "", batched: int = 0) -> Iterator[tuple[float, list]]:
+    """``count`` synthetic requests of one session, then ``batched`` forward passes of that session and a second
+    one, through the full request path; per round, its duration (s) and outcomes. Under RTC each request carries
+    its session's previous chunk as the prefix. Raises RuntimeError at the first request not answered OK."""
     sessions = SessionRegistry()
-    warm = [open_local_session(sessions, runner, WARMUP_CLIENT, task)]
     handler = RequestHandler(
         runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None, load=lambda: (0, 0, 0)
     )
-    durations = []
-    previous: list[ChunkReply | None] = [None]
-    rounds = [[0]] * count
-    if count and runner.compiled and runner.batchable:
-        warm.append(open_local_session(sessions, runner, f"{WARMUP_CLIENT}_2", task))
-        previous.append(None)
-        rounds += [[0, 1]] * (2 if runner.rtc_active else 1)
-    for seq, members in enumerate(rounds):
-        messages = [
-            synthetic_observation(runner.capabilities, warm[i], seq, previous[i] if runner.rtc_active else None)
+    clients = [WARMUP_CLIENT, f"{WARMUP_CLIENT}_2"][: 2 if batched else 1]
+    warm = [_open_session(sessions, runner, client, task) for client in clients]
+    previous: list[ChunkReply | None] = [None] * len(warm)
+    for seq, members in enumerate([[0]] * count + [[0, 1]] * batched):
+        ready = [
+            Ready(warm[i].client_id, synthetic_observation(runner.capabilities, warm[i], seq,
+                                                            previous[i] if runner.rtc_active else None),
+                  time.monotonic(), 0)
             for i in members
         ]
         started = time.perf_counter()
-        answered = handler.handle_batch([Ready(warm[i].client_id, msg, time.monotonic(), 0) for i, msg in zip(members, messages)])
-        durations.append(time.perf_counter() - started)
-        for i, outcome in zip(members, answered.outcomes):
+        outcomes = handler.handle_batch(ready).outcomes
+        seconds = time.perf_counter() - started
+        for i, outcome in zip(members, outcomes):
             if outcome.reply.status != ActionChunk.STATUS_OK:
-                raise RuntimeError(f"warm-up request {seq} of {warm[i].client_id} failed: {outcome.reply.error}")
+                raise RuntimeError(f"synthetic request {seq} of {warm[i].client_id} failed: {outcome.reply.error}")
             previous[i] = outcome.reply
-    return durations
+        yield seconds, outcomes
 
 
-def open_local_session(sessions: SessionRegistry, runner, client: str, task: str) -> Session:
-    """A session of ``client`` in ``sessions`` with processors of its own, as OpenSession would open it."""
+def _open_session(sessions: SessionRegistry, runner, client: str, task: str) -> Session:
     session = Session(client, task, fps=0.0, rtc_enabled=runner.rtc_active, opened_at=time.monotonic())
     session.processors = runner.new_session_processors()
     sessions.open(session)
