@@ -43,9 +43,9 @@ from common import median, percentile  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from lerobot_ros import images  # noqa: E402
+from lerobot_ros.wire import images  # noqa: E402
 from lerobot_ros.contract import OpenRequest  # noqa: E402
-from lerobot_ros.data_plane import RequestId, observation_to_msg  # noqa: E402
+from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg  # noqa: E402
 from lerobot_ros.msg import Observation  # noqa: E402
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
@@ -138,8 +138,8 @@ class LoadRobot(threading.Thread):
             if self.rtc and previous is not None:  # the rows after the delay, as the executor would send them
                 prefix_model = previous.actions_model[self.delay: self.delay + HORIZON]
                 prefix_robot = previous.actions_robot[self.delay: self.delay + HORIZON]
-            msg = observation_to_msg(request, TASK, self.state, self.frames, {},
-                                     self.delay if self.rtc else 0, prefix_model, prefix_robot)
+            msg = observation_to_msg(OutgoingObservation(request, TASK, self.state, self.frames, {},
+                                     self.delay if self.rtc else 0, prefix_model, prefix_robot))
             answer = self.session.request_chunk(request, msg, timeout_s=60.0)
             if answer.chunk is None:
                 self.failures.append(answer.refusal or "no chunk within 60 s")
@@ -219,7 +219,7 @@ def bare_forward(checkpoint: Path, rtc: bool, device: str, repeats: int, batch: 
     """Median seconds of one forward pass at batch 1 and at ``batch``, through PolicyRunner.infer; the cameras."""
     import torch
 
-    from lerobot_ros.data_plane import ObservationFrame
+    from lerobot_ros.wire.data_plane import ObservationFrame
     from lerobot_ros.server.checkpoint import load_policy
     from lerobot_ros.server.inference import PolicyRunner
 

@@ -41,7 +41,7 @@ from common import median, percentile  # noqa: E402
 from lerobot_ros.msg import ActionChunk  # noqa: E402
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
-from lerobot_ros.wire import seconds_from_duration  # noqa: E402
+from lerobot_ros.wire.control_plane import seconds_from_duration  # noqa: E402
 
 PROCESSES = common.REPO / "test" / "processes"
 SERVER = "bench_capacity_server"

@@ -24,8 +24,8 @@ from report import write_section  # noqa: E402
 
 from rclpy.serialization import serialize_message  # noqa: E402
 
-from lerobot_ros import images  # noqa: E402
-from lerobot_ros.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, observation_to_msg  # noqa: E402
+from lerobot_ros.wire import images  # noqa: E402
+from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg  # noqa: E402
 from lerobot_ros.msg import ActionChunk  # noqa: E402
 
 CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.images.side")
@@ -45,9 +45,9 @@ def observation(kind: str):
     frames = [camera_image(seed) for seed in range(len(CAMERAS))]
     if kind == "jpeg":
         compressed = {name: images.rgb_to_compressed(frame, 90) for name, frame in zip(CAMERAS, frames)}
-        return observation_to_msg(request, "", np.zeros(6, np.float32), compressed, {})
+        return observation_to_msg(OutgoingObservation(request, "", np.zeros(6, np.float32), compressed, {}))
     raw = {name: images.rgb_to_raw(frame) for name, frame in zip(CAMERAS, frames)}
-    return observation_to_msg(request, "", np.zeros(6, np.float32), {}, raw)
+    return observation_to_msg(OutgoingObservation(request, "", np.zeros(6, np.float32), {}, raw))
 
 
 def chunk():
@@ -86,7 +86,7 @@ def main() -> None:
         rows.append(f"| {label} | {size / 1e6:.3f} MB | {sign:.3f} | {verify:.3f} | {serialise:.3f} |")
     body = "\n".join([
         "HMAC-SHA256 keyed by the session secret over every field of the message "
-        "(`lerobot_ros/data_plane/integrity.py`), median per message; serialisation (what rclpy does on every "
+        "(`lerobot_ros/wire/data_plane/integrity.py`), median per message; serialisation (what rclpy does on every "
         "publish anyway) for scale. The executor signs each observation and verifies each chunk; the server "
         "verifies each observation on arrival and signs each chunk.",
         "",

@@ -63,9 +63,9 @@ from common import median, percentile  # noqa: E402
 import numpy as np  # noqa: E402
 import rclpy  # noqa: E402
 
-from lerobot_ros import images  # noqa: E402
+from lerobot_ros.wire import images  # noqa: E402
 from lerobot_ros.contract import OpenRequest  # noqa: E402
-from lerobot_ros.data_plane import RequestId  # noqa: E402
+from lerobot_ros.wire.data_plane import RequestId  # noqa: E402
 from lerobot_ros.executor.action_queue import ActionQueue  # noqa: E402
 from lerobot_ros.executor.observation import AssembledObservation, to_message  # noqa: E402
 from lerobot_ros.msg import ActionChunk, Observation  # noqa: E402

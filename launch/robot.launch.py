@@ -12,7 +12,7 @@ Uses rmw_zenoh by default, like
 server.launch.py. The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 
-from lerobot_ros import output_modes
+from lerobot_ros.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, parse_remaps, robot_plan, share_path
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lerobot_ros.launch_plan import Plan, demo_plan
-from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
+from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.recording.evaluate import STREAMING_STATES, EpisodeTally
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lerobot_ros import output_modes
+from lerobot_ros.wire import output_modes
 from lerobot_ros.processes import ros_args
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 

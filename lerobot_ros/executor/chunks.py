@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lerobot_ros.contract import ServerCapabilities, truncated
-from lerobot_ros.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
 
 STATUS_OK = 0  # ActionChunk.STATUS_OK
 #: A drop explanation echoes what the chunk carried (error text, names); a

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import SessionGrant

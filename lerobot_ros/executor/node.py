@@ -71,7 +71,8 @@ from rclpy.timer import Timer
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
-from lerobot_ros import names, wire
+from lerobot_ros import names
+from lerobot_ros.wire import control_plane
 from lerobot_ros.action import RunPolicy
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
@@ -87,7 +88,7 @@ from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
 from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_autostart, run_node
-from lerobot_ros.output_modes import OUTPUT_MODES
+from lerobot_ros.wire.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from lerobot_ros.srv import StartPolicy, StopPolicy
 from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
@@ -510,11 +511,11 @@ class ChunkExecutorNode(LifecycleNode):
         # Read after the goal is followed: a goal that just ended is in this status.
         telemetry = dataclasses.replace(snapshot.telemetry, **self.goals.telemetry())
         stamp = self.get_clock().now().to_msg()
-        self.status_pub.publish(wire.executor_status_to_msg(telemetry, stamp))
+        self.status_pub.publish(control_plane.executor_status_to_msg(telemetry, stamp))
         if now >= self._diagnostics_due:  # every DIAGNOSTICS_PERIOD_S, not at the status rate
             self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
             diagnostics = DiagnosticArray(
-                status=[wire.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
+                status=[control_plane.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
             diagnostics.header.stamp = stamp
             self.diagnostics_pub.publish(diagnostics)
         self._log_transitions()

@@ -19,7 +19,7 @@ Invariants:
   from a world that no longer exists. Ages are receive times on the
   executor's monotonic clock; header stamps come from other clocks.
 
-Plain Python; ``lerobot_ros.data_plane`` turns what is assembled here into
+Plain Python; ``lerobot_ros.wire.data_plane`` turns what is assembled here into
 the Observation message (camera payloads included).
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from lerobot_ros.data_plane import camera_payloads, observation_to_msg
+from lerobot_ros.wire.data_plane import camera_payloads, OutgoingObservation, observation_to_msg
 
 T = TypeVar("T")
 
@@ -249,5 +249,5 @@ def to_message(request, task: str, observation: AssembledObservation, jpeg_quali
     ``policy_sizes``: camera name -> the policy's (height, width); larger frames are shrunk to it before encoding.
     """
     compressed, raw = camera_payloads(observation.cameras, jpeg_quality, policy_sizes)
-    return observation_to_msg(request, task, observation.state, compressed, raw, inference_delay_steps,
-                              prefix_model, prefix_robot)
+    return observation_to_msg(OutgoingObservation(request, task, observation.state, compressed, raw, inference_delay_steps,
+                              prefix_model, prefix_robot))

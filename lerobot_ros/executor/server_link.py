@@ -27,7 +27,7 @@ from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
 from lerobot_ros.executor.handshake import ServerView, SessionGrant
 from lerobot_ros.executor.observation import to_message
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.images import ImageError
+from lerobot_ros.wire.images import ImageError
 from lerobot_ros.msg import Observation
 from lerobot_ros.executor.session_client import SessionClient
 

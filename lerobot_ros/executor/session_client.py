@@ -40,9 +40,10 @@ import rclpy
 from rclpy.node import Node
 from rclpy.task import Future
 
-from lerobot_ros import names, wire
+from lerobot_ros import names
+from lerobot_ros.wire import control_plane
 from lerobot_ros.contract import OpenRequest
-from lerobot_ros.data_plane import DataPlaneError, ReceivedChunk, RequestId, chunk_from_msg, integrity
+from lerobot_ros.wire.data_plane import DataPlaneError, ReceivedChunk, RequestId, chunk_from_msg, integrity
 from lerobot_ros.executor.chunks import Answer, InFlight, ValidatedModel
 from lerobot_ros.executor.handshake import ServerView, SessionGrant
 from lerobot_ros.msg import ActionChunk, Observation
@@ -85,7 +86,7 @@ def grant_of(response: OpenSession.Response) -> SessionGrant:
         rtc_enabled=response.rtc_enabled,
         observation_topic=response.observation_topic,
         action_chunk_topic=response.action_chunk_topic,
-        capabilities=wire.capabilities_from_msg(response.capabilities),
+        capabilities=control_plane.capabilities_from_msg(response.capabilities),
         warnings=tuple(response.warnings),
         idle_timeout_s=response.session_idle_timeout_s,
     )
@@ -132,7 +133,7 @@ class SessionClient:
         if isinstance(response, str):
             return response
         status = response.status
-        return ServerView(status.ready, status.instance_id, wire.capabilities_from_msg(status.capabilities),
+        return ServerView(status.ready, status.instance_id, control_plane.capabilities_from_msg(status.capabilities),
                           draining=status.draining, active_sessions=status.active_sessions,
                           max_sessions=status.max_sessions, pending_requests=status.pending_requests)
 
@@ -166,7 +167,7 @@ class SessionClient:
         ``check`` vets the grant before its data plane is built (the executor
         checks the model again); its reason refuses the grant.
         """
-        response = self.request_session(wire.open_request_to_msg(request), timeout_s)
+        response = self.request_session(control_plane.open_request_to_msg(request), timeout_s)
         if isinstance(response, str):
             return response
         if not response.accepted:

@@ -18,8 +18,8 @@ from dataclasses import replace
 from functools import cached_property
 
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
-from lerobot_ros.images import CAMERA_TRANSPORTS
-from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
+from lerobot_ros.wire.images import CAMERA_TRANSPORTS
+from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
 from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
 from lerobot_ros.parameters import (
     BOOL,

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import ObservationFrame, RequestId
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server import batched_rtc
 from lerobot_ros.server.batched_rtc import SamplePrefix, batched_rtc_kwargs
 from lerobot_ros.server.checkpoint import LoadedPolicy

@@ -39,7 +39,8 @@ from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 
-from lerobot_ros import names, wire
+from lerobot_ros import names
+from lerobot_ros.wire import control_plane
 from lerobot_ros.contract import shown, truncated
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
@@ -51,7 +52,7 @@ from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.data_plane import RequestLimits, integrity
+from lerobot_ros.wire.data_plane import RequestLimits, integrity
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.settings import ServerSettings
@@ -149,7 +150,7 @@ class PolicyServerNode(LifecycleNode):
         except StartupFailed as error:
             raise TransitionFailed(str(error)) from error
         self.capabilities = self.runner.capabilities
-        self.capabilities_msg = wire.capabilities_to_msg(self.capabilities)
+        self.capabilities_msg = control_plane.capabilities_to_msg(self.capabilities)
         self.scheduler = RoundRobinScheduler()
         self._apply_settings(self.settings)
 
@@ -355,7 +356,7 @@ class PolicyServerNode(LifecycleNode):
             response.capabilities, response.max_sessions = self.capabilities_msg, self.max_sessions
             return self._refuse_open(request.client_id, response, Refusal.DRAINING,
                                      not_serving_reason(self.lifecycle.stage), self.sessions.count())
-        open_request = wire.open_request_from_msg(request)
+        open_request = control_plane.open_request_from_msg(request)
         load = ServerLoad(
             ready=self.ready,
             draining=self.draining,
@@ -448,7 +449,7 @@ class PolicyServerNode(LifecycleNode):
         )
 
     def status_msg(self) -> ServerStatus:
-        return wire.server_status_to_msg(self.health(), self.capabilities_msg, self.get_clock().now().to_msg())
+        return control_plane.server_status_to_msg(self.health(), self.capabilities_msg, self.get_clock().now().to_msg())
 
     def on_heartbeat(self) -> None:
         self.heartbeat_seq += 1
@@ -461,10 +462,10 @@ class PolicyServerNode(LifecycleNode):
     def on_diagnostics(self) -> None:
         health = self.health()
         level, message = diagnostic_summary(health)
-        status = wire.diagnostic_status(
+        status = control_plane.diagnostic_status(
             f"{self.get_name()}: policy server", self.capabilities.model_fingerprint,
             getattr(DiagnosticStatus, level.name), message,
-            wire.health_values(health) | {"policy_type": self.capabilities.policy_type},
+            control_plane.health_values(health) | {"policy_type": self.capabilities.policy_type},
         )
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()

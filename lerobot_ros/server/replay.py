@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lerobot_ros.data_plane import observation_from_record
+from lerobot_ros.wire.data_plane import observation_from_record
 from lerobot_ros.server.capture import read_capture
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import Ready

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lerobot_ros.contract import ServerCapabilities, shown, truncated
-from lerobot_ros.data_plane import (
+from lerobot_ros.wire.data_plane import (
     ChunkReply,
     DataPlaneError,
     ObservationFrame,

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lerobot_ros.contract import shown
-from lerobot_ros.data_plane import integrity
+from lerobot_ros.wire.data_plane import integrity
 
 # A router restart or a blip drops graph information for a moment (rmw_zenoh
 # liveliness); only an absence lasting this long counts as the robot gone.

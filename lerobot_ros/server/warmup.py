@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from lerobot_ros import images
+from lerobot_ros.wire import images
 from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.data_plane import ChunkReply, RequestId, observation_to_msg
+from lerobot_ros.wire.data_plane import ChunkReply, RequestId, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import Ready
@@ -52,7 +52,7 @@ def synthetic_observation(
             "prefix_model": previous.actions_model[delay : delay + horizon],
             "prefix_robot": previous.actions_robot[delay : delay + horizon],
         }
-    return observation_to_msg(request, session.task, np.zeros(capabilities.state_dim, np.float32), frames, {}, **rtc)
+    return observation_to_msg(OutgoingObservation(request, session.task, np.zeros(capabilities.state_dim, np.float32), frames, {}, **rtc))
 
 
 def warm_up(runner, count: int, task: str = "") -> list[float]:

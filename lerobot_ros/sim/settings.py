@@ -7,7 +7,7 @@ the same names and defaults (a test checks both). Plain Python (no rclpy).
 
 from __future__ import annotations
 
-from lerobot_ros.images import CAMERA_TRANSPORTS
+from lerobot_ros.wire.images import CAMERA_TRANSPORTS
 from lerobot_ros.parameters import (
     BOOL,
     FLOAT,

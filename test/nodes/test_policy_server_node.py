@@ -6,7 +6,7 @@ import sys
 import pytest
 from support.ros import spin_until
 
-from lerobot_ros import wire
+from lerobot_ros.wire import control_plane
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.processes import run_handshake
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -28,7 +28,7 @@ def test_get_status_answers_a_client_in_another_process(policy_server, ros_node,
     assert status.ready and not status.draining
     assert status.server_namespace == "/lerobot"
     assert len(status.instance_id) == 12
-    capabilities = wire.capabilities_from_msg(status.capabilities)
+    capabilities = control_plane.capabilities_from_msg(status.capabilities)
     assert capabilities.policy_type == "act"
     assert capabilities.serving_mode == "shared"
     assert capabilities.action_names == SO101_JOINT_NAMES

@@ -11,7 +11,7 @@ from support.servers import start_server
 from support.policies import write_unservable_checkpoint
 from support.robot_client import RobotClient
 
-from lerobot_ros import wire
+from lerobot_ros.wire import control_plane
 from lerobot_ros.msg import ActionChunk, ServerStatus
 from lerobot_ros.processes import stop
 from lerobot_ros.server.checkpoint import load_policy
@@ -73,7 +73,7 @@ def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_
         # How long one request keeps the server busy on this machine (0.25-1 s), so the signal lands inside the next.
         first = robot.request(robot.observation(0), timeout_s=60)
         assert first.status == ActionChunk.STATUS_OK, first.error
-        busy_s = sum(wire.seconds_from_duration(d) for d in (first.queue_wait, first.preprocess, first.inference))
+        busy_s = sum(control_plane.seconds_from_duration(d) for d in (first.queue_wait, first.preprocess, first.inference))
         msg = robot.observation(1)
         sent = time.monotonic()
         robot.send(msg)
@@ -84,7 +84,7 @@ def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_
         assert spin_until(ros_node, lambda: any(c.seq == msg.seq for c in robot.chunks), 30), "the in-flight chunk never came"
         chunk = next(c for c in robot.chunks if c.seq == msg.seq)
         assert chunk.status == ActionChunk.STATUS_OK and chunk.seq == 1
-        server_busy = sum(wire.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
+        server_busy = sum(control_plane.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
         assert server_busy > signalled - sent, "the request was not in flight when SIGTERM arrived"
         assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_DRAINING
         beats_at_drain = len(beats)

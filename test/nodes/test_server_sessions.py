@@ -16,7 +16,7 @@ from support.jsonl import read_jsonl
 from support.ros import spin_until
 from support.robot_client import RobotClient
 
-from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.srv import OpenSession

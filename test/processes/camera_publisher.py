@@ -18,7 +18,7 @@ from sensor_msgs.msg import CompressedImage, Image
 
 from bounded_spin import spin_then_exit
 
-from lerobot_ros import images
+from lerobot_ros.wire import images
 from lerobot_ros.qos import SENSOR_QOS
 
 

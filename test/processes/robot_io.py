@@ -29,9 +29,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 from bounded_spin import spin_then_exit
 
-from lerobot_ros import images
+from lerobot_ros.wire import images
 from lerobot_ros.executor.observation import received_monotonic_s
-from lerobot_ros.output_modes import OUTPUT_MODES
+from lerobot_ros.wire.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 

@@ -37,8 +37,8 @@ from sensor_msgs.msg import Image
 from support.executor_harness import CAPABILITIES, JOINTS, connected, feed
 from support.request_harness import Harness
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import RequestLimits
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import RequestLimits
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.executor.session_client import deliver_chunk
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES

@@ -35,7 +35,7 @@ from support.reliability_log import record
 
 from rclpy.action import ActionClient
 
-from lerobot_ros import wire
+from lerobot_ros.wire import control_plane
 from lerobot_ros.action import RunPolicy
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus
 from lerobot_ros.processes import stop
@@ -267,7 +267,7 @@ def check_sigterm_drain(server, server_start, pairs, heartbeats: Heartbeats, ros
     chunk = answer()
     assert chunk.status == ActionChunk.STATUS_OK, chunk.error
     sent_at = chunk.sent_monotonic_ns / 1e9
-    server_busy_s = sum(wire.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
+    server_busy_s = sum(control_plane.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
     assert sent_at < signalled_at < sent_at + server_busy_s, "the request was not in flight when SIGTERM arrived"
     merged = executor.wait(lambda s: s.chunks_merged > merged_before, 5, "the drained chunk merged")
     assert merged.chunks_dropped == dropped_before, "the drained chunk was dropped, not merged"

@@ -33,7 +33,7 @@ from support.reliability_log import record
 from support.robot_client import RobotClient
 from support.request_harness import Harness
 
-from lerobot_ros.data_plane import chunk_from_msg, observation_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk
 
 CATEGORY = "isolation"

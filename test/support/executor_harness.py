@@ -12,7 +12,7 @@ import numpy as np
 from sensor_msgs.msg import Image
 
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.chunks import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import RobotDeclaration, ServerView, SessionGrant, handshake

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import RequestId, RequestLimits, observation_to_msg
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import RequestId, RequestLimits, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import Ready
@@ -56,9 +56,9 @@ class Harness:
         request = RequestId(session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns())
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         prefix_robot = None if prefix is None else np.asarray(prefix, np.float32) * 0.3 + 1.0
-        msg = observation_to_msg(
+        msg = observation_to_msg(OutgoingObservation(
             request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}, delay, prefix, prefix_robot
-        )
+        ))
         for name, value in fields.items():
             setattr(msg, name, value)
         return msg

@@ -13,8 +13,8 @@ import time
 import numpy as np
 from support.ros import spin_until
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import RequestId, observation_to_msg
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.executor.session_client import SessionClient, grant_of
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -77,7 +77,7 @@ class RobotClient:
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         rgb = np.full((96, 128, 3), 90, np.uint8) if rgb is None else rgb
         request = RequestId(self.session_id, self.client_id, seq, episode, 0, time.monotonic_ns())
-        msg = observation_to_msg(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {})
+        msg = observation_to_msg(OutgoingObservation(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}))
         for name, value in fields.items():
             setattr(msg, name, value)
         return msg

@@ -15,9 +15,9 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from lerobot_ros import images
+from lerobot_ros.wire import images
 from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.data_plane import RequestId
+from lerobot_ros.wire.data_plane import RequestId
 from lerobot_ros.executor.chunks import InFlight, rejection
 from lerobot_ros.executor.core import request_due
 from lerobot_ros.executor.observation import (
@@ -29,7 +29,7 @@ from lerobot_ros.executor.observation import (
 )
 from lerobot_ros.executor.settings import ExecutorSettings, default_client_id, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.output_modes import output_mode
+from lerobot_ros.wire.output_modes import output_mode
 from support.executor_harness import (
     CAMERA,
     CAPABILITIES,
@@ -403,16 +403,16 @@ def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
 
 
 def test_telemetry_fills_every_status_field():
-    from lerobot_ros import wire
+    from lerobot_ros.wire import control_plane
 
     clock, core, link, worker = connected()
     feed(core, clock)
     worker.step()
     telemetry = counts(core, clock)
-    msg = wire.executor_status_to_msg(telemetry, _time())
+    msg = control_plane.executor_status_to_msg(telemetry, _time())
     assert msg.state_name == "STREAMING" and msg.queue_depth == 10 and msg.requests_sent == 1
     assert msg.latency_ms_p50 == pytest.approx(20.0) and msg.client_id == "arm" and msg.fallback == "hold"
-    diagnostic = wire.executor_diagnostic("x", telemetry)
+    diagnostic = control_plane.executor_diagnostic("x", telemetry)
     assert diagnostic.level == b"\x00" and {value.key for value in diagnostic.values} >= {"queue_depth", "state_name"}
 
 

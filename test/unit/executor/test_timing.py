@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-from lerobot_ros import images
+from lerobot_ros.wire import images
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
 from lerobot_ros.executor.observation import received_monotonic_s

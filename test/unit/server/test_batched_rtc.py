@@ -75,7 +75,7 @@ def test_mismatched_per_sample_inputs_are_refused_with_the_sizes():
 def test_smolvla_with_the_batched_processor_equals_lerobots_processor_at_batch_one(smolvla_checkpoint):
     import numpy as np
 
-    from lerobot_ros.data_plane import ObservationFrame, RequestId
+    from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
     from lerobot_ros.server.checkpoint import load_policy
     from lerobot_ros.server.inference import PolicyRunner
     from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA

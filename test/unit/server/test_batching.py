@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from support.request_harness import Harness
 
-from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 ACT_TOLERANCE = 1e-5

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from support.request_harness import Harness, act_runner
 
-from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 TOLERANCE = 1e-5

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from lerobot_ros.data_plane import ObservationFrame, RequestId
+from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import load_policy
 from lerobot_ros.server.checkpoint_layout import VLM_DIR
 from lerobot_ros.server.inference import PolicyRunner

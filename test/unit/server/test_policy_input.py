@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import ObservationFrame, RequestId
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import load_policy
 from lerobot_ros.server.inference import PolicyRunner
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA

@@ -14,7 +14,7 @@ import pytest
 import torch
 from support.request_harness import Harness
 
-from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 BFLOAT16_BOUND = 0.05

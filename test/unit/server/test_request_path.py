@@ -9,8 +9,8 @@ import pytest
 
 from support.request_harness import Harness
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import chunk_from_msg
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 

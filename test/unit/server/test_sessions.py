@@ -6,7 +6,7 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lerobot_ros.data_plane import integrity
+from lerobot_ros.wire.data_plane import integrity
 from lerobot_ros.msg import Observation
 from lerobot_ros.server.sessions import PUBLISHER_GONE_GRACE_S, EpisodeMove, EpisodeReset, Session, SessionRegistry
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage
 
-from lerobot_ros import contract, images
-from lerobot_ros.data_plane import (
+from lerobot_ros import contract
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import (
+    OutgoingObservation,
     ChunkReply,
     DataPlaneError,
     RequestId,
@@ -23,7 +25,7 @@ from lerobot_ros.data_plane import (
     observation_record,
     observation_to_msg,
 )
-from lerobot_ros.data_plane import cameras
+from lerobot_ros.wire.data_plane import cameras
 from lerobot_ros.msg import ActionChunk
 
 REQUEST = RequestId("session", "arm", 12, 3, 2, 123_456_789)
@@ -37,7 +39,7 @@ def frame(color):
 
 def test_observation_round_trip_with_jpeg_raw_and_rtc_prefixes():
     prefix_model = np.arange(12, dtype=np.float32).reshape(2, 6)
-    msg = observation_to_msg(
+    msg = observation_to_msg(OutgoingObservation(
         REQUEST,
         "pick",
         np.array([0.5, -1, 2, 0, 0, 1], np.float32),
@@ -46,7 +48,7 @@ def test_observation_round_trip_with_jpeg_raw_and_rtc_prefixes():
         inference_delay_steps=4,
         prefix_model=prefix_model,
         prefix_robot=prefix_model * 2,
-    )
+    ))
     decoded = observation_from_msg(msg, action_dim=6)
     assert decoded.request == REQUEST and decoded.task == "pick"
     assert decoded.state.tolist() == [0.5, -1, 2, 0, 0, 1]
@@ -59,13 +61,13 @@ def test_observation_round_trip_with_jpeg_raw_and_rtc_prefixes():
 
 
 def test_misaligned_names_and_duplicate_cameras_are_refused():
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), {"front": images.rgb_to_compressed(frame(0), 90)}, {})
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), {"front": images.rgb_to_compressed(frame(0), 90)}, {}))
     msg.compressed_camera_names = ["front", "wrist"]
     with pytest.raises(DataPlaneError, match="2 compressed camera names but 1 compressed images"):
         observation_from_msg(msg, 6)
-    msg = observation_to_msg(
+    msg = observation_to_msg(OutgoingObservation(
         REQUEST, "", np.zeros(6), {"front": images.rgb_to_compressed(frame(0), 90)}, {"front": images.rgb_to_raw(frame(0))}
-    )
+    ))
     with pytest.raises(DataPlaneError, match="camera 'front' appears twice"):
         observation_from_msg(msg, 6)
 
@@ -90,7 +92,7 @@ def two_cores(monkeypatch):
 
 def test_cameras_decoded_side_by_side_keep_their_names_sizes_and_pixels(two_cores):
     (compressed, raw), sent = _many_cameras(5)
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), compressed, raw)
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), compressed, raw))
     sizes = {"cam1": (24, 32), "cam2": (24, 32)}
     decoded = observation_from_msg(msg, 6, policy_sizes=sizes).images
     assert list(decoded) == [*compressed, *raw]
@@ -114,7 +116,7 @@ def test_a_refusal_names_the_first_bad_camera_in_order_after_every_decode_ended(
     (compressed, raw), _ = _many_cameras(3)
     for name in ("cam0", "cam2"):
         compressed[name].data = compressed[name].data[:100]  # truncated JPEGs
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), compressed, raw)
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), compressed, raw))
     with pytest.raises(DataPlaneError, match="camera 'cam0': expected a complete JPEG"):
         observation_from_msg(msg, 6)
     finished = []
@@ -132,14 +134,14 @@ def test_a_refusal_names_the_first_bad_camera_in_order_after_every_decode_ended(
 
 
 def test_prefix_length_must_match_its_declared_shape():
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), {}, {}, prefix_model=np.zeros((2, 6)), prefix_robot=np.zeros((2, 6)))
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), {}, {}, prefix_model=np.zeros((2, 6)), prefix_robot=np.zeros((2, 6))))
     msg.prefix_steps = 3
     with pytest.raises(DataPlaneError, match="prefix_model holds 12 values; expected 3 x 6 = 18"):
         observation_from_msg(msg, 6)
 
 
 def test_oversize_raw_frame_is_refused():
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), {}, {"front": images.rgb_to_raw(frame(0))})
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), {}, {"front": images.rgb_to_raw(frame(0))}))
     with pytest.raises(DataPlaneError, match="9216 bytes; at most 1000"):
         observation_from_msg(msg, 6, RequestLimits(max_image_bytes=1000))
 
@@ -198,7 +200,7 @@ def test_every_size_bound_comes_from_one_limits_value():
         contract.MAX_IMAGE_BYTES, contract.MAX_IMAGE_PIXELS, contract.MAX_NAME_CHARS
     )
     name = "x" * 40
-    msg = observation_to_msg(REQUEST, "", np.zeros(6), {name: images.rgb_to_compressed(frame(0), 90)}, {})
+    msg = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), {name: images.rgb_to_compressed(frame(0), 90)}, {}))
     assert set(observation_from_msg(msg, 6).images) == {name}
     with pytest.raises(DataPlaneError, match="a camera name is 40 characters long; at most 32 are accepted"):
         observation_from_msg(msg, 6, RequestLimits(max_camera_name_chars=32))
@@ -213,7 +215,7 @@ def test_every_size_bound_comes_from_one_limits_value():
 
 def test_an_observation_record_rebuilds_the_message_the_robot_sent():
     prefix_model = np.arange(12, dtype=np.float32).reshape(2, 6)
-    msg = observation_to_msg(
+    msg = observation_to_msg(OutgoingObservation(
         REQUEST,
         "pick",
         np.array([0.5, -1, 2, 0, 0, 1], np.float32),
@@ -222,7 +224,7 @@ def test_an_observation_record_rebuilds_the_message_the_robot_sent():
         inference_delay_steps=4,
         prefix_model=prefix_model,
         prefix_robot=prefix_model + 1,
-    )
+    ))
     parsed = observation_from_msg(msg, 6)
     rebuilt = observation_from_record(observation_record(msg, parsed.prefix_model, parsed.prefix_robot))
     for field in ("schema_version", "session_id", "client_id", "seq", "episode", "epoch", "task",
@@ -239,11 +241,11 @@ def test_an_observation_record_rebuilds_the_message_the_robot_sent():
 
 
 def test_a_camera_with_a_policy_size_comes_back_at_it_and_the_others_as_they_arrived():
-    msg = observation_to_msg(
+    msg = observation_to_msg(OutgoingObservation(
         REQUEST, "", np.zeros(6),
         {"front": images.rgb_to_compressed(frame((255, 0, 0)), 95), "side": images.rgb_to_compressed(frame(9), 95)},
         {"wrist": images.rgb_to_raw(frame((0, 0, 255)))},
-    )
+    ))
     decoded = observation_from_msg(msg, 6, RequestLimits(), {"front": (12, 16), "wrist": (12, 16)})
     assert decoded.images["front"].shape == (12, 16, 3) and decoded.images["front"][..., 0].mean() > 240
     assert decoded.images["side"].shape == (48, 64, 3)  # no size asked: full size
@@ -275,8 +277,8 @@ def test_a_frame_larger_than_the_policy_is_shrunk_before_encoding_and_one_at_its
 def test_the_policy_sees_the_same_pixels_whichever_end_resizes():
     """Robot-side shrink + JPEG vs full-size JPEG + server-side shrink: within JPEG error (mean < 3 levels, p99 < 16)."""
     full = _scene(480, 640)
-    robot_side = observation_to_msg(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90, {"cam": (96, 128)}))
-    server_side = observation_to_msg(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90))
+    robot_side = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90, {"cam": (96, 128)})))
+    server_side = observation_to_msg(OutgoingObservation(REQUEST, "", np.zeros(6), *camera_payloads({"cam": images.rgb_to_raw(full)}, 90)))
     sizes = {"cam": (96, 128)}
     a = observation_from_msg(robot_side, 6, RequestLimits(), sizes).images["cam"].astype(np.int16)
     b = observation_from_msg(server_side, 6, RequestLimits(), sizes).images["cam"].astype(np.int16)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
-from lerobot_ros import images
-from lerobot_ros.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, observation_to_msg
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
 
 KEY = integrity.session_key(integrity.new_secret())
@@ -14,7 +14,7 @@ KEY = integrity.session_key(integrity.new_secret())
 def an_observation() -> Observation:
     request = RequestId("s1", "arm", 7, 2, 1, 123456789)
     frame = images.rgb_to_compressed(np.full((48, 64, 3), 90, np.uint8), 90)
-    msg = observation_to_msg(request, "pick", np.arange(6, dtype=np.float32), {"observation.images.front": frame}, {})
+    msg = observation_to_msg(OutgoingObservation(request, "pick", np.arange(6, dtype=np.float32), {"observation.images.front": frame}, {}))
     msg.raw_camera_names, msg.raw_images = ["observation.images.side"], [images.rgb_to_raw(np.zeros((4, 5, 3), np.uint8))]
     msg.prefix_steps, msg.prefix_model, msg.prefix_robot = 1, [0.1] * 6, [0.2] * 6
     return msg

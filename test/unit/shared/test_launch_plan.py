@@ -20,7 +20,7 @@ from lerobot_ros.launch_plan import (
     share_path,
     server_plan,
 )
-from lerobot_ros.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
+from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
 from lerobot_ros.sim.description import BASE_LINK
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 

@@ -115,7 +115,7 @@ def _read_float64_multi_array(msg, joint_names) -> JointCommand:
 def _build_joint_trajectory(joint_names, action, period_s, stamp):
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-    from lerobot_ros.wire import duration_from_seconds
+    from lerobot_ros.wire.control_plane import duration_from_seconds
 
     msg = JointTrajectory()
     if stamp is not None:
@@ -129,7 +129,7 @@ def _build_joint_trajectory(joint_names, action, period_s, stamp):
 
 
 def _read_joint_trajectory(msg, joint_names) -> JointCommand:
-    from lerobot_ros.wire import seconds_from_duration
+    from lerobot_ros.wire.control_plane import seconds_from_duration
 
     return JointCommand(
         tuple(reorder_by_name(msg.joint_names, point.positions, joint_names) for point in msg.points),

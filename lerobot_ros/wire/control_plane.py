@@ -1,4 +1,4 @@
-"""The one place that converts between lerobot_ros messages and plain Python.
+"""The control plane (services, status topics, diagnostics) <-> plain Python values.
 
 Nodes call these functions instead of filling message fields themselves, so
 field-by-field knowledge of the interfaces lives here and is unit-tested here.

@@ -23,7 +23,7 @@ from lerobot_ros.contract import (
     MAX_TASK_CHARS,
     size_problem,
 )
-from lerobot_ros.data_plane.fields import DataPlaneError
+from lerobot_ros.wire.data_plane.fields import DataPlaneError
 from lerobot_ros.msg import Observation
 
 

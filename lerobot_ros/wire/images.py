@@ -1,4 +1,4 @@
-"""The one place that converts camera frames between numpy and sensor_msgs.
+"""Camera frames between numpy and sensor_msgs (the wire package's image part).
 
 Invariant protected here: every frame that leaves this module is an HxWx3
 uint8 RGB numpy array, and every message that leaves it is well formed

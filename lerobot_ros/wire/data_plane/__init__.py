@@ -15,17 +15,18 @@ and what arrived. One module per job:
 * ``record``: an Observation as a plain record and back (capture and replay).
 """
 
-from lerobot_ros.data_plane.cameras import camera_payload, camera_payloads
-from lerobot_ros.data_plane.chunk import ChunkReply, ReceivedChunk, chunk_from_msg, chunk_to_msg
-from lerobot_ros.data_plane.fields import DataPlaneError, RequestId, request_id_of
-from lerobot_ros.data_plane.limits import RequestLimits, check_sizes
-from lerobot_ros.data_plane.observation import ObservationFrame, observation_from_msg, observation_to_msg
-from lerobot_ros.data_plane.record import observation_from_record, observation_record
+from lerobot_ros.wire.data_plane.cameras import camera_payload, camera_payloads
+from lerobot_ros.wire.data_plane.chunk import ChunkReply, ReceivedChunk, chunk_from_msg, chunk_to_msg
+from lerobot_ros.wire.data_plane.fields import DataPlaneError, RequestId, request_id_of
+from lerobot_ros.wire.data_plane.limits import RequestLimits, check_sizes
+from lerobot_ros.wire.data_plane.observation import ObservationFrame, OutgoingObservation, observation_from_msg, observation_to_msg
+from lerobot_ros.wire.data_plane.record import observation_from_record, observation_record
 
 __all__ = [
     "ChunkReply",
     "DataPlaneError",
     "ObservationFrame",
+    "OutgoingObservation",
     "ReceivedChunk",
     "RequestId",
     "RequestLimits",

@@ -14,8 +14,8 @@ import time
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.data_plane.fields import RequestId, float_array
-from lerobot_ros.data_plane.observation import observation_to_msg
+from lerobot_ros.wire.data_plane.fields import RequestId, float_array
+from lerobot_ros.wire.data_plane.observation import OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import Observation
 
 
@@ -63,9 +63,9 @@ def observation_from_record(record: dict) -> Observation:
     }
     ids = RequestId(record["session_id"], record["client_id"], record["seq"], record["episode"],
                     record["epoch"], time.monotonic_ns())
-    msg = observation_to_msg(
+    msg = observation_to_msg(OutgoingObservation(
         ids, record["task"], record["state"], compressed, raw, record["inference_delay_steps"],
         record["prefix_model"], record["prefix_robot"],
-    )
+    ))
     msg.schema_version = record.get("schema_version", Observation.CURRENT_SCHEMA_VERSION)
     return msg

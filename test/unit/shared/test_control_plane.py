@@ -2,7 +2,7 @@
 
 import pytest
 
-from lerobot_ros import wire
+from lerobot_ros.wire import control_plane
 from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.telemetry import ServerHealth
 
@@ -33,21 +33,21 @@ def full_capabilities() -> ServerCapabilities:
 
 def test_capabilities_round_trip_every_field():
     original = full_capabilities()
-    assert wire.capabilities_from_msg(wire.capabilities_to_msg(original)) == original
+    assert control_plane.capabilities_from_msg(control_plane.capabilities_to_msg(original)) == original
 
 
 def test_misaligned_camera_fields_are_refused():
-    msg = wire.capabilities_to_msg(full_capabilities())
+    msg = control_plane.capabilities_to_msg(full_capabilities())
     msg.camera_heights = msg.camera_heights[:1]
     with pytest.raises(ValueError, match="2 names, 1 heights, 2 widths"):
-        wire.capabilities_from_msg(msg)
+        control_plane.capabilities_from_msg(msg)
 
 
 @pytest.mark.parametrize("seconds", [0.0, 0.25, 1.5, 2.9999999999, 3600.000000001])
 def test_duration_round_trip(seconds):
-    duration = wire.duration_from_seconds(seconds)
+    duration = control_plane.duration_from_seconds(seconds)
     assert 0 <= duration.nanosec < 1_000_000_000
-    assert wire.seconds_from_duration(duration) == pytest.approx(seconds, abs=1e-9)
+    assert control_plane.seconds_from_duration(duration) == pytest.approx(seconds, abs=1e-9)
 
 
 def test_server_status_carries_health_and_capabilities():
@@ -64,19 +64,19 @@ def test_server_status_carries_health_and_capabilities():
         max_sessions=8,
         requests_served=40,
     )
-    msg = wire.server_status_to_msg(health, wire.capabilities_to_msg(full_capabilities()), Time(sec=5))
+    msg = control_plane.server_status_to_msg(health, control_plane.capabilities_to_msg(full_capabilities()), Time(sec=5))
     assert (msg.instance_id, msg.heartbeat_seq, msg.ready, msg.active_sessions, msg.max_sessions) == ("abc123", 7, True, 2, 8)
     assert msg.requests_served == 40
     assert (msg.uptime.sec, msg.uptime.nanosec) == (12, 500_000_000)
     assert msg.header.stamp.sec == 5
-    assert wire.capabilities_from_msg(msg.capabilities) == full_capabilities()
+    assert control_plane.capabilities_from_msg(msg.capabilities) == full_capabilities()
 
 
 def test_open_request_round_trip():
     from lerobot_ros.contract import OpenRequest
 
     request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
-    assert wire.open_request_from_msg(wire.open_request_to_msg(request)) == request
+    assert control_plane.open_request_from_msg(control_plane.open_request_to_msg(request)) == request
 
 
 def test_server_stats_count_outcomes_and_window_inference_times():

@@ -10,14 +10,15 @@ request path's business, not this module's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.data_plane.cameras import frames_from_msg
-from lerobot_ros.data_plane.fields import RequestId, float32_field, float_array, matrix, request_fields, request_id_of
-from lerobot_ros.data_plane.limits import RequestLimits, check_sizes
+from lerobot_ros.wire.data_plane.cameras import frames_from_msg
+from lerobot_ros.wire.data_plane.fields import RequestId, float32_field, float_array, matrix, request_fields, request_id_of
+from lerobot_ros.wire.data_plane.limits import RequestLimits, check_sizes
 from lerobot_ros.msg import Observation
 
 
@@ -35,23 +36,34 @@ class ObservationFrame:
     prefix_robot: np.ndarray | None = None
 
 
-def observation_to_msg(
-    request: RequestId,
-    task: str,
-    state: np.ndarray,
-    compressed: dict[str, CompressedImage],
-    raw: dict[str, Image],
-    inference_delay_steps: int = 0,
-    prefix_model: np.ndarray | None = None,
-    prefix_robot: np.ndarray | None = None,
-) -> Observation:
-    """The Observation for one request; camera payloads as ``cameras.camera_payloads`` makes them."""
-    msg = Observation(**request_fields(request), task=task, inference_delay_steps=inference_delay_steps)
-    msg.state = float32_field(state)
-    msg.compressed_camera_names = list(compressed)
-    msg.compressed_images = list(compressed.values())
-    msg.raw_camera_names = list(raw)
-    msg.raw_images = list(raw.values())
+@dataclass(frozen=True)
+class OutgoingObservation:
+    """One request's observation as the robot sends it: the values ``observation_to_msg`` puts on the wire.
+
+    Camera payloads are already encoded (``cameras.camera_payloads`` makes them); a new Observation
+    field is one field here, one line in ``observation_to_msg`` and one in ``observation_from_msg``.
+    """
+
+    request: RequestId
+    task: str
+    state: np.ndarray
+    compressed: Mapping[str, CompressedImage] = field(default_factory=dict)
+    raw: Mapping[str, Image] = field(default_factory=dict)
+    inference_delay_steps: int = 0
+    prefix_model: np.ndarray | None = None  # [steps, action_dim]
+    prefix_robot: np.ndarray | None = None
+
+
+def observation_to_msg(observation: OutgoingObservation) -> Observation:
+    """The Observation message for one request."""
+    msg = Observation(**request_fields(observation.request), task=observation.task,
+                      inference_delay_steps=observation.inference_delay_steps)
+    msg.state = float32_field(observation.state)
+    msg.compressed_camera_names = list(observation.compressed)
+    msg.compressed_images = list(observation.compressed.values())
+    msg.raw_camera_names = list(observation.raw)
+    msg.raw_images = list(observation.raw.values())
+    prefix_model, prefix_robot = observation.prefix_model, observation.prefix_robot
     if prefix_model is not None and prefix_robot is not None and len(prefix_model):
         msg.prefix_steps = len(prefix_model)
         msg.prefix_model = float32_field(prefix_model)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_ros.data_plane.fields import DataPlaneError, RequestId, float32_field, matrix, request_fields, request_id_of
+from lerobot_ros.wire.data_plane.fields import DataPlaneError, RequestId, float32_field, matrix, request_fields, request_id_of
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.wire import duration_from_seconds, seconds_from_duration
+from lerobot_ros.wire.control_plane import duration_from_seconds, seconds_from_duration
 
 _SERVER_DURATIONS = ("queue_wait", "preprocess", "inference", "postprocess")
 

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros import images
-from lerobot_ros.data_plane.fields import DataPlaneError
-from lerobot_ros.data_plane.limits import RequestLimits
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane.fields import DataPlaneError
+from lerobot_ros.wire.data_plane.limits import RequestLimits
 from lerobot_ros.msg import Observation
 
 Payload = Image | CompressedImage
