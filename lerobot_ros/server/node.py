@@ -29,6 +29,7 @@ then the node exits.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import uuid
@@ -45,16 +46,17 @@ from lerobot_ros.contract import shown, truncated
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
-from lerobot_ros.server.admission import Refusal, ServerLoad, admit
+from lerobot_ros.server.admission import Refusal, ServerLoad
 from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
 from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.wire.data_plane import RequestLimits, integrity
-from lerobot_ros.server.request_path import RequestHandler
+from lerobot_ros.wire.data_plane import RequestLimits, integrity, request_id_of
+from lerobot_ros.server.request_path import RequestHandler, arrival_refusal_record
 from lerobot_ros.server.scheduler import RoundRobinScheduler
+from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.server.startup import StartupFailed, ready_runner
@@ -317,11 +319,9 @@ class PolicyServerNode(LifecycleNode):
         # owner, and a chunk there for an unproven or repeated message could end
         # the owner's wait. Counted, audited and logged (throttled) instead.
         self.stats.record("rejected", 0.0, 0)
-        self.observability.audit.write({
-            "wall_time": round(time.time(), 6), "session": truncated(msg.session_id, self.limits.max_id_chars),
-            "client": client_id, "seq": msg.seq, "episode": msg.episode, "epoch": msg.epoch,
-            "outcome": "refused_on_arrival", "error": refusal,
-        })
+        request = dataclasses.replace(request_id_of(msg), client_id=client_id,
+                                      session_id=truncated(msg.session_id, self.limits.max_id_chars))
+        self.observability.audit.write(arrival_refusal_record(request, refusal))
         self.get_logger().warning(
             f"observation on the topic of {client_id} refused on arrival: {refusal}", throttle_duration_sec=1.0
         )
@@ -352,56 +352,36 @@ class PolicyServerNode(LifecycleNode):
     # ---- services -------------------------------------------------------
 
     def on_open_session(self, request: OpenSession.Request, response: OpenSession.Response) -> OpenSession.Response:
+        response.capabilities, response.max_sessions = self.capabilities_msg, self.max_sessions
         if not self.lifecycle.serving:
-            response.capabilities, response.max_sessions = self.capabilities_msg, self.max_sessions
             return self._refuse_open(request.client_id, response, Refusal.DRAINING,
                                      not_serving_reason(self.lifecycle.stage), self.sessions.count())
-        open_request = control_plane.open_request_from_msg(request)
-        load = ServerLoad(
-            ready=self.ready,
-            draining=self.draining,
-            active_sessions=self.sessions.count(excluding_client=request.client_id),
-            max_sessions=self.max_sessions,
-        )
-        admission = admit(self.capabilities, open_request, load, strict_fps=self.settings.strict_fps)
-        response.capabilities = self.capabilities_msg
-        response.max_sessions = self.max_sessions
-        if not admission.accepted:
-            message = admission.message
-            if admission.refusal is Refusal.CAPACITY:
-                message += "; " + self._when_a_slot_frees()
-            return self._refuse_open(request.client_id, response, admission.refusal, message, load.active_sessions)
-        session = Session(
-            client_id=request.client_id,
-            task=admission.task or self.settings.default_task,
-            fps=request.fps,
-            rtc_enabled=admission.rtc_enabled,
-            opened_at=time.monotonic(),
-        )
-        claim = self.sessions.claim(session, request.owner_secret, session.opened_at,
-                                    self.settings.session_idle_timeout_s)
-        if claim.refusal:
-            return self._refuse_open(request.client_id, response, Refusal.CLIENT_ID_IN_USE, claim.refusal, load.active_sessions)
-        replaced = claim.replaced
+        load = ServerLoad(ready=self.ready, draining=self.draining, max_sessions=self.max_sessions,
+                          active_sessions=self.sessions.count(excluding_client=request.client_id))
+        decision = decide_open(control_plane.open_request_from_msg(request), request.owner_secret,
+                               self.capabilities, load, self.sessions, self.settings)
+        session = decision.session
+        if session is None:
+            return self._refuse_open(request.client_id, response, decision.refusal, decision.message,
+                                     decision.active_sessions)
         # Built after the claim: the service thread is the only one opening sessions,
         # and the worker reads the processors only after the first observation.
         session.processors = self.runner.new_session_processors()
         topics = self.client_topics.open(session.client_id, session.session_id)
-        if replaced is not None:
+        if decision.replaced:
             self.scheduler.remove(session.client_id)  # its waiting observation belongs to the old session
         response.accepted, response.refusal = True, int(Refusal.NONE)
-        response.warnings = list(admission.warnings)
-        response.session_id = session.session_id
-        response.session_secret = session.secret
-        response.rtc_enabled = admission.rtc_enabled
+        response.warnings = list(decision.warnings)
+        response.session_id, response.session_secret = session.session_id, session.secret
+        response.rtc_enabled = session.rtc_enabled
         response.observation_topic = topics.subscription.topic_name
         response.action_chunk_topic = topics.publisher.topic_name
         response.session_idle_timeout_s = self.settings.session_idle_timeout_s
         response.active_sessions = self.sessions.count()
         self.get_logger().info(
             f"session {session.session_id} opened for {request.client_id}"
-            + (" (replacing its previous session)" if replaced else "")
-            + (f"; warnings: {'; '.join(admission.warnings)}" if admission.warnings else "")
+            + (" (replacing its previous session)" if decision.replaced else "")
+            + (f"; warnings: {'; '.join(decision.warnings)}" if decision.warnings else "")
         )
         return response
 
@@ -411,14 +391,6 @@ class PolicyServerNode(LifecycleNode):
         response.active_sessions = active_sessions
         self.get_logger().warning(f"refused session for {shown(client_id)}: {message}")
         return response
-
-    def _when_a_slot_frees(self) -> str:
-        wait_s = self.sessions.next_slot_free_s(time.monotonic(), self.settings.session_first_observation_timeout_s,
-                                                self.settings.session_idle_timeout_s)
-        if wait_s is not None:
-            return f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
-        return (f"every session streams: a slot frees when one closes, or "
-                f"{self.settings.session_idle_timeout_s:g} s after one goes quiet")
 
     def on_close_session(self, request: CloseSession.Request, response: CloseSession.Response) -> CloseSession.Response:
         session, response.message = self.sessions.owned(request.client_id, request.session_id, request.session_secret)

@@ -25,6 +25,7 @@ from lerobot_ros.wire.data_plane import (
     ChunkReply,
     DataPlaneError,
     ObservationFrame,
+    RequestId,
     RequestLimits,
     chunk_to_msg,
     observation_from_msg,
@@ -297,9 +298,9 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
-def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
-    request = reply.request
-    record = {
+def _request_header(request: RequestId, outcome: str) -> dict:
+    """The fields every audit line starts with: when, whose request, and what became of it."""
+    return {
         "wall_time": round(time.time(), 6),
         "session": request.session_id,
         "client": request.client_id,
@@ -307,6 +308,11 @@ def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
         "episode": request.episode,
         "epoch": request.epoch,
         "outcome": outcome,
+    }
+
+
+def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
+    record = _request_header(reply.request, outcome) | {
         "queue_wait_ms": _ms(reply.queue_wait_s),
         "preprocess_ms": _ms(reply.preprocess_s),
         "inference_ms": _ms(reply.inference_s),
@@ -320,6 +326,11 @@ def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
     if reply.error:
         record["error"] = reply.error
     return record
+
+
+def arrival_refusal_record(request: RequestId, refusal: str) -> dict:
+    """The audit line of an observation refused on arrival (never queued, never answered)."""
+    return _request_header(request, "refused_on_arrival") | {"error": refusal}
 
 
 def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:

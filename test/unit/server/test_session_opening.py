@@ -1,0 +1,57 @@
+"""Opening a session as one decision: admission first, then the client id's claim (no ROS)."""
+
+import dataclasses
+
+from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities
+from lerobot_ros.server.admission import Refusal, ServerLoad
+from lerobot_ros.server.session_opening import decide_open
+from lerobot_ros.server.sessions import SessionRegistry
+from lerobot_ros.server.settings import ServerSettings
+
+NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+CAPABILITIES = ServerCapabilities(
+    model_id="ckpt", model_fingerprint="abc", policy_type="act", action_names=NAMES, state_dim=6,
+    cameras=(CameraSpec("observation.images.front", 96, 128),), chunk_size=50, trained_fps=30.0,
+)
+ROBOT = OpenRequest("arm_1", 1, NAMES, 6, ("observation.images.front",), 30.0)
+ROOM = ServerLoad(ready=True, draining=False, active_sessions=0, max_sessions=2)
+SETTINGS = ServerSettings.from_values({"checkpoint": "/ckpt", "default_task": "reach the cube"})
+
+
+def test_an_admitted_robot_gets_a_registered_session_with_the_default_task():
+    sessions = SessionRegistry()
+    decision = decide_open(ROBOT, "", CAPABILITIES, ROOM, sessions, SETTINGS, now_s=10.0)
+    assert decision.refusal is Refusal.NONE and decision.session is not None
+    assert sessions.get("arm_1") is decision.session
+    assert decision.session.task == "reach the cube" and decision.session.opened_at == 10.0
+    assert not decision.replaced
+
+
+def test_a_refused_robot_leaves_the_registry_untouched_and_is_told_why():
+    sessions = SessionRegistry()
+    wrong_order = dataclasses.replace(ROBOT, action_names=tuple(reversed(NAMES)))
+    decision = decide_open(wrong_order, "", CAPABILITIES, ROOM, sessions, SETTINGS)
+    assert decision.session is None and decision.refusal is Refusal.ACTION_NAMES
+    assert "shoulder_pan" in decision.message
+    assert sessions.count() == 0
+
+
+def test_a_full_server_says_when_a_slot_frees():
+    sessions = SessionRegistry()
+    decide_open(dataclasses.replace(ROBOT, client_id="arm_0"), "", CAPABILITIES, ROOM, sessions, SETTINGS)
+    full = dataclasses.replace(ROOM, active_sessions=2)
+    decision = decide_open(ROBOT, "", CAPABILITIES, full, sessions, SETTINGS)
+    assert decision.refusal is Refusal.CAPACITY
+    assert "a slot frees in" in decision.message and decision.active_sessions == 2
+
+
+def test_a_client_id_streaming_elsewhere_is_refused_without_its_secret_and_replaced_with_it():
+    sessions = SessionRegistry()
+    first = decide_open(ROBOT, "", CAPABILITIES, ROOM, sessions, SETTINGS).session
+    first.last_seq = 1  # it has streamed: only its owner may take the client id now
+    squatter = decide_open(ROBOT, "guess", CAPABILITIES, ROOM, sessions, SETTINGS, now_s=first.opened_at)
+    assert squatter.refusal is Refusal.CLIENT_ID_IN_USE and squatter.session is None
+    assert sessions.get("arm_1") is first
+    owner = decide_open(ROBOT, first.secret, CAPABILITIES, ROOM, sessions, SETTINGS, now_s=first.opened_at)
+    assert owner.session is not None and owner.replaced
+    assert sessions.get("arm_1") is owner.session
