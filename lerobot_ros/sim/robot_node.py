@@ -46,11 +46,33 @@ STATUS_PERIOD_S = 0.1
 EXPERT_RATE_HZ = 30.0
 EXPERT_MODE = OUTPUT_MODES["forward_command"]
 
+
 class SimRobotNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self.settings = settings = declare_settings(self, SimRobotSettings)
         self.joint_names = settings.joint_names
+        self._build_simulation(settings)
+        self._create_sensor_publishers(settings)
+        for mode in OUTPUT_MODES.values():
+            self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
+        self.status_pub = self.create_publisher(TaskStatus, "~/status", STATUS_QOS)
+        self._publish_description()
+        self.create_timer(1.0 / settings.rate_hz, self.on_step)
+        self.create_timer(STATUS_PERIOD_S, self.publish_status)
+        if self.cameras:
+            self.create_timer(1.0 / settings.camera_rate_hz, self.on_camera)
+        if self.expert_plan is not None:
+            self.expert_pub = self.create_publisher(EXPERT_MODE.message_type, EXPERT_MODE.sim_topic, COMMAND_QOS)
+            self.create_timer(1.0 / EXPERT_RATE_HZ, self.on_expert)
+        self.get_logger().info(
+            f"simulating {len(self.joint_names)} joints at {settings.rate_hz:g} Hz with "
+            f"{len(self.cameras)} {settings.camera_transport} camera(s); task: {TASK_DESCRIPTION}"
+            + (" (scripted expert driving)" if self.expert_plan is not None else "")
+        )
+
+    def _build_simulation(self, settings: SimRobotSettings) -> None:
+        """The arm, its command follower, its description and the task; any inconsistency stops start-up."""
         try:
             config = ArmConfig.for_joints(
                 self.joint_names, max_velocity=settings.max_velocity, time_constant_s=settings.time_constant_s
@@ -75,6 +97,7 @@ class SimRobotNode(Node):
         self.commands_received = 0
         self.commands_refused = 0
 
+    def _create_sensor_publishers(self, settings: SimRobotSettings) -> None:
         self.joint_state_pub = self.create_publisher(JointState, "joint_states", 10)
         compressed = settings.camera_transport == "compressed"
         self.cameras = []
@@ -82,30 +105,18 @@ class SimRobotNode(Node):
             camera = ArmCamera(settings.camera_height, settings.camera_width, settings.seed, viewpoint=index)
             publisher = self.create_publisher(CompressedImage if compressed else Image, topic, 2)
             self.cameras.append((camera, publisher))
-        for mode in OUTPUT_MODES.values():
-            self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
-        self.status_pub = self.create_publisher(TaskStatus, "~/status", STATUS_QOS)
+
+    def _publish_description(self) -> None:
+        """The URDF and the fixed links, latched; /tf only where tf2_msgs is installed."""
         self.create_publisher(String, "robot_description", LATCHED_QOS).publish(String(data=self.description.urdf()))
         self.tf_message_type, no_tf = tf_message_type()
         if self.tf_message_type is None:
             self.get_logger().info(no_tf)
-        else:
-            self.tf_pub = self.create_publisher(self.tf_message_type, "/tf", TF_QOS)
-            fixed = self.description.transforms(self.arm.position)[1]
-            self.create_publisher(self.tf_message_type, "/tf_static", LATCHED_QOS).publish(
-                tf_message(self.tf_message_type, fixed, self.get_clock().now().to_msg()))
-        self.create_timer(1.0 / settings.rate_hz, self.on_step)
-        self.create_timer(STATUS_PERIOD_S, self.publish_status)
-        if self.cameras:
-            self.create_timer(1.0 / settings.camera_rate_hz, self.on_camera)
-        if self.expert_plan is not None:
-            self.expert_pub = self.create_publisher(EXPERT_MODE.message_type, EXPERT_MODE.sim_topic, COMMAND_QOS)
-            self.create_timer(1.0 / EXPERT_RATE_HZ, self.on_expert)
-        self.get_logger().info(
-            f"simulating {len(self.joint_names)} joints at {settings.rate_hz:g} Hz with "
-            f"{len(self.cameras)} {settings.camera_transport} camera(s); task: {TASK_DESCRIPTION}"
-            + (" (scripted expert driving)" if self.expert_plan is not None else "")
-        )
+            return
+        self.tf_pub = self.create_publisher(self.tf_message_type, "/tf", TF_QOS)
+        fixed = self.description.transforms(self.arm.position)[1]
+        self.create_publisher(self.tf_message_type, "/tf_static", LATCHED_QOS).publish(
+            tf_message(self.tf_message_type, fixed, self.get_clock().now().to_msg()))
 
     def _plan_expert(self) -> ExpertPlan:
         return ExpertPlan(self.task.config, self.arm.position, self.task.cube, self.expert_rng, self.settings.expert_noise)

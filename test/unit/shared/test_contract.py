@@ -1,6 +1,7 @@
 """The session contract: refusals name what was expected and what arrived."""
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities, action_names_mismatch, check_robot
+from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, ServerCapabilities, action_names_mismatch, check_robot
+from lerobot_ros.msg import Observation
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex")
 
@@ -49,3 +50,7 @@ def test_check_robot_skips_what_the_robot_did_not_declare():
     assert check_robot(capabilities(), JOINTS).ok
     assert check_robot(capabilities(), JOINTS, camera_names=["observation.images.front", "extra"], state_dim=3).ok
 
+
+
+def test_the_schema_version_is_the_one_the_interface_declares():
+    assert SCHEMA_VERSION == Observation.CURRENT_SCHEMA_VERSION

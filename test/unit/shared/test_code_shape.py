@@ -1,0 +1,166 @@
+"""The package's shape stays readable: no import cycles, small modules, thin nodes.
+
+Read from the source with ``ast``, so nothing is imported and every import
+counts, wherever it hides: inside a function, under ``if TYPE_CHECKING:``,
+in a ``try``. A function-level import is how a cycle gets past Python at
+run time while the two modules still cannot be understood (or moved) apart.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[3] / "lerobot_ros"
+# lerobot_ros/server/ is reshaped by the pipelined-server work, which owns its module sizes.
+SIZE_EXEMPT = ("server",)
+MAX_MODULE_LINES = 450
+MAX_NODE_METHOD_LINES = 40
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_modules(root: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+
+
+def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every module of ``known`` that ``name`` imports, at any depth of its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from pkg import sub` imports the submodule; `from mod import name` only the module.
+            candidates = [f"{target}.{alias.name}" for alias in node.names]
+            candidates = [c for c in candidates if c in known] or [target]
+        else:
+            continue
+        found.update(c for c in candidates if c in known and c != name)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    modules = source_modules(root)
+    return {name: imported_modules(name, path, set(modules)) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each as a cycle path."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [cycle_path(graph, set(component)) for component in components]
+
+
+def cycle_path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """One concrete cycle through the component's first module, for a readable failure."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        node = frontier.pop(0)
+        for successor in sorted(graph[node] & component):
+            if successor == start:
+                return paths[node] + [start]
+            if successor not in paths:
+                paths[successor] = paths[node] + [successor]
+                frontier.append(successor)
+    return sorted(component)
+
+
+def test_the_package_has_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles (function-level and TYPE_CHECKING imports count):\n" + "\n".join(
+        " -> ".join(cycle) for cycle in found)
+
+
+def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(tmp_path):
+    package = tmp_path / "lerobot_ros"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from lerobot_ros.inner import b\n")
+    (package / "inner" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import a\n")
+    (package / "c.py").write_text("import lerobot_ros.a\n")
+    found = cycles(import_graph(package))
+    assert found == [["lerobot_ros.a", "lerobot_ros.inner.b", "lerobot_ros.a"]]
+
+
+def sized_modules():
+    for name, path in source_modules().items():
+        if name.split(".")[1:2] and name.split(".")[1] in SIZE_EXEMPT:
+            continue
+        yield name, len(path.read_text().splitlines())
+
+
+def test_no_module_outside_the_server_is_over_450_lines():
+    too_long = {name: lines for name, lines in sized_modules() if lines > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
+
+
+def node_classes():
+    """(module, class) for every ROS node class: a class whose bases name Node or LifecycleNode."""
+    for name, path in source_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    (getattr(base, "id", None) or getattr(base, "attr", None)) in ("Node", "LifecycleNode")
+                    for base in node.bases):
+                yield name, node
+
+
+def test_node_classes_are_found():
+    found = {f"{module}.{cls.name}" for module, cls in node_classes()}
+    assert {"lerobot_ros.server.node.PolicyServerNode", "lerobot_ros.sim.robot_node.SimRobotNode"} <= found
+
+
+@pytest.mark.parametrize("module, cls", list(node_classes()), ids=lambda value: getattr(value, "name", value))
+def test_node_methods_are_at_most_40_lines(module, cls):
+    long_methods = {
+        method.name: method.end_lineno - method.lineno + 1
+        for method in cls.body
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and method.end_lineno - method.lineno + 1 > MAX_NODE_METHOD_LINES
+    }
+    assert not long_methods, f"{module}.{cls.name}: methods over {MAX_NODE_METHOD_LINES} lines: {long_methods}"
