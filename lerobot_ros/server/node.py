@@ -465,8 +465,8 @@ class PolicyServerNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> None:
     # rclpy's events executor dispatches from C++ and lets go of the GIL as soon as a callback returns, so
-    # the inference worker takes a deposited observation at once: queue wait 0.5 -> 0.1 ms (median, 96x128,
-    # docs/benchmarks.md), against the Python executor's walk back to its wait set. It runs on the main
+    # the inference worker takes a deposited observation at once, where the Python executor first walks back
+    # to its wait set (the queue wait of both: docs/benchmarks.md). It runs on the main
     # thread here, where it delivered every message (off the main thread, rclpy 9.1.2's dropped some).
     sys.exit(run_node(lambda: run_autostart(PolicyServerNode()), args, make_executor=EventsExecutor))
 

@@ -3,7 +3,7 @@
 Nodes call these functions instead of filling message fields themselves, so
 field-by-field knowledge of the interfaces lives here and is unit-tested here.
 Byte and float arrays are assigned as ``bytes``/``array.array`` (rclpy
-iterates numpy arrays element by element, ~1000x slower).
+iterates numpy arrays element by element, orders of magnitude slower).
 """
 
 from __future__ import annotations
