@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
 
 from lerobot_ros.recording.evaluate import plot_outcomes  # noqa: E402
+from lerobot_ros.policy_names import installed_trained_policy  # noqa: E402
 from lerobot_ros.recording.trained_policy import (  # noqa: E402
     EVALUATION_EPISODES,
     EVALUATION_SEED,
     EVALUATION_TIMEOUT_S,
-    installed_trained_policy,
 )
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 

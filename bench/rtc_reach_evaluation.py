@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
 from reach_evaluation import cell, evaluate, success_times  # noqa: E402
 
+from lerobot_ros.policy_names import committed_trained_smolvla  # noqa: E402
 from lerobot_ros.recording.trained_policy import (  # noqa: E402
     EVALUATION_EPISODES,
     EVALUATION_SEED,
     EVALUATION_TIMEOUT_S,
-    committed_trained_smolvla,
 )
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE  # noqa: E402
 

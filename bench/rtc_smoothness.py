@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
 
-from lerobot_ros.demo import start_processes, stop_processes  # noqa: E402
+from lerobot_ros.processes import start_processes, stop_processes  # noqa: E402
 from lerobot_ros.launch_plan import robot_plan, server_namespace_of, server_plan  # noqa: E402
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 

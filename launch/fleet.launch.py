@@ -12,7 +12,8 @@ wiring lives in lerobot_ros.launch_plan.fleet_plan.
 
 from lerobot_ros.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
-from lerobot_ros.launch_plan import ZENOH_RMW, checkpoint_or_default, fleet_plan, parse_flag
+from lerobot_ros.launch_plan import ZENOH_RMW, fleet_plan, parse_flag
+from lerobot_ros.policy_names import checkpoint_or_default
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint; empty for the default policy (random weights)"),

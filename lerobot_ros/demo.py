@@ -10,7 +10,14 @@ with a camera) and chunk_executor_node as three separate processes wired by
 ``launch/demo.launch.py``), lets them run for a bounded time while printing a
 live status line, then stops them and prints a summary whose last line is
 JSON. It saves a plot of commanded vs measured joint positions and queue
-depth. Exit code 0 only if the loop streamed.
+depth.
+
+Invariant: exit code 0 only if the loop streamed (``streamed``: the
+executor ended streaming, merged chunks and published commands at a
+reasonable share of its rate), so a demo that merely started is never
+reported as working. Which checkpoint ``--policy`` means is
+``lerobot_ros.policy_names``' rule; starting and stopping the nodes is
+``lerobot_ros.processes``'.
 """
 
 from __future__ import annotations
@@ -18,17 +25,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lerobot_ros.launch_plan import Plan, demo_plan
-from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
-from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.launch_plan import demo_plan
+from lerobot_ros.policy_names import POLICY_LABELS, auto_policy, checkpoint_or_default, installed_trained_policy
+from lerobot_ros.processes import start_processes, stop_processes
 from lerobot_ros.recording.evaluate import STREAMING_STATES, EpisodeTally
+from lerobot_ros.recording.regenerate import regenerate_and_install
+from lerobot_ros.recording.trained_policy import evaluation_line
+from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
+from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 
 #: Seconds after an episode reset in which the empty queue is the new episode's first chunk on its way.
 RESET_REFILL_S = 1.0
@@ -67,25 +78,6 @@ def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | No
     return command.positions[0].tolist() if command.positions else None
 
 
-def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
-    processes = []
-    names = [node.name for node in plan.nodes]
-    for node in plan.nodes:
-        # A fleet runs several nodes of one name, each in its own namespace: those are told apart by it.
-        label = node.name if names.count(node.name) == 1 else f"{node.namespace.strip('/').replace('/', '_')}_{node.name}"
-        with (log_dir / f"{label}.log").open("w") as log:
-            processes.append((label, spawn_node(
-                node.module, node.parameters, env=plan.environment, log=log, node_name=node.name,
-                namespace=node.namespace, parameter_files=node.parameter_files, remappings=node.remappings,
-            )))
-    return processes
-
-
-def stop_processes(processes) -> dict[str, int]:
-    # The executor first, so it closes its session while the server still answers.
-    return {name: stop(process) for name, process in reversed(processes)}
-
-
 def status_line(status) -> str:
     return (
         f"{status.state_name:<12} queue {status.queue_depth:3d} ({status.queued_time_s:4.2f} s)  "
@@ -95,12 +87,9 @@ def status_line(status) -> str:
     )
 
 
-POLICY_LABELS = {"trained": "trained reach ACT", "trained_smolvla": "trained reach SmolVLA",
-                 "act": "random-weight ACT", "smolvla": "random-weight SmolVLA"}
-
-
-def save_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None,
-              policy_label: str = "random-weight ACT") -> None:
+def save_demo_plot(recording: Recording, joint_names, path: Path, streaming_since: float | None = None,
+                   policy_label: str = "random-weight ACT") -> None:
+    """Commanded vs measured position of each joint, and the executor's queue depth, over the run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -184,13 +173,9 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
     train, evaluate: most of an hour on two CPU cores); "auto" never makes a
     first demo wait that long.
     """
-    from lerobot_ros.launch_plan import checkpoint_or_default
-    from lerobot_ros.recording.trained_policy import committed_trained_smolvla, installed_trained_policy
-    from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES
-
     trained = installed_trained_policy()
     if policy == "auto":
-        policy = "trained" if trained is not None else "trained_smolvla" if committed_trained_smolvla() else "act"
+        policy = auto_policy()
         if trained is None:
             print(f"demo: no trained ACT is installed, so this demo serves the {POLICY_LABELS[policy]}; "
                   "`--policy trained` builds the ACT once (about an hour on 2 CPU cores)", flush=True)
@@ -208,8 +193,6 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
 
 
 def build_trained_policy(build_dir: Path) -> Path:
-    from lerobot_ros.recording.regenerate import regenerate_and_install
-
     print(f"demo: building the trained policy in {build_dir}: record expert episodes, train ACT (progress bar), "
           "evaluate, install", flush=True)
     return Path(regenerate_and_install(build_dir)["installed"])
@@ -221,8 +204,6 @@ def run(args) -> int:
     from std_srvs.srv import Trigger
 
     from lerobot_ros.msg import ExecutorStatus, TaskStatus
-    from lerobot_ros.recording.trained_policy import evaluation_line
-    from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -309,7 +290,7 @@ def run(args) -> int:
         print()
     summary = summarize(recording, streaming_since, args.duration, exit_codes)
     plot = output_dir / "demo.png"
-    save_plot(recording, SO101_JOINT_NAMES, plot, streaming_since, POLICY_LABELS.get(policy, Path(checkpoint).name))
+    save_demo_plot(recording, SO101_JOINT_NAMES, plot, streaming_since, POLICY_LABELS.get(policy, Path(checkpoint).name))
     summary.update(plot=str(plot), policy=policy, checkpoint=checkpoint)
     summary["ok"] = streamed(summary, args.fps)
     print(f"demo: final state {summary['final_state']}; {summary['commands_published']} commands published, "

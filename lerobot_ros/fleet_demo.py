@@ -7,8 +7,11 @@ executor listing every replica in ``server_namespaces`` (wiring:
 Once every robot streams, ``--kill-server-after`` seconds later it kills the
 replica serving the most robots with SIGKILL (or SIGTERM with ``--drain``),
 prints each robot's replica, moves and why, and ends after ``--duration``.
-The last line is JSON; exit code 0 only if every robot streamed at the end
-and every robot that was on the killed replica moved.
+The last line is JSON.
+
+Invariant: exit code 0 only if every robot streamed at the end and every
+robot that was on the killed replica moved to another, so a fleet that
+survived by luck (the victim served nobody) or stalled is never a pass.
 
 usage: python -m lerobot_ros.fleet_demo [--servers 2] [--robots 3] [--kill-server-after 10] [--drain]
 """
@@ -25,19 +28,20 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from lerobot_ros.demo import STREAMING_STATES, start_processes, stop_processes
 from lerobot_ros.launch_plan import fleet_plan
+from lerobot_ros.policy_names import checkpoint_or_default
+from lerobot_ros.processes import start_processes, stop_processes
+from lerobot_ros.recording.evaluate import STREAMING_STATES
 
 
 def run(args) -> int:
     import rclpy
 
     from lerobot_ros.msg import ExecutorStatus
-    from lerobot_ros.sim.default_policy import default_checkpoint
 
     output_dir = Path(args.output_dir or tempfile.mkdtemp(prefix="lerobot_ros_fleet_demo_"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = args.checkpoint or str(default_checkpoint(args.policy))
+    checkpoint = checkpoint_or_default(args.checkpoint, args.policy)
     # Everything starts at once: the robots wait for the replicas as long as the demo does.
     plan = fleet_plan(checkpoint, servers=args.servers, robots=args.robots, device=args.device,
                       server_parameters={"audit_log": "off"},

@@ -1,19 +1,28 @@
 """Which nodes a deployment runs, with which parameters, remappings and environment.
 
-The launch files (``launch/*.launch.py``) and the demo command both build
-their node lists here, so the wiring is plain Python that is unit-tested on
-machines without ``ros2 launch``. A plan says *what* to run; the launch files
-turn it into ``launch_ros`` actions, the demo into ``python -m`` processes.
+The launch files (``launch/*.launch.py``), the demo commands, the evaluation
+and the benchmarks all build their node lists here, so the wiring is plain
+Python that is unit-tested on machines without ``ros2 launch``. A plan says
+*what* to run; ``launch_actions`` turns it into ``launch_ros`` actions,
+``processes.start_processes`` into ``python -m`` processes.
+
+Invariant: one wiring for every way of starting the nodes: a node's
+``--ros-args`` (``ros_args``) are built here and nowhere else, so a node run
+by the demo gets the same name, namespace, parameters and remappings as
+under ``ros2 launch``. Which checkpoint a policy name means is
+``policy_names``' rule, not this module's: a plan takes a checkpoint.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from lerobot_ros.wire import output_modes
-from lerobot_ros.processes import ros_args
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.wire import output_modes
 
 PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
@@ -27,6 +36,30 @@ STOP_TIMEOUT_S = 5.0
 #: The server's: its drain may finish the in-flight request for up to 30 s (server.node.DRAIN_TIMEOUT_S), then tears down.
 SERVER_STOP_TIMEOUT_S = 40.0
 RVIZ_PACKAGE = "rviz2"
+
+
+def ros_args(
+    parameters: Mapping[str, Any],
+    node_name: str | None = None,
+    namespace: str = "",
+    parameter_files: Sequence[str] = (),
+    remappings: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """``--ros-args`` for a node: name, namespace, parameter files, then parameters
+    (which win over the files; values written as YAML), then remappings."""
+    args = ["--ros-args"]
+    if node_name:
+        args += ["-r", f"__node:={node_name}"]
+    if namespace:
+        args += ["-r", f"__ns:={namespace}"]
+    for path in parameter_files:
+        args += ["--params-file", path]
+    for name, value in parameters.items():
+        # JSON is valid YAML; it quotes strings and writes lists as [..].
+        args += ["-p", f"{name}:={json.dumps(value)}"]
+    for source, target in remappings:
+        args += ["-r", f"{source}:={target}"]
+    return args
 
 
 @dataclass(frozen=True)
@@ -282,24 +315,6 @@ def parse_flag(name: str, text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise ValueError(f"launch argument {name}: expected true or false, got {text!r}")
     return text.lower() == "true"
-
-
-def checkpoint_or_default(checkpoint: str, policy: str) -> str:
-    """``checkpoint``, or when empty the default ``policy``: act or smolvla (random weights, built once and
-    cached) or trained_smolvla (the trained reach SmolVLA committed with the package)."""
-    if checkpoint:
-        return checkpoint
-    if policy == "trained_smolvla":
-        from lerobot_ros.recording.trained_policy import committed_trained_smolvla
-
-        committed = committed_trained_smolvla()
-        if committed is None:
-            raise ValueError("policy trained_smolvla: this install has no committed trained SmolVLA "
-                             "(lerobot_ros/sim/policies); choose act or smolvla, or name a checkpoint")
-        return str(committed)
-    from lerobot_ros.sim.default_policy import default_checkpoint  # torch: only when it is needed
-
-    return str(default_checkpoint(policy))
 
 
 def parse_remaps(text: str) -> dict[str, str]:

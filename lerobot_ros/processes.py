@@ -1,7 +1,15 @@
 """Start lerobot_ros nodes as child processes and stop them cleanly.
 
-Used by the demo command and the integration tests, so both run the nodes
-exactly as a user does: separate OS processes talking over a real RMW.
+Used by the demo commands, the evaluation, the benchmarks and the
+integration tests, so all of them run the nodes exactly as a user does:
+separate OS processes talking over a real RMW, wired as ``launch_plan``
+says (``start_processes`` runs a whole plan).
+
+Invariant: whatever is started here is stopped here, with SIGINT first (a
+node's own clean shutdown: the executor closes its session, the server
+drains) and SIGKILL only after a bounded wait; a plan's processes stop in
+reverse order, so an executor closes its session while its server still
+answers.
 """
 
 from __future__ import annotations
@@ -11,32 +19,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
-
-def ros_args(
-    parameters: Mapping[str, Any],
-    node_name: str | None = None,
-    namespace: str = "",
-    parameter_files: Sequence[str] = (),
-    remappings: Sequence[tuple[str, str]] = (),
-) -> list[str]:
-    """``--ros-args`` for a node: name, namespace, parameter files, then parameters
-    (which win over the files; values written as YAML), then remappings."""
-    args = ["--ros-args"]
-    if node_name:
-        args += ["-r", f"__node:={node_name}"]
-    if namespace:
-        args += ["-r", f"__ns:={namespace}"]
-    for path in parameter_files:
-        args += ["--params-file", path]
-    for name, value in parameters.items():
-        # JSON is valid YAML; it quotes strings and writes lists as [..].
-        args += ["-p", f"{name}:={json.dumps(value)}"]
-    for source, target in remappings:
-        args += ["-r", f"{source}:={target}"]
-    return args
+from lerobot_ros.launch_plan import Plan, ros_args
 
 
 def spawn_node(
@@ -94,3 +81,25 @@ def stop(process: subprocess.Popen, timeout_s: float = 15.0) -> int:
             process.kill()
             process.wait()
     return process.returncode
+
+
+def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Popen]]:
+    """Every node of ``plan`` as a ``python -m`` process, in the plan's order, each logging to
+    ``log_dir/<label>.log``; (label, process) pairs, labelled by node name."""
+    processes = []
+    names = [node.name for node in plan.nodes]
+    for node in plan.nodes:
+        # A fleet runs several nodes of one name, each in its own namespace: those are told apart by it.
+        label = node.name if names.count(node.name) == 1 else f"{node.namespace.strip('/').replace('/', '_')}_{node.name}"
+        with (log_dir / f"{label}.log").open("w") as log:
+            processes.append((label, spawn_node(
+                node.module, node.parameters, env=plan.environment, log=log, node_name=node.name,
+                namespace=node.namespace, parameter_files=node.parameter_files, remappings=node.remappings,
+            )))
+    return processes
+
+
+def stop_processes(processes: list[tuple[str, subprocess.Popen]]) -> dict[str, int]:
+    """Stop what ``start_processes`` started; each label's exit code."""
+    # The executor first, so it closes its session while the server still answers.
+    return {name: stop(process) for name, process in reversed(processes)}

@@ -30,6 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from lerobot_ros.launch_plan import NodeSpec, Plan, demo_plan
+from lerobot_ros.policy_names import checkpoint_or_default
+from lerobot_ros.processes import start_processes, stop_processes
+
 #: Executor states in which the loop streams chunks (the demos and benchmarks wait for them too).
 STREAMING_STATES = ("STREAMING", "DEGRADED")
 
@@ -81,14 +85,12 @@ class EpisodeTally:
 
 
 def evaluation_plan(checkpoint: str, output_dir: Path, timeout_s: float, seed: int, record: str = "",
-                    startup_timeout_s: float = 240.0, rtc: bool = True, inject_delay_s: float = 0.0):
+                    startup_timeout_s: float = 240.0, rtc: bool = True, inject_delay_s: float = 0.0) -> Plan:
     """The demo's plan with the task's timeout and seed set on the sim, and the recorder (in the sim's namespace) if asked.
 
     ``rtc`` False: the executor never asks for real-time chunking (append mode even for a policy that could);
     ``inject_delay_s``: the server adds that much to every inference, standing in for a slower model.
     """
-    from lerobot_ros.launch_plan import NodeSpec, Plan, demo_plan
-
     plan = demo_plan(checkpoint,
                      server_parameters={"audit_log": str(output_dir / "audit.jsonl"), "inject_delay_s": inject_delay_s},
                      executor_parameters={"fps": 30.0, "handshake_timeout_s": startup_timeout_s,
@@ -106,8 +108,6 @@ def evaluation_plan(checkpoint: str, output_dir: Path, timeout_s: float, seed: i
 
 
 def run(args) -> dict:
-    from lerobot_ros.launch_plan import checkpoint_or_default
-
     return evaluate(checkpoint_or_default(args.checkpoint, args.policy), args.episodes, args.timeout, args.seed,
                     record=args.record, startup_timeout_s=args.startup_timeout, output_dir=args.output_dir,
                     rtc=args.rtc == "on", inject_delay_s=args.inject_delay_s)
@@ -120,7 +120,6 @@ def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record
     import rclpy
     from std_srvs.srv import Trigger
 
-    from lerobot_ros.demo import start_processes, stop_processes
     from lerobot_ros.msg import ExecutorStatus, TaskStatus
 
     output_dir = Path(output_dir or tempfile.mkdtemp(prefix="lerobot_ros_eval_"))
@@ -180,7 +179,7 @@ def evaluate(checkpoint: str, episodes: int, timeout_s: float, seed: int, record
         summary.update(rtc_active=executor.rtc_active, chunk_boundaries=executor.chunk_boundaries,
                        chunks_merged=executor.chunks_merged, starvation_ticks=executor.starvation_ticks)
     if tally.outcomes:
-        summary["plot"] = str(save_plot(summary, output_dir / "evaluation.png"))
+        summary["plot"] = str(save_evaluation_plot(summary, output_dir / "evaluation.png"))
     (output_dir / "evaluation.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -194,7 +193,8 @@ def plot_outcomes(axis, summary: dict) -> None:
     axis.set_ylabel("time to\noutcome [s]", fontsize=8)
 
 
-def save_plot(summary: dict, path: Path) -> Path:
+def save_evaluation_plot(summary: dict, path: Path) -> Path:
+    """Each counted episode's outcome as a bar, titled with the success count and smoothness; ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from lerobot_ros.processes import spawn_node, stop
-from lerobot_ros.recording.train import POLICY_TYPES
+from lerobot_ros.recording.train import POLICY_TYPES, train
 from lerobot_ros.recording.trained_policy import EVALUATION_EPISODES, evaluate_and_install
 
 NAMESPACE = "/expert_arm"
@@ -66,8 +66,6 @@ def record(dataset: Path, episodes: int, seed: int, image_shape: tuple[int, int]
 def regenerate(work: Path, episodes: int = 100, steps: int = 6000, batch_size: int = 8, seed: int = 0,
                image_shape: tuple[int, int] = (48, 64), record_timeout_s: float = 1800.0, policy: str = "act") -> dict:
     """Record expert episodes into ``work/dataset`` and train ``work/checkpoint`` on them; the summary."""
-    from lerobot_ros.recording.train import train
-
     work = Path(work).resolve()
     started = time.monotonic()
     recorded = record(work / "dataset", episodes, seed, image_shape, work / "logs", record_timeout_s)

@@ -1,4 +1,4 @@
-"""The trained reach policies: the ACT in the local cache (built by one command), the SmolVLA committed with the package.
+"""Installing the trained reach ACT: scored through the whole loop, then moved into the cache whole.
 
     python -m lerobot_ros.recording.trained_policy --checkpoint CHECKPOINT [--episodes 50]
 
@@ -7,13 +7,14 @@ evaluates CHECKPOINT through the whole loop and installs it with that score
 
 Invariant: a trained policy is in the cache only whole and evaluated: the
 checkpoint, its ``lerobot_ros.json`` and the ``evaluation.json`` of the
-evaluation run that accepted it are moved into place together by one
-rename (``install``), so a demo never serves a half-copied checkpoint or
-quotes a score it does not have. It is too big to commit (ResNet-18
-weights), so ``regenerate --install`` builds it from scratch. The tiny
-trained SmolVLA is small enough to commit (about 2 MB): it ships in
-``lerobot_ros/sim/policies`` with the ``evaluation.json`` of its
-50-episode evaluation, so a fresh install has a trained policy at once.
+evaluation run that accepted it are moved into place together by one rename
+(``install_trained_policy``), so a demo never serves a half-copied
+checkpoint or quotes a score it does not have. Where the trained policies
+live and when one counts as present is ``lerobot_ros.policy_names``' rule:
+the cached ACT (too big to commit, so ``regenerate --install`` builds it
+from scratch) and the tiny trained SmolVLA committed in
+``lerobot_ros/sim/policies`` with the ``evaluation.json`` of its evaluation,
+so a fresh install has a trained policy at once.
 """
 
 from __future__ import annotations
@@ -26,40 +27,22 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lerobot_ros.policy_names import (
+    EVALUATION_FILE,
+    TRAINED_POLICY_NAME,
+    installed_trained_policy,
+    trained_policy_path,
+)
+from lerobot_ros.recording.evaluate import evaluate
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
-from lerobot_ros.sim.default_policy import cache_dir
 
-# Bump the suffix when the recipe (regenerate's defaults, train's options) changes, so caches rebuild.
-TRAINED_POLICY_NAME = "act_so101_reach_v1"
-EVALUATION_FILE = "evaluation.json"
 #: The accepted policy's score: episodes of the reach task, on cubes its training never showed.
 EVALUATION_EPISODES = 50
 EVALUATION_SEED = 100
 EVALUATION_TIMEOUT_S = 10.0
 
 
-#: The committed trained SmolVLA (``regenerate --policy smolvla`` made it; docs/benchmarks.md says how).
-TRAINED_SMOLVLA_NAME = "smolvla_so101_reach_v1"
-COMMITTED_POLICIES = Path(__file__).resolve().parents[1] / "sim" / "policies"
-
-
-def committed_trained_smolvla() -> Path | None:
-    """The trained SmolVLA shipped with the package, or None where an install left it out."""
-    path = COMMITTED_POLICIES / TRAINED_SMOLVLA_NAME
-    return path if (path / CONTRACT_FILE).is_file() and (path / EVALUATION_FILE).is_file() else None
-
-
-def trained_policy_path() -> Path:
-    return cache_dir() / "policies" / TRAINED_POLICY_NAME
-
-
-def installed_trained_policy() -> Path | None:
-    """The cached trained policy, or None when it was never built (or only partly)."""
-    target = trained_policy_path()
-    return target if (target / CONTRACT_FILE).is_file() and (target / EVALUATION_FILE).is_file() else None
-
-
-def install(checkpoint: Path, evaluation: dict) -> Path:
+def install_trained_policy(checkpoint: Path, evaluation: dict) -> Path:
     """Copy ``checkpoint`` with its ``evaluation`` into the cache as the trained policy (replacing none)."""
     target = trained_policy_path()
     if installed_trained_policy() is not None:
@@ -89,12 +72,10 @@ def evaluation_line(checkpoint: Path) -> str:
 
 def evaluate_and_install(checkpoint: Path, output_dir: Path, episodes: int = EVALUATION_EPISODES) -> tuple[Path, dict]:
     """Score ``checkpoint`` through the whole loop, then install it with that score."""
-    from lerobot_ros.recording.evaluate import evaluate
-
     evaluation = evaluate(str(checkpoint), episodes, EVALUATION_TIMEOUT_S, EVALUATION_SEED, output_dir=output_dir)
     if evaluation["error"]:
         raise RuntimeError(f"evaluation of {checkpoint} failed, nothing installed: {evaluation['error']}")
-    return install(checkpoint, evaluation), evaluation
+    return install_trained_policy(checkpoint, evaluation), evaluation
 
 
 def main(argv: list[str] | None = None) -> int:

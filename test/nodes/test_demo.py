@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from lerobot_ros.recording.trained_policy import committed_trained_smolvla
+from lerobot_ros.policy_names import committed_trained_smolvla
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAME, default_checkpoint
 
 

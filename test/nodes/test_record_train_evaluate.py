@@ -57,7 +57,8 @@ def test_regenerate_records_trains_evaluates_and_installs_what_the_demo_then_ser
     assert open(evaluation["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
     from lerobot_ros.demo import resolve_policy
-    from lerobot_ros.recording.trained_policy import evaluation_line, installed_trained_policy
+    from lerobot_ros.policy_names import installed_trained_policy
+    from lerobot_ros.recording.trained_policy import evaluation_line
 
     monkeypatch.setenv("LEROBOT_ROS_CACHE", str(cache))
     installed = installed_trained_policy()

@@ -7,13 +7,12 @@ import re
 
 import pytest
 
+from lerobot_ros.policy_names import EVALUATION_FILE, committed_trained_smolvla
 from lerobot_ros.recording.train import policy_options
 from lerobot_ros.recording.trained_policy import (
     EVALUATION_EPISODES,
-    EVALUATION_FILE,
     EVALUATION_SEED,
     EVALUATION_TIMEOUT_S,
-    committed_trained_smolvla,
     evaluation_line,
 )
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE

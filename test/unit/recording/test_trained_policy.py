@@ -6,13 +6,8 @@ import json
 
 import pytest
 
-from lerobot_ros.recording.trained_policy import (
-    EVALUATION_FILE,
-    evaluation_line,
-    install,
-    installed_trained_policy,
-    trained_policy_path,
-)
+from lerobot_ros.policy_names import EVALUATION_FILE, installed_trained_policy, trained_policy_path
+from lerobot_ros.recording.trained_policy import evaluation_line, install_trained_policy
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
 
 EVALUATION = {"episodes": 50, "successes": 43, "success_rate": 0.86, "time_to_success_s_median": 2.41,
@@ -31,7 +26,7 @@ def checkpoint(tmp_path, monkeypatch):
 
 def test_an_installed_policy_is_whole_and_carries_its_score(checkpoint):
     assert installed_trained_policy() is None
-    target = install(checkpoint, EVALUATION)
+    target = install_trained_policy(checkpoint, EVALUATION)
     assert target == trained_policy_path() == installed_trained_policy()
     assert (target / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((target / EVALUATION_FILE).read_text()) == EVALUATION
@@ -45,14 +40,14 @@ def test_an_installed_policy_is_never_replaced_and_a_partial_one_is_not_installe
     partial.mkdir(parents=True)
     (partial / CONTRACT_FILE).write_text("{}")  # an install interrupted before its evaluation was written
     assert installed_trained_policy() is None
-    install(checkpoint, EVALUATION)
+    install_trained_policy(checkpoint, EVALUATION)
     with pytest.raises(FileExistsError, match="already installed"):
-        install(checkpoint, {**EVALUATION, "successes": 50})
+        install_trained_policy(checkpoint, {**EVALUATION, "successes": 50})
     assert json.loads((partial / EVALUATION_FILE).read_text())["successes"] == 43
 
 
 def test_a_directory_without_the_contract_is_refused(tmp_path, checkpoint):
     (checkpoint / CONTRACT_FILE).unlink()
     with pytest.raises(FileNotFoundError, match=f"no {CONTRACT_FILE}"):
-        install(checkpoint, EVALUATION)
+        install_trained_policy(checkpoint, EVALUATION)
     assert installed_trained_policy() is None

@@ -10,12 +10,12 @@ from lerobot_ros.launch_plan import (
     RVIZ_PACKAGE,
     SIM_CAMERA_TOPIC,
     ZENOH_RMW,
-    checkpoint_or_default,
     demo_plan,
     fleet_plan,
     parse_flag,
     parse_remaps,
     robot_plan,
+    ros_args,
     server_namespace_of,
     share_path,
     server_plan,
@@ -131,6 +131,13 @@ def test_ros_arguments_carry_name_namespace_files_parameters_and_remaps():
     assert args[-2:] == ["-r", "joint_states:=/js"]
 
 
+def test_ros_args_quote_values_and_rename_the_node():
+    assert ros_args({"joint_names": ["a", "b"], "fps": 30.0, "checkpoint": "/x y"}, node_name="srv2") == [
+        "--ros-args", "-r", "__node:=srv2",
+        "-p", 'joint_names:=["a", "b"]', "-p", "fps:=30.0", "-p", 'checkpoint:="/x y"',
+    ]
+
+
 def test_plans_combine_and_refuse_conflicting_environments():
     combined = server_plan("ckpt") + robot_plan()
     assert len(combined.nodes) == 2
@@ -181,16 +188,6 @@ def test_boolean_launch_arguments_are_true_or_false():
     assert parse_flag("sim", "True") is True and parse_flag("sim", "false") is False
     with pytest.raises(ValueError, match="launch argument sim: expected true or false, got 'yes'"):
         parse_flag("sim", "yes")
-
-
-def test_an_explicit_checkpoint_is_used_as_given():
-    assert checkpoint_or_default("/ckpt/act", "act") == "/ckpt/act"
-
-
-def test_the_trained_smolvla_policy_is_the_one_committed_with_the_package():
-    from lerobot_ros.recording.trained_policy import committed_trained_smolvla
-
-    assert checkpoint_or_default("", "trained_smolvla") == str(committed_trained_smolvla())
 
 
 def test_demo_and_fleet_executors_wait_for_a_server_that_starts_with_them():
