@@ -138,6 +138,15 @@ def _declare(node: Node, entry: Parameter) -> Any:
         ) from error
 
 
+class TransitionFailed(Exception):
+    """A step of a lifecycle transition could not be done; the message says why, for the operator.
+
+    One exception for both lifecycle nodes (``server/lifecycle.py``,
+    ``executor/lifecycle.py``): each turns it into a failed transition with
+    its message as the reason.
+    """
+
+
 class NodeStartupError(RuntimeError):
     """The node cannot start; the message says why, for the operator."""
 

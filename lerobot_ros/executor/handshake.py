@@ -20,44 +20,17 @@ clients, or a fake in tests); the outcome is reported to the executor core.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from lerobot_ros.contract import ContractCheck, ServerCapabilities, check_robot
+from lerobot_ros.contract import ServerCapabilities
+from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.replicas import NOT_READY, Placement, choose
+from lerobot_ros.executor.session_state import SessionIdentity
+from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.state_machine import ExecutorState
-
-if TYPE_CHECKING:
-    from lerobot_ros.executor.core import ExecutorCore
-
-
-@dataclass(frozen=True)
-class ServerView:
-    """A GetStatus answer, as plain values."""
-
-    ready: bool
-    instance_id: str
-    capabilities: ServerCapabilities
-    draining: bool = False
-    active_sessions: int = 0
-    max_sessions: int = 0
-    pending_requests: int = 0
-
-
-@dataclass(frozen=True)
-class SessionGrant:
-    """An accepted OpenSession, as plain values."""
-
-    session_id: str
-    rtc_enabled: bool
-    observation_topic: str
-    action_chunk_topic: str
-    capabilities: ServerCapabilities
-    warnings: tuple[str, ...] = ()
-    idle_timeout_s: float = math.inf  # the server closes the session after this long without an observation
 
 
 class SessionOpener(Protocol):
@@ -79,21 +52,27 @@ class SessionOpener(Protocol):
         """Open a session there; ``check`` vets the grant before its data plane is built and matched."""
 
 
-@dataclass(frozen=True)
-class RobotDeclaration:
-    """What this robot sends and executes, from the executor's parameters."""
+class PlacementTarget(Protocol):
+    """What the handshake reads from the executor core and reports to it (``core.ExecutorCore``)."""
 
-    joint_names: tuple[str, ...]
-    camera_names: tuple[str, ...] = ()
-    state_dim: int = 0  # 0: not declared, not checked
+    settings: ExecutorSettings
 
-    def check_against(self, capabilities: ServerCapabilities) -> ContractCheck:
-        return check_robot(
-            capabilities,
-            self.joint_names,
-            camera_names=self.camera_names or None,
-            state_dim=self.state_dim or None,
-        )
+    @property
+    def identity(self) -> SessionIdentity: ...
+
+    @property
+    def state(self) -> ExecutorState: ...
+
+    @property
+    def unanswered_replicas(self) -> frozenset[str]: ...
+
+    def check_model(self, capabilities: ServerCapabilities, now_s: float) -> str | None: ...
+
+    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = "") -> None: ...
+
+    def handshake_failed(self, reason: str, now_s: float) -> None: ...
+
+    def replicas_skipped(self, skipped: tuple[str, ...]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -114,7 +93,9 @@ class HandshakeResult:
         }
 
 
-def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_ready: bool, instance_id: str) -> HandshakeResult:
+def check_server(robot: RobotDeclaration, capabilities: ServerCapabilities, server_ready: bool,
+                 instance_id: str) -> HandshakeResult:
+    """``handshake_only``'s verdict: the server is ready and its policy's contract matches the robot."""
     identity = dict(
         server_instance_id=instance_id,
         model_fingerprint=capabilities.model_fingerprint,
@@ -132,7 +113,7 @@ def evaluate(robot: RobotDeclaration, capabilities: ServerCapabilities, server_r
 START_RETRY_S = 0.5
 
 
-def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
+def handshake(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
     """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its data plane.
 
     Used for the first handshake (at start-up) and every re-handshake or move;
@@ -166,7 +147,7 @@ def handshake(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, 
         time.sleep(START_RETRY_S)
 
 
-def _place_once(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float],
+def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float],
                 status_timeout: float) -> HandshakeResult | tuple[Placement, list, bool]:
     """One placement: a final result (a session, or DEAD), or what failed and whether a replica did not answer.
 
@@ -212,7 +193,7 @@ def _place_once(core: ExecutorCore, link: SessionOpener, robot: RobotDeclaration
     return placement, tried, unanswered
 
 
-def _failed(core: ExecutorCore, link: SessionOpener, placement: Placement, tried: list,
+def _failed(core: PlacementTarget, link: SessionOpener, placement: Placement, tried: list,
             clock: Callable[[], float]) -> HandshakeResult:
     """No session anywhere: one failed handshake, named after the first replica that answered."""
     if not tried:
@@ -227,7 +208,7 @@ def _failed(core: ExecutorCore, link: SessionOpener, placement: Placement, tried
     return HandshakeResult(False, reason, view.instance_id, view.capabilities.model_fingerprint)
 
 
-def _refused(core: ExecutorCore, placement: Placement, clock: Callable[[], float]) -> HandshakeResult:
+def _refused(core: PlacementTarget, placement: Placement, clock: Callable[[], float]) -> HandshakeResult:
     """No replica can take the robot: a failed handshake, named after the first one that answered."""
     reason = placement.refusal()
     core.handshake_failed(reason, clock())

@@ -26,9 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-
-class TransitionFailed(Exception):
-    """A step could not be done; the message says why, for the operator."""
+from lerobot_ros.node_support import TransitionFailed
 
 
 class ExecutorParts(Protocol):
@@ -56,7 +54,9 @@ class ExecutorParts(Protocol):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class TransitionOutcome:
+    """How one lifecycle transition went: done, or failed with the reason."""
+
     ok: bool
     reason: str = ""
 
@@ -71,7 +71,7 @@ class ExecutorLifecycle:
         self.session_open = False
         self.active = False
 
-    def configure(self) -> Outcome:
+    def configure(self) -> TransitionOutcome:
         steps = (("parameters", self.parts.read_settings), ("handshake", self.parts.connect),
                  ("entities", self.parts.create_entities))
         for name, step in steps:
@@ -79,13 +79,13 @@ class ExecutorLifecycle:
                 step()
             except Exception as error:  # noqa: BLE001 - every failure is a failed transition with its reason
                 self._release(after_failed=name)
-                return Outcome(False, reason_of(error))
+                return TransitionOutcome(False, reason_of(error))
             if name == "handshake":
                 self.session_open = True
         self.configured = True
-        return Outcome(True, "session open, nothing commanded until activate")
+        return TransitionOutcome(True, "session open, nothing commanded until activate")
 
-    def activate(self) -> Outcome:
+    def activate(self) -> TransitionOutcome:
         try:
             if not self.streaming:
                 self.parts.start_streaming()
@@ -94,32 +94,32 @@ class ExecutorLifecycle:
                 self.parts.resume()
             self.session_open = True
         except Exception as error:  # noqa: BLE001
-            return Outcome(False, reason_of(error))
+            return TransitionOutcome(False, reason_of(error))
         self.active = True
-        return Outcome(True, "streaming")
+        return TransitionOutcome(True, "streaming")
 
-    def deactivate(self) -> Outcome:
+    def deactivate(self) -> TransitionOutcome:
         try:
             if self.streaming:
                 self.parts.hold()
             self.active = False
             self._close_session()
         except Exception as error:  # noqa: BLE001
-            return Outcome(False, reason_of(error))
-        return Outcome(True, "holding position, session closed")
+            return TransitionOutcome(False, reason_of(error))
+        return TransitionOutcome(True, "holding position, session closed")
 
-    def cleanup(self) -> Outcome:
+    def cleanup(self) -> TransitionOutcome:
         return self.release()
 
-    def shutdown(self) -> Outcome:
+    def shutdown(self) -> TransitionOutcome:
         return self.release()
 
-    def release(self) -> Outcome:
+    def release(self) -> TransitionOutcome:
         """Release whatever is acquired, from any state (cleanup, shutdown, the error handler)."""
         problems = self._release()
         if problems:
-            return Outcome(False, "; ".join(problems))
-        return Outcome(True, "session closed, threads stopped, entities released")
+            return TransitionOutcome(False, "; ".join(problems))
+        return TransitionOutcome(True, "session closed, threads stopped, entities released")
 
     def _close_session(self) -> None:
         if self.session_open:

@@ -77,8 +77,9 @@ from lerobot_ros.action import RunPolicy
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.goals import GoalBook, GoalRequest, GoalResult, Progress, Termination
-from lerobot_ros.executor.handshake import HandshakeResult, RobotDeclaration, evaluate, handshake
-from lerobot_ros.executor.lifecycle import ExecutorLifecycle, Outcome, TransitionFailed
+from lerobot_ros.executor.handshake import HandshakeResult, check_server, handshake
+from lerobot_ros.executor.handshake_types import RobotDeclaration
+from lerobot_ros.executor.lifecycle import ExecutorLifecycle, TransitionOutcome
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.sensor_node import SensorNode
 from lerobot_ros.executor.server_link import RosServerLink
@@ -87,7 +88,8 @@ from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import NodeDone, NodeStartupError, declare_settings, read_settings, run_autostart, run_node
+from lerobot_ros.node_support import (NodeDone, NodeStartupError, TransitionFailed, declare_settings, read_settings,
+                                     run_autostart, run_node)
 from lerobot_ros.wire.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 from lerobot_ros.srv import StartPolicy, StopPolicy
@@ -169,7 +171,7 @@ class ChunkExecutorNode(LifecycleNode):
         self._transition("release after an error", self.lifecycle.release())
         return TransitionCallbackReturn.SUCCESS
 
-    def _transition(self, name: str, outcome: Outcome,
+    def _transition(self, name: str, outcome: TransitionOutcome,
                     failure: TransitionCallbackReturn = TransitionCallbackReturn.FAILURE) -> TransitionCallbackReturn:
         if outcome.ok:
             self.transition_failure = ""
@@ -336,7 +338,7 @@ class ChunkExecutorNode(LifecycleNode):
         view = session.get_status(self.settings.handshake_timeout_s)
         if isinstance(view, str):
             self._refuse(view)
-        result = evaluate(robot, view.capabilities, view.ready, view.instance_id)
+        result = check_server(robot, view.capabilities, view.ready, view.instance_id)
         if not result.accepted:
             self._refuse(result.reason, result)
         report(result.as_dict())

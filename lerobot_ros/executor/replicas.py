@@ -25,12 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lerobot_ros.executor.chunks import ValidatedModel
-
-if TYPE_CHECKING:  # the handshake uses this module: its types only, no import cycle
-    from lerobot_ros.executor.handshake import RobotDeclaration, ServerView
+from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView
 
 NOT_READY = "server is not ready (still loading or warming up)"
 DRAINING = "server is draining (shutting down)"

@@ -13,7 +13,7 @@ core; on a SingleThreadedExecutor of their own 17 % (that thread 7 %); on a
 bare rcl wait set of their own 15 % (that thread 4 %). Here they cost
 nothing until read: the subscriptions keep the newest sample (keep-last 1,
 qos.SENSOR_QOS) in the middleware, and ``newest`` takes it when the
-observation assembler asks (observation.py), with the time the middleware
+observation assembler asks (observation_assembly.py), with the time the middleware
 received it, so a frame taken late is exactly as old as it is.
 
 Why a companion node: rclpy executors wait on every subscription of the
@@ -35,7 +35,7 @@ import time
 from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 
-from lerobot_ros.executor.observation import received_monotonic_s
+from lerobot_ros.executor.observation_assembly import received_monotonic_s
 
 
 def _never_called(_message) -> None:

@@ -3,9 +3,9 @@
 Implements ``worker.ServerLink``: the open request is built once from the
 executor's parameters; status and session calls name their replica; every
 chunk goes to the core (which matches it against its request in flight);
-an observation goes to the replica the latest session was opened on,
-encoded as the settings say (the core's task, JPEG quality, the RTC prefix when RTC is
-on). Invariant: observations go only to the current replica; a chunk of a
+an observation goes to the replica the latest session was opened on, as
+the pending request made it (``PendingRequest.outgoing``: the core's task,
+JPEG quality, the policy's camera sizes, the RTC prefix when RTC is on). Invariant: observations go only to the current replica; a chunk of a
 replica the robot moved away from still reaches the core, whose session and
 epoch checks drop it. The old replica's data plane is kept, not destroyed:
 destroying entities from the worker thread while the executor spins them has
@@ -23,10 +23,11 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from lerobot_ros.contract import OpenRequest
-from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
-from lerobot_ros.executor.handshake import ServerView, SessionGrant
-from lerobot_ros.executor.observation import to_message
+from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.handshake_types import ServerView, SessionGrant
+from lerobot_ros.executor.pending_request import PendingRequest
 from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.wire.data_plane import observation_to_msg
 from lerobot_ros.wire.images import ImageError
 from lerobot_ros.msg import Observation
 from lerobot_ros.executor.session_client import SessionClient
@@ -48,7 +49,6 @@ class RosServerLink:
         for client in self._clients.values():
             client.stopping = self.stopping
         self._current = self.namespaces[0]
-        self._policy_sizes: dict[str, tuple[int, int]] | None = None
         self._open_request = OpenRequest(
             client_id=settings.client_id,
             schema_version=Observation.CURRENT_SCHEMA_VERSION,
@@ -91,23 +91,11 @@ class RosServerLink:
         grant = self._clients[namespace].open_session(self._open_request, timeout_s, check)
         if isinstance(grant, SessionGrant):
             self._current = namespace
-            # frames larger than the served policy's are shrunk to its size
-            self._policy_sizes = grant.capabilities.camera_sizes if self.settings.resize_to_policy else None
         return grant
 
-    def send_observation(self, prepared: PreparedRequest) -> str | None:
-        snapshot = prepared.snapshot
+    def send_observation(self, pending: PendingRequest) -> str | None:
         try:
-            msg = to_message(
-                prepared.request,
-                prepared.task,
-                prepared.observation,
-                self.settings.jpeg_quality,
-                prepared.inference_delay_steps,
-                snapshot.left_over_model if prepared.rtc else None,
-                snapshot.left_over_robot if prepared.rtc else None,
-                self._policy_sizes,
-            )
+            msg = observation_to_msg(pending.outgoing())
         except ImageError as error:
             return f"camera frame unusable: {error}"
         self.session.send_observation(msg)

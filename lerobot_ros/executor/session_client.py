@@ -45,7 +45,7 @@ from lerobot_ros.wire import control_plane
 from lerobot_ros.contract import OpenRequest
 from lerobot_ros.wire.data_plane import DataPlaneError, ReceivedChunk, RequestId, chunk_from_msg, integrity
 from lerobot_ros.executor.chunks import Answer, InFlight, ValidatedModel
-from lerobot_ros.executor.handshake import ServerView, SessionGrant
+from lerobot_ros.executor.handshake_types import ServerView, SessionGrant
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode

@@ -18,7 +18,8 @@ Invariants:
 
 Plain Python: everything ROS goes through a ``ServerLink`` (the executor's
 session client), so tests drive the cycle with a fake; the core is reached
-only through its verbs.
+only through its verbs, one request through one sequence
+(``start_request``, the link's ``send_observation``, ``complete_request``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
-from lerobot_ros.executor.handshake import RobotDeclaration, SessionOpener, handshake
+from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.handshake import SessionOpener, handshake
+from lerobot_ros.executor.handshake_types import RobotDeclaration
+from lerobot_ros.executor.pending_request import PendingRequest
 
 
 #: Longest single idle wait (seconds); the control tick's wake-up normally ends it first.
@@ -37,9 +40,9 @@ IDLE_WAIT_S = 1.0
 
 
 class ServerLink(SessionOpener, Protocol):
-    """The handshake's calls, and publishing one prepared observation (an error is returned as text)."""
+    """The handshake's calls, and publishing one pending request's observation (an error is returned as text)."""
 
-    def send_observation(self, prepared: PreparedRequest) -> str | None: ...
+    def send_observation(self, pending: PendingRequest) -> str | None: ...
 
 
 class NetworkWorker(threading.Thread):
@@ -92,24 +95,14 @@ class NetworkWorker(threading.Thread):
 
     def request_once(self) -> bool:
         """Send one observation and wait for its chunk; False when nothing could be sent."""
-        prepared = self.core.prepare_request(self.clock(), self.clock_ns())
-        if not isinstance(prepared, PreparedRequest):
+        pending = self.core.start_request(self.clock(), self.clock_ns())
+        if not isinstance(pending, PendingRequest):
             self._not_sent = True
             return False
-        self.core.begin_request(prepared.request)
-        if self._stop_event.is_set():  # a stop between prepare and begin would otherwise be lost
+        if self._stop_event.is_set():  # a stop just before the request went in flight would otherwise be lost
             self.core.cancel_request()
             return False
-        problem = self.link.send_observation(prepared)
-        if problem:
-            self.core.request_not_sent(problem)
-            self._not_sent = True
-            return False
-        answer = self.core.wait_for_answer(self.core.settings.request_timeout_s)
-        if answer.chunk is not None:
-            self.core.merge(prepared, answer.chunk, answer.received_ns, self.clock())
-        elif answer.refusal and not self._stop_event.is_set():
-            self.core.on_request_refused(answer.refusal, self.clock())
-        elif answer.timed_out and not self._stop_event.is_set():
-            self.core.on_request_timeout(self.clock())
-        return True
+        sent = self.core.complete_request(pending, self.link.send_observation(pending), self.clock,
+                                          self._stop_event.is_set)
+        self._not_sent = not sent
+        return sent

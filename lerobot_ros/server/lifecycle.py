@@ -28,11 +28,9 @@ import enum
 from collections.abc import Callable
 from typing import Protocol
 
+from lerobot_ros.node_support import TransitionFailed
+
 Release = Callable[[], None]
-
-
-class TransitionFailed(Exception):
-    """A step of a transition could not be done; the message says why, for the operator."""
 
 
 class Stage(enum.Enum):

@@ -15,7 +15,8 @@ from lerobot_ros.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.chunks import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import RobotDeclaration, ServerView, SessionGrant, handshake
+from lerobot_ros.executor.handshake import handshake
+from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.parameters import defaults
@@ -77,14 +78,14 @@ class FakeLink:
                              idle_timeout_s=self.idle_timeout_s)
         return check(grant) or grant
 
-    def send_observation(self, prepared):
-        self.sent.append(prepared)
+    def send_observation(self, pending):
+        self.sent.append(pending)
         if not self.silent:
             actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
-            reply = chunk(prepared.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
+            reply = chunk(pending.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
                           action_names=self.capabilities.action_names, status=1 if self.refusal else 0,
                           error=self.refusal)
-            self.core.offer_chunk(reply, prepared.request.sent_monotonic_ns + round(self.latency_s * 1e9))
+            self.core.offer_chunk(reply, pending.request.sent_monotonic_ns + round(self.latency_s * 1e9))
         return None
 
 

@@ -14,7 +14,8 @@ from support.executor_harness import CAMERA, CAPABILITIES, JOINTS, Clock, chunk,
 
 from lerobot_ros.executor.chunks import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import RobotDeclaration, ServerView, SessionGrant, handshake
+from lerobot_ros.executor.handshake import handshake
+from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.replicas import choose
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.worker import NetworkWorker
@@ -216,8 +217,7 @@ def streaming_with_a_request_in_flight():
     stream(core, clock, worker)
     clock.t += 1.0
     feed(core, clock)
-    prepared = core.prepare_request(clock(), clock.ns())
-    core.begin_request(prepared.request)
+    prepared = core.start_request(clock(), clock.ns())
     return clock, core, link, worker, prepared
 
 

@@ -17,7 +17,7 @@ from sensor_msgs.msg import Image
 from lerobot_ros.wire import images
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
-from lerobot_ros.executor.observation import received_monotonic_s
+from lerobot_ros.executor.observation_assembly import received_monotonic_s
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.state_machine import ExecutorState
 from lerobot_ros.executor.trigger import request_threshold_s

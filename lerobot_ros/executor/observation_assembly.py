@@ -1,4 +1,4 @@
-"""What the executor sends: the latest joint state and camera frames, gated by age.
+"""The latest-only sensor holders, and the observation assembled from them, gated by age.
 
 Invariants:
 
@@ -19,8 +19,8 @@ Invariants:
   from a world that no longer exists. Ages are receive times on the
   executor's monotonic clock; header stamps come from other clocks.
 
-Plain Python; ``lerobot_ros.wire.data_plane`` turns what is assembled here into
-the Observation message (camera payloads included).
+Plain Python; what is assembled here becomes one ``OutgoingObservation`` in
+``pending_request.py``, and ``lerobot_ros.wire.data_plane`` makes the message.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
-
-from lerobot_ros.wire.data_plane import camera_payloads, OutgoingObservation, observation_to_msg
 
 T = TypeVar("T")
 
@@ -240,14 +238,3 @@ class ObservationAssembler:
             return NotSent(str(error))
         return AssembledObservation(state, frames, max(ages.values()))
 
-
-def to_message(request, task: str, observation: AssembledObservation, jpeg_quality: int,
-               inference_delay_steps: int = 0, prefix_model: np.ndarray | None = None,
-               prefix_robot: np.ndarray | None = None, policy_sizes: dict[str, tuple[int, int]] | None = None):
-    """The Observation message for one request; data_plane makes the camera payloads (JPEG or raw) and the message.
-
-    ``policy_sizes``: camera name -> the policy's (height, width); larger frames are shrunk to it before encoding.
-    """
-    compressed, raw = camera_payloads(observation.cameras, jpeg_quality, policy_sizes)
-    return observation_to_msg(OutgoingObservation(request, task, observation.state, compressed, raw, inference_delay_steps,
-                              prefix_model, prefix_robot))
