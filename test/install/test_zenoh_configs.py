@@ -100,11 +100,11 @@ def test_qos_puts_action_chunks_ahead_of_observations():
     assert priority_of(key(names.STATUS, "msg", "ServerStatus")) < priority_of(observation("arm_7"))
 
 
-def test_readme_explains_how_rmw_zenoh_finds_these_files():
-    readme = (REPO / "README.md").read_text()
+def test_the_deployment_docs_explain_how_rmw_zenoh_finds_these_files():
+    deployment = (REPO / "docs" / "deployment.md").read_text()
     for needle in ("ZENOH_ROUTER_CONFIG_URI", "ZENOH_SESSION_CONFIG_URI", "router_server.json5", "session.json5"):
-        assert needle in readme
-    assert re.search(r"mTLS|mutual TLS", readme)
+        assert needle in deployment
+    assert re.search(r"mTLS|mutual TLS", deployment)
 
 
 def replica_key(replica: str, name: str, kind: str, type_name: str) -> "zenoh.KeyExpr":

@@ -318,16 +318,16 @@ def test_refusals_of_close_and_reset_do_not_echo_oversize_ids(policy_server, ros
 # ------------------------------------------------------------ documentation
 
 
-def test_the_readme_security_section_explains_sros2_and_zenoh_acl_deployment():
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^### Security\n(.*?)(?=^#{2,3} |\*\*What CI)", readme, re.S | re.M)
-    assert section, "README has no '### Security' section"
+def test_the_deployment_security_section_explains_sros2_and_zenoh_acl_deployment():
+    deployment = (REPO / "docs" / "deployment.md").read_text()
+    section = re.search(r"^### Security\n(.*?)(?=^#{2,3} |\*\*What CI)", deployment, re.S | re.M)
+    assert section, "docs/deployment.md has no '### Security' section"
     text = section.group(1)
     needed = ["SROS2", "ROS_SECURITY_ENABLE", "ROS_SECURITY_STRATEGY=Enforce", "mTLS", "access-control list",
               "router_server.json5", "router_robot.json5", "pickle", "session_secret", "HMAC-SHA256",
               "sniffer of service replies", "REFUSAL_CLIENT_ID_IN_USE", "test_hostile.py"]
     missing = [word for word in needed if word not in text]
-    record(CATEGORY, "README security section: SROS2 and rmw_zenoh mTLS + ACL deployment", tried=len(needed),
+    record(CATEGORY, "docs/deployment.md security section: SROS2 and rmw_zenoh mTLS + ACL deployment", tried=len(needed),
            survived=len(needed) - len(missing), lost=len(missing),
            configs_checked_by="test_zenoh_configs.py (zenoh's parser: mTLS on both routers, default-deny ACL per robot)")
     assert missing == [], missing

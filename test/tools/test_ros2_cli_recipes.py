@@ -1,9 +1,9 @@
-"""The README's "Command-line tools" recipes, run as written against one `ros2 launch` demo.
+"""The "Command-line tools" recipes of docs/command_line.md, run as written against one `ros2 launch` demo.
 
-The README is the specification: its ``ros2 launch`` line starts the demo
+That page is the specification: its ``ros2 launch`` line starts the demo
 (with this suite's checkpoint and the CPU appended, the only change), and
 every ``$ ros2 ...`` line of its console block runs as written; each output
-line the README shows must be a line of the real output (``...`` stands for
+line the page shows must be a line of the real output (``...`` stands for
 lines left out). The demo reaching STREAMING, `ros2 run`, and the demo's
 clean stop on SIGINT are checked here too, so one demo serves them all.
 """
@@ -19,14 +19,16 @@ from support.ros2_cli import Ros2Process, echo_once, requires_ros2_tools, ros2, 
 
 pytestmark = requires_ros2_tools
 
-SECTION = re.search(r"^## Command-line tools\n(.*?)(?=^## )", (REPO / "README.md").read_text(), re.M | re.S).group(1)
+# The recipes are the "Command-line tools" section of docs/command_line.md (up to the next section or the end).
+SECTION = re.search(r"^## Command-line tools\n(.*?)(?=^## |\Z)", (REPO / "docs" / "command_line.md").read_text(),
+                    re.M | re.S).group(1)
 BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", SECTION, re.M | re.S)
 LAUNCH = next(line for _, block in BLOCKS for line in block.splitlines() if line.startswith("ros2 launch "))
 RUN = next(line for _, block in BLOCKS for line in block.splitlines() if line.startswith("ros2 run "))
 
 
 def console_recipes() -> list[tuple[str, list[str]]]:
-    """(command, the output lines the README shows) for every ``$ ros2 ...`` line."""
+    """(command, the output lines the page shows) for every ``$ ros2 ...`` line."""
     recipes: list[tuple[str, list[str]]] = []
     for language, block in BLOCKS:
         if language != "console":
@@ -44,7 +46,7 @@ RECIPES = console_recipes()
 
 @pytest.fixture(scope="module")
 def demo(act_checkpoint, tmp_path_factory):
-    """The README's demo launch, once for the module; stopped by the last test (or here if it failed first)."""
+    """The page's demo launch, once for the module; stopped by the last test (or here if it failed first)."""
     launched = Ros2Process(tmp_path_factory.mktemp("demo_launch") / "launch.log",
                            *shlex.split(LAUNCH)[1:], f"checkpoint:={act_checkpoint}", "device:=cpu")
     # Torch import, load and warm-up take most of the start-up: every test may rely on a ready server.
@@ -59,7 +61,7 @@ def test_the_readme_has_the_recipes():
     commands = [command.split()[:3] for command, _ in RECIPES]
     for verb in (["ros2", "topic", "echo"], ["ros2", "node", "list"], ["ros2", "param", "get"], ["ros2", "param", "set"],
                  ["ros2", "service", "call"], ["ros2", "interface", "show"]):
-        assert verb in commands, f"README recipe for {' '.join(verb)} missing"
+        assert verb in commands, f"recipe for {' '.join(verb)} missing in docs/command_line.md"
     assert LAUNCH.startswith("ros2 launch lerobot_ros demo.launch.py") and RUN.startswith("ros2 run lerobot_ros ")
 
 
@@ -82,7 +84,8 @@ def test_readme_recipe_runs_as_written(demo, command, shown):
     real = [line.rstrip() for line in printed.splitlines()]
     for line in shown:
         if line.strip() != "...":
-            assert line.rstrip() in real, f"README shows {line!r} for `{command}`; the real output was:\n{printed}"
+            assert line.rstrip() in real, (
+                f"docs/command_line.md shows {line!r} for `{command}`; the real output was:\n{printed}")
 
 
 def test_ros2_run_starts_a_node(tmp_path):

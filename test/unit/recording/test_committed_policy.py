@@ -57,4 +57,4 @@ def test_docs_quote_the_committed_evaluation(evaluation):
     row = re.search(r"^\| 0 ms \| on \| replace \(RTC\) \| (\d+) \| (\d+) \(", section, re.MULTILINE)
     assert row is not None, "the RTC-on row at 0 ms is missing from docs/benchmarks.md"
     assert (int(row[1]), int(row[2])) == (evaluation["episodes"], evaluation["successes"])
-    assert f"{evaluation['successes']} of {evaluation['episodes']}" in (REPO / "README.md").read_text()
+    assert f"{evaluation['successes']} of {evaluation['episodes']}" in (REPO / "docs" / "demo.md").read_text()
