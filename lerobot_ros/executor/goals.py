@@ -146,7 +146,7 @@ class GoalBook:
                 return None
             return self._end(Termination.CANCELLED, reason, progress)
 
-    def evaluate(self, progress: Progress) -> GoalResult | None:
+    def end_if_over(self, progress: Progress) -> GoalResult | None:
         """End the active goal when ``progress`` says it is over; returns its result then."""
         with self._lock:
             goal = self._active

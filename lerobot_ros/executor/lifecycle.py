@@ -29,6 +29,18 @@ from typing import Protocol
 from lerobot_ros.node_support import TransitionFailed
 
 
+#: rclpy's label of the state each transition (by the node's name for it) passes through, ends in when it
+#: succeeds, and ends in when it fails; a failed cleanup or shutdown goes through errorprocessing.
+STATE_LABELS = {
+    "configure": ("configuring", "inactive", "unconfigured"),
+    "activate": ("activating", "active", "inactive"),
+    "deactivate": ("deactivating", "inactive", "active"),
+    "cleanup": ("cleaningup", "unconfigured", "errorprocessing"),
+    "shutdown": ("shuttingdown", "finalized", "errorprocessing"),
+    "release after an error": ("errorprocessing", "unconfigured", "unconfigured"),
+}
+
+
 class ExecutorParts(Protocol):
     """The node's side of each step."""
 

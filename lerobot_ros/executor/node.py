@@ -28,40 +28,31 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   <replica>/get_status, open_session, close_session, reset_episode   (service clients, per replica)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
-Threads: the control loop (``control_loop.ControlLoop``, absolute deadlines)
-ticks the core and publishes each command; nothing spins the joint-state
-and camera subscriptions, on a hidden companion node ``_<name>_sensors``:
-their newest sample is taken from the middleware when a request (or a hold)
-needs it (``sensor_node.py``: why); ~/status and a goal's feedback are
-published every status_period_s, and /diagnostics every second, by a thread
-of their own (a ``ControlLoop``); a MultiThreadedExecutor spins the other
-callbacks above: chunks, heartbeat, the operator and lifecycle services in the node's one
-mutually exclusive group (one at a time, as before), the server's service
-answers in their own group (so a transition can wait for them), goals in a
-reentrant group; the network worker thread (``worker.NetworkWorker``) sends
-one observation at a time and waits for its chunk. The control loop never
-waits on a callback, never does network I/O and never blocks.
+Threads (docs/architecture.md has the whole picture): the control loop
+(``control_loop.ControlLoop``) ticks the core and publishes each command,
+and never waits on a callback, the network or a lock held across I/O;
+~/status, goal feedback and /diagnostics go out from a second ``ControlLoop``;
+the sensors are read when needed, never spun (``sensor_node.py``); a
+MultiThreadedExecutor runs chunks, heartbeats, operator services and
+transitions in one mutually exclusive group, the server's answers in their
+own, goals in a reentrant one (``goal_server.py``); the network worker
+(``worker.NetworkWorker``) keeps one request in flight.
 
-joint_trajectory mode publishes one single-point trajectory per control tick
-(``time_from_start`` = one control period), not the queued chunk as one timed trajectory:
-every point passes the same fail-safe tick and safety envelope as the other
-modes, so a controller never keeps playing actions that went stale, or that
-the operator paused, after the executor decided so (see output_modes.py).
+joint_trajectory mode publishes one single-point trajectory per control
+tick, never the queued chunk: every point passes the same fail-safe tick and
+safety envelope as the other modes (see output_modes.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import sys
-import threading
 import time
-import uuid
+from collections.abc import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.publisher import Publisher
@@ -72,28 +63,25 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
 from lerobot_ros import names
-from lerobot_ros.wire import control_plane
-from lerobot_ros.action import RunPolicy
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.goals import GoalBook, GoalRequest, GoalResult, Progress, Termination
+from lerobot_ros.executor.goal_server import GoalServer
+from lerobot_ros.executor.goal_steps import HOLD_GOAL, GoalSteps
 from lerobot_ros.executor.handshake import HandshakeResult, check_server, handshake
 from lerobot_ros.executor.handshake_types import RobotDeclaration
-from lerobot_ros.executor.lifecycle import ExecutorLifecycle, TransitionOutcome
+from lerobot_ros.executor.lifecycle import STATE_LABELS, ExecutorLifecycle, TransitionOutcome
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.sensor_node import SensorNode
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.session_client import SessionClient
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.status_report import StatusReport
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
 from lerobot_ros.node_support import (NodeDone, NodeStartupError, TransitionFailed, declare_settings, read_settings,
                                      run_autostart, run_node)
 from lerobot_ros.wire.output_modes import OUTPUT_MODES
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
-from lerobot_ros.srv import StartPolicy, StopPolicy
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
 
 NODE_NAME = "chunk_executor"
 
@@ -101,13 +89,11 @@ CLOSE_TIMEOUT_S = 2.0
 RESET_TIMEOUT_S = 2.0
 WORKER_JOIN_TIMEOUT_S = 3.0
 CONTROL_JOIN_TIMEOUT_S = 1.0
-#: How often a goal's waiter looks at its cancel request (seconds).
-GOAL_POLL_S = 0.05
 #: Threads of the executor: the node's group, the server's answers, a goal and its preemptor.
 EXECUTOR_THREADS = 4
 
-#: The names the core's holds go by (core.pause / resume).
-HOLD_LIFECYCLE, HOLD_GOAL = "lifecycle", "goal"
+#: The name the lifecycle's hold goes by (core.pause / resume; the goal's is goal_steps.HOLD_GOAL).
+HOLD_LIFECYCLE = "lifecycle"
 
 
 def report(result: dict) -> None:
@@ -136,15 +122,9 @@ class ChunkExecutorNode(LifecycleNode):
             self.settings = settings
             self._check_only()
         self.lifecycle = ExecutorLifecycle(self)
-        self.goals = GoalBook()
-        self._goal_lock = threading.RLock()  # a goal's start and end, with what they do to the robot
-        self._goal_handles: dict = {}  # goal id -> its action goal handle (StartPolicy goals have none)
-        goal_group = ReentrantCallbackGroup()
-        self._action_server = ActionServer(
-            self, RunPolicy, "~/run_policy", self.execute_goal, goal_callback=self.on_goal_request,
-            cancel_callback=lambda goal_handle: CancelResponse.ACCEPT, callback_group=goal_group)
-        self.create_service(StartPolicy, "~/start_policy", self.on_start_policy, callback_group=goal_group)
-        self.create_service(StopPolicy, "~/stop_policy", self.on_stop_policy, callback_group=goal_group)
+        self.lifecycle_state = "unconfigured"  # rclpy's label, kept by the transition callbacks below
+        self.goal_steps = GoalSteps(self.get_logger().info, self._status_now)
+        self.goal_server = GoalServer(self, self.goal_steps, lambda: (self.lifecycle.active, self.lifecycle_state))
 
     def _settings_context(self) -> dict:
         return {"node_namespace": self.get_namespace(), "hostname": socket.gethostname()}
@@ -152,27 +132,32 @@ class ChunkExecutorNode(LifecycleNode):
     # ---- lifecycle transitions (lifecycle.py decides what, these do it) ----
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._transition("configure", self.lifecycle.configure())
+        return self._transition("configure", self.lifecycle.configure)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._transition("activate", self.lifecycle.activate())
+        return self._transition("activate", self.lifecycle.activate)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._transition("deactivate", self.lifecycle.deactivate())
+        return self._transition("deactivate", self.lifecycle.deactivate)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._transition("cleanup", self.lifecycle.cleanup(), failure=TransitionCallbackReturn.ERROR)
+        return self._transition("cleanup", self.lifecycle.cleanup, failure=TransitionCallbackReturn.ERROR)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._transition("shutdown", self.lifecycle.shutdown(), failure=TransitionCallbackReturn.ERROR)
+        return self._transition("shutdown", self.lifecycle.shutdown, failure=TransitionCallbackReturn.ERROR)
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         # Whatever failed, nothing stays acquired; the node is unconfigured again.
-        self._transition("release after an error", self.lifecycle.release())
+        self._transition("release after an error", self.lifecycle.release)
         return TransitionCallbackReturn.SUCCESS
 
-    def _transition(self, name: str, outcome: TransitionOutcome,
+    def _transition(self, name: str, step: Callable[[], TransitionOutcome],
                     failure: TransitionCallbackReturn = TransitionCallbackReturn.FAILURE) -> TransitionCallbackReturn:
+        # Our own record of the state: rclpy's is private (LifecycleNode._state_machine).
+        during, done, failed = STATE_LABELS[name]
+        self.lifecycle_state = during
+        outcome = step()
+        self.lifecycle_state = done if outcome.ok else failed
         if outcome.ok:
             self.transition_failure = ""
             self.get_logger().info(f"{name}: {outcome.reason}")
@@ -195,6 +180,7 @@ class ChunkExecutorNode(LifecycleNode):
     def connect(self) -> None:
         settings, now = self.settings, time.monotonic()
         self.core = core = ExecutorCore(settings, now)
+        self.goal_steps.attach(core, settings)
         accept_runtime_parameters(self, core, configuring=lambda: self.core is None)
         if settings.wait_for_goal:
             core.pause(now, HOLD_GOAL)
@@ -243,13 +229,11 @@ class ChunkExecutorNode(LifecycleNode):
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         keep(self.status_pub)
         keep(self.diagnostics_pub)
-        self._diagnostics_due = 0.0
+        report = StatusReport(self, core, self.goal_steps, self.status_pub, self.diagnostics_pub)
         # On a thread of its own (control_loop.py: why); stopped before the publishers go.
-        self.status_loop = ControlLoop(1.0 / settings.status_period_s, lambda now_s: self.on_status(),
+        self.status_loop = ControlLoop(1.0 / settings.status_period_s, lambda now_s: report.publish(),
                                        self.on_status_error, name="lerobot_ros_status")
         self.status_loop.start()
-        self._transitions_logged = 0
-        self._rejections_logged = 0
 
     def start_streaming(self) -> None:
         settings = self.settings
@@ -270,12 +254,8 @@ class ChunkExecutorNode(LifecycleNode):
         )
 
     def hold(self) -> None:
-        now = time.monotonic()
-        self.core.pause(now, HOLD_LIFECYCLE)
-        with self._goal_lock:
-            ended = self.goals.cancel(self._progress(now), reason="the executor was deactivated")
-            if ended is not None:
-                self._goal_ended(ended)
+        self.core.pause(time.monotonic(), HOLD_LIFECYCLE)
+        self.goal_steps.cancel(None, "the executor was deactivated")
 
     def close_session(self) -> None:
         session_id = self.core.end_session()
@@ -327,6 +307,7 @@ class ChunkExecutorNode(LifecycleNode):
             self.sensors = None
 
     def forget_settings(self) -> None:
+        self.goal_steps.attach(None, None)
         self.core = self.link = None
 
     # ---- start-up -------------------------------------------------------
@@ -347,116 +328,6 @@ class ChunkExecutorNode(LifecycleNode):
     def _refuse(self, reason: str, result: HandshakeResult | None = None) -> None:
         report((result or HandshakeResult(False, reason)).as_dict())
         raise NodeStartupError(f"handshake refused: {reason}")
-
-    # ---- goals (goals.py keeps the book; these apply it to the robot) -----
-
-    def _progress(self, now: float) -> Progress:
-        return Progress.of(self.core.snapshot(now), now)
-
-    def _goal_problem(self, request: GoalRequest) -> str | None:
-        if not self.lifecycle.active:
-            return f"the executor is {self._state_machine.current_state[1]}, not active: activate it first"
-        return request.problem()
-
-    def _start_goal(self, goal_id: str, request: GoalRequest) -> str | None:
-        """Make ``goal_id`` the active goal (the old one ends as preempted); the refusal, if any."""
-        with self._goal_lock:
-            problem = self._goal_problem(request)
-            if problem:
-                return problem
-            now = time.monotonic()
-            preempted = self.goals.start(goal_id, request, self._progress(now))
-            if preempted is not None:
-                self._goal_handles.pop(preempted.goal_id, None)
-                self.get_logger().info(f"goal {preempted.goal_id}: {preempted.termination.value} ({preempted.reason})")
-            self.core.set_task(request.task)
-            self.core.clear_queue()  # what is queued was planned for the previous goal (or none)
-            if request.new_episode:
-                # The server moves the session's episode with the first observation that names it.
-                self.core.reset_episode()
-            if self.core.holds(HOLD_GOAL):
-                self.core.resume(now, HOLD_GOAL)
-                # Held, the session may have gone idle on the server: start the goal on a fresh one.
-                self.core.reopen(now, f"goal {goal_id} started: opening a fresh session")
-            self.get_logger().info(f"goal {goal_id} started: task {request.task!r}, max_duration_s "
-                                   f"{request.max_duration_s:g}, new_episode {request.new_episode}")
-            self._status_now()
-            return None
-
-    def _end_goal(self, goal_id: str | None, reason: str) -> GoalResult | None:
-        """Cancel the active goal (``goal_id``'s only, when given): hold, end the episode."""
-        with self._goal_lock:
-            if self.core is None:
-                return None
-            result = self.goals.cancel(self._progress(time.monotonic()), goal_id, reason)
-            if result is not None:
-                self._goal_ended(result)
-            return result
-
-    def _goal_ended(self, result: GoalResult) -> None:
-        """What a goal's end does to the robot (under the goal lock)."""
-        now = time.monotonic()
-        self._goal_handles.pop(result.goal_id, None)
-        self.core.set_task(self.settings.task)
-        self.core.clear_queue()  # planned for this goal: never played for the next one
-        if self.settings.wait_for_goal:
-            self.core.pause(now, HOLD_GOAL)
-        if result.termination is Termination.CANCELLED:
-            self.core.reset_episode()
-        self.get_logger().info(f"goal {result.goal_id}: {result.termination.value} ({result.reason}); "
-                               f"{result.commands_published} commands, {result.chunks_merged} chunks merged")
-        self._status_now()
-
-    def on_goal_request(self, goal: RunPolicy.Goal) -> GoalResponse:
-        problem = self._goal_problem(goal_request_of(goal))
-        if problem:
-            self.get_logger().warning(f"RunPolicy goal rejected: {problem}")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
-
-    def execute_goal(self, goal_handle) -> RunPolicy.Result:
-        goal_id = uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex
-        with self._goal_lock:
-            problem = self._start_goal(goal_id, goal_request_of(goal_handle.request))
-            if problem is None:
-                self._goal_handles[goal_id] = goal_handle
-        if problem:
-            goal_handle.abort()
-            return RunPolicy.Result(termination=Termination.FAILED.value, reason=problem)
-        result = None
-        while result is None:
-            result = self.goals.wait_ended(goal_id, GOAL_POLL_S)
-            if result is None and goal_handle.is_cancel_requested:
-                result = self._end_goal(goal_id, "cancelled") or self.goals.result(goal_id)
-        if result.termination is Termination.CANCELLED and goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-        elif result.termination is Termination.COMPLETED:
-            goal_handle.succeed()
-        else:
-            goal_handle.abort()
-        return RunPolicy.Result(termination=result.termination.value, reason=result.reason,
-                                duration_s=result.duration_s, commands_published=result.commands_published,
-                                requests_sent=result.requests_sent, chunks_merged=result.chunks_merged,
-                                episode=result.episode)
-
-    def on_start_policy(self, request: StartPolicy.Request, response: StartPolicy.Response) -> StartPolicy.Response:
-        goal_id = uuid.uuid4().hex
-        problem = self._start_goal(goal_id, GoalRequest(request.task, request.max_duration_s, request.new_episode))
-        response.accepted, response.message = problem is None, problem or f"goal {goal_id} started"
-        response.goal_id = goal_id if problem is None else ""
-        return response
-
-    def on_stop_policy(self, request: StopPolicy.Request, response: StopPolicy.Response) -> StopPolicy.Response:
-        result = self._end_goal(None, "stopped by stop_policy")
-        if result is None:
-            response.success, response.message = False, "no goal was running"
-            return response
-        response.success, response.message = True, result.reason
-        response.goal_id, response.termination = result.goal_id, result.termination.value
-        response.duration_s, response.commands_published = result.duration_s, result.commands_published
-        response.requests_sent, response.chunks_merged = result.requests_sent, result.chunks_merged
-        response.episode = result.episode
-        return response
 
     # ---- callbacks ------------------------------------------------------
 
@@ -506,56 +377,6 @@ class ChunkExecutorNode(LifecycleNode):
         if status_loop is not None:
             status_loop.wake()
 
-    def on_status(self) -> None:
-        now = time.monotonic()
-        snapshot = self.core.snapshot(now)
-        self._follow_goal(Progress.of(snapshot, now))
-        # Read after the goal is followed: a goal that just ended is in this status.
-        telemetry = dataclasses.replace(snapshot.telemetry, **self.goals.telemetry())
-        stamp = self.get_clock().now().to_msg()
-        self.status_pub.publish(control_plane.executor_status_to_msg(telemetry, stamp))
-        if now >= self._diagnostics_due:  # every DIAGNOSTICS_PERIOD_S, not at the status rate
-            self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
-            diagnostics = DiagnosticArray(
-                status=[control_plane.executor_diagnostic(f"{self.get_name()}: chunk executor", telemetry)])
-            diagnostics.header.stamp = stamp
-            self.diagnostics_pub.publish(diagnostics)
-        self._log_transitions()
-        if telemetry.request_rejections > self._rejections_logged:
-            self._rejections_logged = telemetry.request_rejections
-            self.get_logger().warning(
-                f"the server refused a request ({telemetry.request_rejections} so far): "
-                f"{telemetry.last_rejection_reason}", throttle_duration_sec=5.0)
-
-    def _follow_goal(self, progress: Progress) -> None:
-        """End the active goal when it is over, else send its feedback (the same snapshot as ~/status)."""
-        with self._goal_lock:
-            ended = self.goals.evaluate(progress)
-            if ended is not None:
-                self._goal_ended(ended)
-                return
-            feedback, goal = self.goals.feedback(progress), self.goals.active
-            handle = self._goal_handles.get(goal.goal_id) if goal is not None else None
-        if handle is not None and feedback is not None:
-            handle.publish_feedback(RunPolicy.Feedback(
-                state=feedback.state, state_name=feedback.state_name, queue_depth=feedback.queue_depth,
-                commands_published=feedback.commands_published, latency_ms_p95=feedback.latency_ms_p95,
-                episode=feedback.episode, elapsed_s=feedback.elapsed_s))
-
-    def _log_transitions(self) -> None:
-        transitions, self._transitions_logged = self.core.transitions_since(self._transitions_logged)
-        for transition in transitions:
-            text = f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
-            # Recoveries are news, not trouble: a saturated link flips STALLED <->
-            # STREAMING every chunk, and only the first half deserves a warning.
-            # (rclpy refuses one call site logging at two severities: one call each.)
-            if transition.to_state is ExecutorState.DEAD:
-                self.get_logger().error(text)
-            elif transition.to_state is ExecutorState.STREAMING:
-                self.get_logger().info(text)
-            else:
-                self.get_logger().warning(text)
-
     # ---- shutdown -------------------------------------------------------
 
     def destroy_node(self) -> None:
@@ -565,9 +386,9 @@ class ChunkExecutorNode(LifecycleNode):
         # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
         self._stop_status()
         self._destroy_sensors()
-        action_server = getattr(self, "_action_server", None)  # absent when the constructor failed
-        if action_server is not None:
-            action_server.destroy()
+        goal_server = getattr(self, "goal_server", None)  # absent when the constructor failed
+        if goal_server is not None:
+            goal_server.destroy()
         super().destroy_node()
 
     def drain(self, spin_once) -> None:
@@ -585,10 +406,6 @@ class ChunkExecutorNode(LifecycleNode):
         answer = self.link.session.close_session(session_id, CLOSE_TIMEOUT_S, spin_once=spin_once)
         outcome = answer if isinstance(answer, str) else answer.message
         self.get_logger().info(f"session {session_id} closed ({outcome or 'ok'})")
-
-
-def goal_request_of(goal: RunPolicy.Goal) -> GoalRequest:
-    return GoalRequest(goal.task, goal.max_duration_s, goal.new_episode)
 
 
 def make_node() -> ChunkExecutorNode:

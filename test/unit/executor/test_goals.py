@@ -31,18 +31,18 @@ def test_a_goal_completes_at_its_max_duration_with_its_own_counts():
     before = progress(core, clock)
     assert book.start("g1", GoalRequest("pick", 1.0), before) is None
     stream(core, clock, worker, 5)
-    assert book.evaluate(progress(core, clock)) is None, "0.5 s of a 1 s goal: still running"
+    assert book.end_if_over(progress(core, clock)) is None, "0.5 s of a 1 s goal: still running"
     feedback = book.feedback(progress(core, clock))
     assert feedback.state_name == "STREAMING" and feedback.elapsed_s == pytest.approx(0.5)
     stream(core, clock, worker, 6)  # past 1 s (whole ticks of 0.1 s add up to just below 1.0)
     now = progress(core, clock)
-    result = book.evaluate(now)
+    result = book.end_if_over(now)
     assert result.termination is Termination.COMPLETED and result.goal_id == "g1"
     assert result.duration_s == pytest.approx(1.1)
     assert result.commands_published == now.commands_published - before.commands_published == 11
     assert result.chunks_merged == now.chunks_merged - before.chunks_merged >= 1
     assert book.active is None and book.result("g1") == result
-    assert book.evaluate(now) is None, "a goal ends once"
+    assert book.end_if_over(now) is None, "a goal ends once"
 
 
 def test_max_duration_without_a_merged_chunk_is_a_timeout():
@@ -51,7 +51,7 @@ def test_max_duration_without_a_merged_chunk_is_a_timeout():
     book = GoalBook()
     book.start("g", GoalRequest(max_duration_s=0.3), progress(core, clock))
     clock.t += 0.5
-    result = book.evaluate(progress(core, clock))
+    result = book.end_if_over(progress(core, clock))
     assert result.termination is Termination.TIMEOUT and "without a merged chunk" in result.reason
 
 
@@ -60,7 +60,7 @@ def test_no_max_duration_runs_until_cancelled_and_cancel_names_only_its_goal():
     book = GoalBook()
     book.start("g", GoalRequest(), progress(core, clock))
     clock.t += 1000
-    assert book.evaluate(progress(core, clock)) is None
+    assert book.end_if_over(progress(core, clock)) is None
     assert book.cancel(progress(core, clock), "other") is None, "a stale cancel ends no other goal"
     result = book.cancel(progress(core, clock), "g", "stopped by stop_policy")
     assert result.termination is Termination.CANCELLED and result.reason == "stopped by stop_policy"
@@ -99,7 +99,7 @@ def test_a_server_refusal_during_the_goal_fails_it_with_the_servers_reason():
     book.start("g", GoalRequest("other task"), progress(core, clock))
     link.refusal = "task 'other task' sent to a server pinned to 'pick'"
     stream(core, clock, worker, 2)
-    result = book.evaluate(progress(core, clock))
+    result = book.end_if_over(progress(core, clock))
     assert result.termination is Termination.FAILED and "pinned to 'pick'" in result.reason
 
 
@@ -108,13 +108,13 @@ def test_a_failed_handshake_during_the_goal_fails_it_and_dead_is_dead():
     book = GoalBook()
     book.start("g", GoalRequest(), progress(core, clock))
     core.handshake_failed("no policy server answered on /lerobot/get_status within 1 s", clock())
-    result = book.evaluate(progress(core, clock))
+    result = book.end_if_over(progress(core, clock))
     assert result.termination is Termination.FAILED and "no policy server answered" in result.reason
 
     book.start("h", GoalRequest(), progress(core, clock))
     core.check_model(dataclasses_replace_fingerprint(link.capabilities), clock())  # another model: DEAD
     assert core.state is ExecutorState.DEAD
-    assert book.evaluate(progress(core, clock)).termination is Termination.DEAD
+    assert book.end_if_over(progress(core, clock)).termination is Termination.DEAD
 
 
 def dataclasses_replace_fingerprint(capabilities):
