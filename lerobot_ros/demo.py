@@ -167,11 +167,9 @@ def streamed(summary: dict, fps: float) -> bool:
 def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
     """The kind the demo serves for ``--policy`` and its checkpoint.
 
-    "auto": the trained ACT when it is installed, else the trained SmolVLA
-    committed with the package, else (an install that left it out) the
-    random ACT. Only an explicit "trained" builds the trained ACT (record,
-    train, evaluate: most of an hour on two CPU cores); "auto" never makes a
-    first demo wait that long.
+    "auto": ``policy_names.auto_policy``. Only an explicit "trained" builds
+    the trained ACT (record, train, evaluate: see docs/benchmarks.md for how
+    long that takes); "auto" never makes a first demo wait for a training.
     """
     trained = installed_trained_policy()
     if policy == "auto":

@@ -2,8 +2,12 @@
 
 Needs the ``launch`` and ``launch_ros`` packages (a ROS 2 install, or the
 vendored tools that scripts/setup_env.sh installs), so this module is only
-imported by ``ros2 launch``; all decisions live in ``launch_plan``, which is
-tested everywhere.
+imported by ``ros2 launch``.
+
+Invariant: a translation, never a decision: every node, parameter,
+remapping, environment variable and stop timeout comes from the plan
+unchanged, so what ``ros2 launch`` runs is what ``launch_plan`` (tested
+everywhere) says and what the demo commands run as processes.
 """
 
 from __future__ import annotations

@@ -58,8 +58,7 @@ def installed_trained_policy() -> Path | None:
 
 def auto_policy() -> str:
     """What the demo's ``--policy auto`` serves: the trained ACT when installed, else the committed trained
-    SmolVLA, else (an install that left it out) the random ACT. Never a name that needs building first:
-    training the ACT takes most of an hour on two CPU cores."""
+    SmolVLA, else (an install that left it out) the random ACT. Never a name that needs training first."""
     if installed_trained_policy() is not None:
         return "trained"
     return "trained_smolvla" if committed_trained_smolvla() else "act"

@@ -18,7 +18,9 @@ calls are ``dataset`` (LeRobot's ``LeRobotDataset``), made only by the
 writer thread, so writing an episode never stalls the subscriptions. On
 SIGINT/SIGTERM, or after ``max_episodes``, the episode in progress is
 dropped whole, the finished ones still queued are written, and the dataset
-is finalized: what is on disk is always a valid dataset of whole episodes.
+is finalized.
+
+Invariant: what is on disk is always a valid dataset of whole episodes.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@
 The seed fixes the cubes, the expert's noise and the training (weights,
 sampling); frames are sampled on the live camera topic, so two recordings
 can differ by a frame where the operating system scheduled a process late.
-Nothing existing is overwritten: DIR/dataset and DIR/checkpoint must not exist.
+
+Invariant: nothing existing is overwritten: DIR/dataset and DIR/checkpoint
+must not exist, and only an ACT that passed its evaluation is installed.
 """
 
 from __future__ import annotations
