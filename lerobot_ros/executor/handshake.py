@@ -15,7 +15,8 @@ Invariants:
   for capacity or drain moves on to the next replica at once.
 
 Plain Python: the ROS calls go through a ``SessionOpener`` (the session
-clients, or a fake in tests); the outcome is reported to the executor core.
+clients, or a fake in tests); the outcome is reported to the executor core
+through ``PlacementTarget``, so this module never imports the core.
 """
 
 from __future__ import annotations

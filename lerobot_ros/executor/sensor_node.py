@@ -1,20 +1,16 @@
 """The executor's sensor subscriptions, on a hidden companion node that nothing spins: read when needed.
 
 Why nothing spins them: a request needs the newest joint state and frames
-about twice a second, while cameras and joint-state drivers publish at 30 Hz
-to 1 kHz. Taking every message costs the process for data that a newer one
-replaces unread: a 480x640 rgb8 frame takes about 1 ms to take (copied out
-of the middleware into Python, holding the GIL the control loop needs; 2 ms
-taken raw and deserialized apart), and any rclpy executor adds its own cost
-per wake-up. Measured
-(bench/executor_jitter.py's run, 30 Hz policy, two 480x640 raw cameras): the
-sensors on the node's MultiThreadedExecutor cost the process 33.5 % of a
-core; on a SingleThreadedExecutor of their own 17 % (that thread 7 %); on a
-bare rcl wait set of their own 15 % (that thread 4 %). Here they cost
-nothing until read: the subscriptions keep the newest sample (keep-last 1,
-qos.SENSOR_QOS) in the middleware, and ``newest`` takes it when the
-observation assembler asks (observation_assembly.py), with the time the middleware
-received it, so a frame taken late is exactly as old as it is.
+a few times a second, while cameras and joint-state drivers publish much
+faster. Taking every message costs the process for data that a newer one
+replaces unread: a camera frame is copied out of the middleware into Python
+while holding the GIL the control loop needs, and any rclpy executor adds
+its own cost per wake-up (docs/benchmarks.md has the measured cost of each
+way of reading them). Here they cost nothing until read: the subscriptions
+keep the newest sample (keep-last 1, qos.SENSOR_QOS) in the middleware, and
+``newest`` takes it when the observation assembler asks
+(observation_assembly.py), with the time the middleware received it, so a
+frame taken late is exactly as old as it is.
 
 Why a companion node: rclpy executors wait on every subscription of the
 nodes they spin; on the executor node itself these would wake its

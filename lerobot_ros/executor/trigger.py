@@ -18,8 +18,8 @@ Invariants:
 * in append mode it never makes the executor drop its own actions: a chunk
   requested with T queued plays its last row about T + chunk duration after
   the observation, so the latency part stays below max_action_age_s minus
-  one chunk (measured: a 0.9 s p95 on a loaded machine raised T to 1.4 s and
-  every chunk's tail went stale at 2.5 s). Replace mode drops the queue at
+  one chunk (uncapped, a slow p95 on a loaded machine raised T until every
+  chunk's tail went stale). Replace mode drops the queue at
   each merge, so a later request does not age its rows;
 * one policy step, not one control tick, is added: the queue drains in whole
   rows, so the threshold is crossed up to one row late.
