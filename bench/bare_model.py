@@ -7,7 +7,7 @@ times with nothing else in the process, and prints the measured durations as
 JSON on stdout. ``server_request_latency.py`` runs it after the stacks of a
 configuration and compares their model times with this one.
 
-usage: python bench/bare_model.py CHECKPOINT [--requests 20] [--warmup 3] [--device cpu]
+usage: python -m bench.bare_model CHECKPOINT [--requests 20] [--warmup 3] [--device cpu]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-import common  # isolation first
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
 
 def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[float]:
@@ -48,7 +48,7 @@ def in_fresh_process(checkpoint: Path, requests: int, warmup: int = 3, device: s
     """``measure`` in a new interpreter (this script), so nothing else shares its threads; ``torch_threads``
     intra-op threads (0: torch's default)."""
     result = subprocess.run(
-        [sys.executable, str(Path(__file__)), str(checkpoint), f"--requests={requests}", f"--warmup={warmup}",
+        [sys.executable, "-m", "bench.bare_model", str(checkpoint), f"--requests={requests}", f"--warmup={warmup}",
          f"--device={device}"], capture_output=True, text=True, timeout=900, check=False,
         env=common.torch_thread_env(torch_threads))
     if result.returncode != 0:

@@ -22,7 +22,7 @@ through the server's own batched path (``PolicyRunner.infer``, per-request
 noise and RTC inputs included), timed in this process in the same run; the
 ratio of their throughputs is the most batching can give.
 
-usage: python bench/batching.py [--seconds 8] [--counts 1 2 4 8 16] [--device cpu|cuda]
+usage: python -m bench.batching [--seconds 8] [--counts 1 2 4 8 16] [--device cpu|cuda]
                                 [--families act smolvla smolvla_real ...] [--checkpoint FAMILY=PATH ...] [--smoke]
 On a GPU machine: bench/gpu_batching.sh.
 """
@@ -31,24 +31,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
-from common import median, percentile  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.common import median, percentile
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from lerobot_ros.wire import images  # noqa: E402
-from lerobot_ros.contract import OpenRequest  # noqa: E402
-from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg  # noqa: E402
-from lerobot_ros.msg import Observation  # noqa: E402
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
+from lerobot_ros.wire import images
+from lerobot_ros.contract import OpenRequest
+from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
+from lerobot_ros.msg import Observation
+from lerobot_ros.sim.default_policy import default_checkpoint
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
 
 TASK = "pick up the cube"
 FPS = 30.0
@@ -423,7 +421,7 @@ machine was shared and noisy, so read ratios taken in this run, not absolute num
 {chr(10).join(sections)}
 ![batching]({common.image_link(document, png)})
 """
-    command = "python bench/batching.py" + (" --smoke" if args.smoke else
+    command = "python -m bench.batching" + (" --smoke" if args.smoke else
                                              f" --seconds {args.seconds:g} --counts {' '.join(map(str, args.counts))}"
                                              + (f" --torch-threads {args.torch_threads}" if args.torch_threads else "")
                                              + (f" --device {args.device}" if args.device != "cpu" else ""))

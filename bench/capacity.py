@@ -5,7 +5,7 @@ injected delay (``inject_delay_s``, default 0.25 s, standing for a model that
 takes that long on the server's GPU), so that one inference worker
 saturates within the sweep. N chunk_executor_node processes at 30 Hz
 (default buffer_time_s 0.5, append mode) read the same stand-in driver
-(test/processes/robot_io.py) and stream concurrently; the request timeout
+(lerobot_ros/standins/robot_io.py) and stream concurrently; the request timeout
 and staleness bounds are raised so that a saturated server shows as latency,
 not as reconnects. A watcher in this process hears every chunk on the
 per-robot action_chunk topics: the chunk echoes the executor's
@@ -23,27 +23,24 @@ request in flight per robot, append mode):
 S is measured in the same run: at N = 1 (what an operator measures once) and
 at each N (the CPU is shared with the executors here).
 
-usage: python bench/capacity.py [--seconds 20] [--inject-delay-s 0.25] [--smoke]
+usage: python -m bench.capacity [--seconds 20] [--inject-delay-s 0.25] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
-from common import median, percentile  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.common import median, percentile
 
-from lerobot_ros.msg import ActionChunk  # noqa: E402
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
-from lerobot_ros.wire.control_plane import seconds_from_duration  # noqa: E402
+from lerobot_ros.msg import ActionChunk
+from lerobot_ros.sim.default_policy import default_checkpoint
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.wire.control_plane import seconds_from_duration
 
-PROCESSES = common.REPO / "test" / "processes"
 SERVER = "bench_capacity_server"
 FPS = 30.0
 CHUNK = 50
@@ -53,7 +50,7 @@ BUFFER_STEPS = 15  # the executor's default buffer_time_s 0.5 s at 30 Hz
 def sweep_point(watcher, directory: Path, count: int, seconds: float, settle_s: float) -> dict:
     prefix = f"/cap{count}"
     robot = common.start_script(directory, f"cap{count}_robot", [
-        str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(directory / f"cap{count}.jsonl"), "--run-s", str(seconds + 200)])
+        "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(directory / f"cap{count}.jsonl"), "--run-s", str(seconds + 200)])
     names, clients, executors = [], [], []
     try:
         for index in range(count):
@@ -233,7 +230,7 @@ robots' computers and S stays what one robot measures.
 
 ![capacity curve]({common.image_link(document, png)})
 """
-    command = "python bench/capacity.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --inject-delay-s {args.inject_delay_s:g}")
+    command = "python -m bench.capacity" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --inject-delay-s {args.inject_delay_s:g}")
     common.write_section("capacity", command, body, document=document)
 
 

@@ -1,9 +1,13 @@
 """What the benchmark scripts share: isolation, outputs, processes, statistics, ROS watchers.
 
-Every benchmark script imports this module FIRST: it puts its own checkout
-first on the import path, isolates the ROS graph (own ROS_DOMAIN_ID,
-localhost-only discovery) and keeps the Hugging Face Hub offline, exactly as
-test/conftest.py does for the test suite.
+The benchmarks are the package ``bench``, run from the repository root as
+``python -m bench.<name>``, so this checkout's ``lerobot_ros`` is the one
+imported. Every benchmark script imports this module FIRST: it isolates the
+ROS graph (own ROS_DOMAIN_ID, localhost-only discovery) and keeps the
+Hugging Face Hub offline, exactly as test/conftest.py does for the test
+suite, and puts this checkout on the PYTHONPATH of every process a
+benchmark starts (nodes, stand-ins, its own fresh-process runs), whatever
+their working directory.
 
 Outputs: each script takes ``--smoke`` (tiny sizes, seconds), ``--document``
 (the Markdown file its section goes to; default docs/benchmarks.md, a
@@ -27,10 +31,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-sys.path.insert(0, str(BENCH))
-# This checkout's lerobot_ros, for the script and the nodes it spawns: not
-# whichever checkout the environment happens to have installed.
-sys.path.insert(1, str(REPO))
+# This checkout's lerobot_ros (and bench) for the processes a benchmark starts: not whichever
+# checkout the environment happens to have installed, and found from any working directory.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
 
 # Always override: the shell may point at a domain with real robots in it.
@@ -43,7 +45,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
+from bench.report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -147,7 +149,7 @@ def start_executor(directory: Path, node_name: str, parameters: dict, env: dict 
 
 
 def start_script(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:
-    """A helper process (test/processes/*.py), output to a log file."""
+    """A helper process, ``python <argv>`` (a stand-in: ``-m lerobot_ros.standins.<name> ...``), output to a log file."""
     with (directory / f"{name}.log").open("w") as log:
         return subprocess.Popen([sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT, text=True)
 

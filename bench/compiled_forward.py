@@ -16,7 +16,7 @@ Every process runs torch with ``--torch-threads`` intra-op threads (1, as the
 server's default). The largest difference between a compiled chunk and the
 eager one for the same observation (same noise seed) is reported too.
 
-usage: python bench/compiled_forward.py [--requests 20] [--backend inductor] [--mode default] [--device cpu] [--smoke]
+usage: python -m bench.compiled_forward [--requests 20] [--backend inductor] [--mode default] [--device cpu] [--smoke]
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import common  # noqa: E402  (isolation first)
-from common import median, percentile  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.common import median, percentile
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 POLICIES = {  # name: (label, builder, RTC on)
     "act": ("ACT 96x128, 1 camera", "act", False),
@@ -82,7 +82,7 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
 
 def in_fresh_process(checkpoint: Path, rtc: bool, compile_mode: str, backend: str, requests: int, device: str,
                      torch_threads: int) -> dict:
-    argv = [sys.executable, str(Path(__file__)), "--child", str(checkpoint), f"--rtc={int(rtc)}",
+    argv = [sys.executable, "-m", "bench.compiled_forward", "--child", str(checkpoint), f"--rtc={int(rtc)}",
             f"--mode={compile_mode}", f"--backend={backend}", f"--requests={requests}", f"--device={device}"]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False,
                             env=common.torch_thread_env(torch_threads))
@@ -173,7 +173,7 @@ def main() -> None:
                   f"yes ({fast['limit_hits']})" if fast["limit_hits"] else "no", f"{difference:.1e}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"![compiled forward]({common.image_link(document, png)})"]
-    command = "python bench/compiled_forward.py" + (" --smoke" if args.smoke else "")
+    command = "python -m bench.compiled_forward" + (" --smoke" if args.smoke else "")
     if not args.smoke:
         command += f" --requests {args.requests}" if args.requests != 20 else ""
         command += f" --policies {args.policies}" if args.policies else ""

@@ -2,14 +2,14 @@
 
 Jitter (--rates, default 100 and 250 Hz): policy_server_node serves an ACT
 with two cameras at its own 96x128 resolution; the stand-in driver
-(test/processes/robot_io.py) publishes joint states and records every
-command it receives with the middleware's reception time; test/processes/camera_publisher.py
+(lerobot_ros/standins/robot_io.py) publishes joint states and records every
+command it receives with the middleware's reception time; lerobot_ros/standins/camera_publisher.py
 publishes two 480x640 cameras as raw rgb8 Images at 30 Hz (what a USB camera
 driver publishes); chunk_executor_node streams chunks and publishes
 forward_command commands. Each rate runs twice: the policy at that rate
 (fps = rate), and a 30 Hz policy interpolated to that rate (fps 30,
 control_rate_hz = rate). IN THE SAME RUN a bare rclpy timer process
-(test/processes/bare_timer.py: one timer, the same Float64MultiArray, the
+(lerobot_ros/standins/bare_timer.py: one timer, the same Float64MultiArray, the
 same QoS) publishes at the same rate to a second topic the same driver
 records. Over a steady-state window both command streams are measured where
 the driver's middleware receives them (its reception stamps: timer + GIL +
@@ -27,7 +27,7 @@ the resources) a second time, in the same run, with the executor of another
 checkout (e.g. ``git archive <commit>`` unpacked into DIR) on PYTHONPATH:
 a before/after table on one machine at one time.
 
-usage: python bench/executor_jitter.py [--seconds 20] [--rates 100,250] [--compare-checkout DIR] [--smoke]
+usage: python -m bench.executor_jitter [--seconds 20] [--rates 100,250] [--compare-checkout DIR] [--smoke]
 """
 
 from __future__ import annotations
@@ -35,19 +35,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
-from common import median, percentile  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.common import median, percentile
 
-from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
+from lerobot_ros.sim.default_policy import build_act_checkpoint
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
 
-PROCESSES = common.REPO / "test" / "processes"
 CAMERAS = ["observation.images.cam0", "observation.images.cam1"]
 SERVER = "bench_jitter_server"
 
@@ -71,12 +68,12 @@ def run(watcher, directory: Path, name: str, fps: float, seconds: float, height:
     out = directory / f"{name}.jsonl"
     commands = [f"forward_command:{prefix}/commands"] + ([f"forward_command:{prefix}/bare_commands"] if bare else [])
     run_s = str(seconds + 120)
-    robot = common.start_script(directory, f"{name}_robot", [str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(out),
+    robot = common.start_script(directory, f"{name}_robot", ["-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(out),
                                                             *[a for c in commands for a in ("--command", c)], "--run-s", run_s])
     cameras = common.start_script(directory, f"{name}_cameras", [
-        str(PROCESSES / "camera_publisher.py"), *[a for i in range(len(CAMERAS)) for a in ("--topic", f"{prefix}/cam{i}")],
+        "-m", "lerobot_ros.standins.camera_publisher", *[a for i in range(len(CAMERAS)) for a in ("--topic", f"{prefix}/cam{i}")],
         "--height", str(height), "--width", str(width), "--transport", transport, "--run-s", run_s])
-    baseline = common.start_script(directory, f"{name}_bare", [str(PROCESSES / "bare_timer.py"), "--topic",
+    baseline = common.start_script(directory, f"{name}_bare", ["-m", "lerobot_ros.standins.bare_timer", "--topic",
                                                                f"{prefix}/bare_commands", "--fps", str(rate), "--run-s", run_s]) if bare else None
     executor_name = f"{name}_executor"
     watcher.watch_status(executor_name)
@@ -243,7 +240,7 @@ into Python under the GIL) on a sensor thread. ~/status and /diagnostics are pub
 own, the control loop runs on a thread with absolute deadlines (``executor/control_loop.py``), and the
 remaining callbacks (chunks, heartbeats, services, goals) spin on rclpy's MultiThreadedExecutor.
 """
-    command = "python bench/executor_jitter.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --rates {args.rates}") \
+    command = "python -m bench.executor_jitter" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g} --rates {args.rates}") \
         + (f" --compare-checkout {args.compare_checkout.name}" if args.compare_checkout and not args.smoke else "")
     common.write_section("executor_jitter", command, body, document=document)
 

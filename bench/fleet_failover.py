@@ -3,7 +3,7 @@
 Two policy_server_node replicas of the tiny SmolVLA (RTC-capable) serve one
 chunk_executor_node at 30 Hz with the DEFAULT buffer_time_s, staleness bounds
 and heartbeat timeout, its ``server_namespaces`` naming both; the stand-in
-driver (test/processes/robot_io.py) feeds joint states and a JPEG camera.
+driver (lerobot_ros/standins/robot_io.py) feeds joint states and a JPEG camera.
 For each merge mode (append: ``rtc_requested: false``; RTC replace:
 ``rtc_requested: true``) the executor opens on replica 0, then:
 
@@ -17,25 +17,22 @@ control ticks from the fault to the first chunk merged from the other
 replica (status period 0.05 s), and the ticks that found the queue empty
 (``starvation_ticks``) from the fault until 1 s after that chunk.
 
-usage: python bench/fleet_failover.py [--smoke]
+usage: python -m bench.fleet_failover [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
-PROCESSES = common.REPO / "test" / "processes"
 REPLICAS = ("bench_fleet_0", "bench_fleet_1")
 MODES = (("append", False), ("RTC replace", True))
 STATUS_PERIOD_S = 0.05
@@ -103,7 +100,7 @@ def run_mode(watcher, directory: Path, replicas: Replicas, label: str, rtc: bool
     name = f"fleet_{'rtc' if rtc else 'append'}"
     prefix = f"/{name}"
     robot = common.start_script(directory, f"{name}_robot", [
-        str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"), "--run-s", "600"])
+        "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"), "--run-s", "600"])
     watcher.watch_status(name)
     executor = common.start_executor(directory, name, {
         "server_namespaces": [f"/{replica}" for replica in REPLICAS], "client_id": name, "fps": 30.0,
@@ -188,7 +185,7 @@ is that detection time against buffer_time_s: a shorter heartbeat_timeout_s (wit
 heartbeat_period_s on the servers) or a larger buffer_time_s removes the gap, at the price of
 false moves on a loaded network or older actions.
 """
-    command = "python bench/fleet_failover.py" + (" --smoke" if args.smoke else "")
+    command = "python -m bench.fleet_failover" + (" --smoke" if args.smoke else "")
     common.write_section("fleet_failover", command, body, document=document)
 
 

@@ -8,7 +8,7 @@
 #   cannot build one offline: its PaliGemma tokenizer is a download), pi0,
 #   all with device cuda, 1..64 robots, round-robin vs batched in one run.
 #
-# usage: bench/gpu_batching.sh [extra bench/batching.py arguments]
+# usage: bench/gpu_batching.sh [extra python -m bench.batching arguments]
 #   PYTHON=.venv/bin/python  DEVICE=cuda  PI0_CHECKPOINT=/path/to/pi0  SECONDS_PER_POINT=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +21,5 @@ if [ -n "${PI0_CHECKPOINT:-}" ]; then
   checkpoints+=(--checkpoint "pi0=${PI0_CHECKPOINT}")
 fi
 "$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script is for a GPU machine')"
-exec "$python" bench/batching.py --device "$device" --families "${families[@]}" "${checkpoints[@]}" \
+exec "$python" -m bench.batching --device "$device" --families "${families[@]}" "${checkpoints[@]}" \
   --counts 1 2 4 8 16 32 64 --seconds "${SECONDS_PER_POINT:-10}" "$@"

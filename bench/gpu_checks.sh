@@ -37,14 +37,14 @@ print("device 0:", torch.cuda.get_device_name(0), "| capability", torch.cuda.get
 EOF
 } | tee "$out/versions.txt"
 checkpoint=$("$python" -c "from lerobot_ros.sim.default_policy import default_checkpoint; print(default_checkpoint('act'))")
-timeout 60 "$python" bench/bare_model.py "$checkpoint" --device cuda --requests 50 --warmup 10 > "$out/bare_act_cuda.json"
-timeout 240 "$python" bench/server_request_latency.py --device cuda --requests 15 \
+timeout 60 "$python" -m bench.bare_model "$checkpoint" --device cuda --requests 50 --warmup 10 > "$out/bare_act_cuda.json"
+timeout 240 "$python" -m bench.server_request_latency --device cuda --requests 15 \
     --document "$out/benchmarks.md" --plot-dir "$out" > "$out/latency.log" 2>&1 || { tail -n 40 "$out/latency.log"; exit 1; }
 tail -n 5 "$out/latency.log"
 for mode in default reduce-overhead; do
   name="compile_${mode//-/_}"
   mkdir -p "$out/$name"
-  timeout 120 "$python" bench/compiled_forward.py --device cuda --mode "$mode" --requests 30 --policies act,smolvla \
+  timeout 120 "$python" -m bench.compiled_forward --device cuda --mode "$mode" --requests 30 --policies act,smolvla \
       --document "$out/$name.md" --plot-dir "$out/$name" > "$out/$name.log" 2>&1 || { tail -n 40 "$out/$name.log"; exit 1; }
   tail -n 8 "$out/$name.md"
 done

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from queue import Queue
 
-import common  # noqa: F401  (isolation first)
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
 
 def free_port() -> int:

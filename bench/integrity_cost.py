@@ -6,27 +6,22 @@ times on this machine, per message: signing, verifying, and for scale
 serialising the message as rclpy does on publish. Median of ``--repeats``
 runs after a warm-up.
 
-usage: python bench/integrity_cost.py [--repeats 200]
+usage: python -m bench.integrity_cost [--repeats 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from rclpy.serialization import serialize_message
 
-sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
-
-from rclpy.serialization import serialize_message  # noqa: E402
-
-from lerobot_ros.wire import images  # noqa: E402
-from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg  # noqa: E402
-from lerobot_ros.msg import ActionChunk  # noqa: E402
+from bench.report import write_section
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
+from lerobot_ros.msg import ActionChunk
 
 CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.images.side")
 HEIGHT, WIDTH = 480, 640
@@ -97,7 +92,7 @@ def main() -> None:
     if args.no_write:
         print(body)
     else:
-        write_section("integrity_cost", "python bench/integrity_cost.py", body)
+        write_section("integrity_cost", "python -m bench.integrity_cost", body)
 
 
 if __name__ == "__main__":

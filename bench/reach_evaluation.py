@@ -6,47 +6,32 @@ one policy after the other, so both see the same episodes on the same
 machine. The trained policy is the installed one (``regenerate --install``)
 unless ``--checkpoint`` names another.
 
-usage: python bench/reach_evaluation.py [--episodes 50] [--seed 100] [--checkpoint DIR]
+usage: python -m bench.reach_evaluation [--episodes 50] [--seed 100] [--checkpoint DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.reach_runs import cell, run_evaluation, success_times
 
-from lerobot_ros.recording.evaluate import plot_outcomes  # noqa: E402
-from lerobot_ros.policy_names import installed_trained_policy  # noqa: E402
-from lerobot_ros.recording.trained_policy import (  # noqa: E402
+from lerobot_ros.recording.evaluate import plot_outcomes
+from lerobot_ros.policy_names import installed_trained_policy
+from lerobot_ros.recording.trained_policy import (
     EVALUATION_EPISODES,
     EVALUATION_SEED,
     EVALUATION_TIMEOUT_S,
 )
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint
 
 
-def evaluate(checkpoint: Path, episodes: int, seed: int, log_dir: Path, options: tuple[str, ...] = ()) -> dict:
-    """One ``lerobot_ros.recording.evaluate`` run (its own processes); ``options`` go to it as they are."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "lerobot_ros.recording.evaluate", "--checkpoint", str(checkpoint),
-               "--episodes", str(episodes), "--seed", str(seed), "--timeout", str(EVALUATION_TIMEOUT_S),
-               "--output-dir", str(log_dir), *options]
-    with (log_dir / "evaluate.log").open("w") as log:
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=600 + episodes * (EVALUATION_TIMEOUT_S + 5)).returncode
-    summary = json.loads((log_dir / "evaluation.json").read_text())
-    if code != 0 or summary["error"]:
-        raise RuntimeError(f"evaluation of {checkpoint} failed (exit {code}): {summary['error']}; see {log_dir}")
-    return summary
-
-
-def save_plot(results: dict[str, dict], path: Path) -> None:
+def save_reach_plot(results: dict[str, dict], path: Path) -> None:
+    """One row of episode outcomes per policy, on the same cubes."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(len(results), 1, figsize=(9, 2.4 * len(results)), sharex=True, squeeze=False)
@@ -57,16 +42,6 @@ def save_plot(results: dict[str, dict], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
-
-
-def cell(value, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def success_times(summary: dict) -> str:
-    if summary["time_to_success_s_median"] is None:
-        return "none succeeded"
-    return f"{summary['time_to_success_s_median']:.2f} s ({summary['time_to_success_s_mean']:.2f} s)"
 
 
 def main() -> int:
@@ -86,10 +61,10 @@ def main() -> int:
         return 2
     policies = {"trained ACT": Path(trained), "random-weight ACT": default_checkpoint("act")}
     log_root = Path(tempfile.mkdtemp(prefix="bench_reach_"))
-    results = {label: evaluate(checkpoint, args.episodes, args.seed, log_root / f"policy{index}")
+    results = {label: run_evaluation(checkpoint, args.episodes, args.seed, log_root / f"policy{index}")
                for index, (label, checkpoint) in enumerate(policies.items())}
     plot = plot_dir / "bench_reach_evaluation.png"
-    save_plot(results, plot)
+    save_reach_plot(results, plot)
 
     rows = ["| policy | episodes | successes | success rate | time to success, median (mean) | "
             "boundary jump mean (max) [rad] | action step mean [rad] | round trip p50 / p95 [ms] |",
@@ -118,7 +93,7 @@ def main() -> int:
     ])
     options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != EVALUATION_EPISODES else "")
     options += f" --checkpoint {args.checkpoint}" if args.checkpoint else ""
-    common.write_section("reach_evaluation", f"python bench/reach_evaluation.py{options}", body, document)
+    common.write_section("reach_evaluation", f"python -m bench.reach_evaluation{options}", body, document)
     return 0
 
 

@@ -10,7 +10,7 @@ what was lost (actions executed that must not be, chunks, audit lines or
 sessions lost or crossed: must be 0), plus the pytest outcome of every file.
 Only its own section of the document is replaced; the soak's stays.
 
-usage: python bench/reliability_report.py [--document docs/reliability.md] [pytest args...]
+usage: python -m bench.reliability_report [--document docs/reliability.md] [pytest args...]
 Exit code: pytest's, or 1 when anything was lost or not survived.
 """
 
@@ -26,8 +26,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from report import RELIABILITY_MD, write_section  # noqa: E402
+from bench.report import RELIABILITY_MD, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_FILES = (
@@ -177,7 +176,7 @@ def main() -> None:
         code, seconds = run_tests(present, log, junit, pytest_args) if present else (5, 0.0)
         records, outcomes = read_records(log), test_outcomes(junit)
     body, clean = render(aggregate(records), outcomes, missing, code, seconds)
-    write_section("reliability_suite", "python bench/reliability_report.py", body, document=Path(args.document))
+    write_section("reliability_suite", "python -m bench.reliability_report", body, document=Path(args.document))
     sys.exit(code if code else (0 if clean else 1))
 
 

@@ -15,7 +15,7 @@ chunk, and the prefix deviation (how far each new chunk's first actions are
 from what was executed meanwhile). All in radians, the largest change over
 the joints.
 
-usage: python bench/rtc_reach_evaluation.py [--checkpoint DIR] [--episodes 50] [--inject-delay-s 0 0.1] [--smoke]
+usage: python -m bench.rtc_reach_evaluation [--checkpoint DIR] [--episodes 50] [--inject-delay-s 0 0.1] [--smoke]
 (default checkpoint: the trained SmolVLA committed in lerobot_ros/sim/policies)
 """
 
@@ -27,17 +27,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
-from reach_evaluation import cell, evaluate, success_times  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.reach_runs import cell, run_evaluation, success_times
 
-from lerobot_ros.policy_names import committed_trained_smolvla  # noqa: E402
-from lerobot_ros.recording.trained_policy import (  # noqa: E402
+from lerobot_ros.policy_names import committed_trained_smolvla
+from lerobot_ros.recording.trained_policy import (
     EVALUATION_EPISODES,
     EVALUATION_SEED,
     EVALUATION_TIMEOUT_S,
 )
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE  # noqa: E402
+from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
 
 #: The goal's ratio: with RTC the boundary jump is at most this fraction of the jump without it.
 JUMP_RATIO_GOAL = 1 / 3
@@ -79,7 +78,8 @@ def table(results: dict[tuple[float, bool], dict]) -> str:
     return "\n".join(rows)
 
 
-def save_plot(results: dict[tuple[float, bool], dict], path: Path) -> None:
+def save_rtc_reach_plot(results: dict[tuple[float, bool], dict], path: Path) -> None:
+    """Success rate and mean boundary jump per configuration, RTC on in blue, off in grey."""
     import matplotlib.pyplot as plt  # the Agg backend: set by common
 
     labels = [label(delay, rtc) for delay, rtc in results]
@@ -125,10 +125,10 @@ def main() -> int:
     results = {}
     for index, (delay, rtc) in enumerate(configurations(args.inject_delay_s)):
         options = ("--rtc", "on" if rtc else "off", "--inject-delay-s", str(delay))
-        results[(delay, rtc)] = evaluate(args.checkpoint, args.episodes, args.seed, log_root / f"run{index}", options)
+        results[(delay, rtc)] = run_evaluation(args.checkpoint, args.episodes, args.seed, log_root / f"run{index}", options)
         print(f"{label(delay, rtc)}: {json.dumps(results[(delay, rtc)])}", flush=True)
     plot = plot_dir / "bench_rtc_reach_evaluation.png"
-    save_plot(results, plot)
+    save_rtc_reach_plot(results, plot)
     ratios = "; ".join(
         f"at {delay * 1000:.0f} ms {'n/a' if ratio is None else f'{ratio:.2f}'}"
         for delay, ratio in jump_ratios(results).items())
@@ -149,7 +149,7 @@ def main() -> int:
         f"![RTC on and off on the reach task]({common.image_link(document, plot)})",
     ])
     options = " --smoke" if args.smoke else (f" --episodes {args.episodes}" if args.episodes != EVALUATION_EPISODES else "")
-    common.write_section("rtc_reach_evaluation", f"python bench/rtc_reach_evaluation.py --checkpoint "
+    common.write_section("rtc_reach_evaluation", f"python -m bench.rtc_reach_evaluation --checkpoint "
                          f"{args.checkpoint}{options}", body, document)
     return 0
 

@@ -15,7 +15,7 @@ actions of one chunk (ExecutorStatus: boundary_jump_mean/max,
 action_step_mean). Means are over the measurement window; the max is since
 start-up.
 
-usage: python bench/rtc_smoothness.py [--seconds 25] [--inject-delay-s 0 0.1] [--smoke]
+usage: python -m bench.rtc_smoothness [--seconds 25] [--inject-delay-s 0 0.1] [--smoke]
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolates the ROS graph: own domain, localhost only, no Hub)
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
-from lerobot_ros.processes import start_processes, stop_processes  # noqa: E402
-from lerobot_ros.launch_plan import robot_plan, server_namespace_of, server_plan  # noqa: E402
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
+from lerobot_ros.processes import start_processes, stop_processes
+from lerobot_ros.launch_plan import robot_plan, server_namespace_of, server_plan
+from lerobot_ros.sim.default_policy import default_checkpoint
 
 ROBOTS = {"rtc_on": True, "rtc_off": False}
 STREAMING = ("STREAMING", "DEGRADED")
@@ -180,7 +179,7 @@ def main(argv=None) -> int:
             results[delay] = run(checkpoint, delay, args.seconds, args.warmup_s, logs)
     finally:
         rclpy.try_shutdown()
-    command = "python bench/rtc_smoothness.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.rtc_smoothness " + " ".join(argv if argv is not None else sys.argv[1:])
     body = f"""Two simulated arms on one server running the tiny SmolVLA (random weights, chunk 50, 30 Hz), at the
 same time: `rtc_on` asks for real-time chunking (replace mode, measured delay + prefix sent), `rtc_off` does not
 (append mode). The server's `inject_delay_s` adds a fixed delay to every inference, standing in for a bigger model.

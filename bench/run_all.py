@@ -1,13 +1,13 @@
 """Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the other.
 
-Runs bench/server_request_latency.py, compiled_forward.py, executor_jitter.py, starvation.py,
-capacity.py, rtc_smoothness.py, batching.py, reach_evaluation.py (which needs the trained ACT
-installed) and rtc_reach_evaluation.py (the committed trained SmolVLA) with their default (full) sizes, each a process of its own so
-one failure does not hide the others' results; extra arguments (e.g.
-``--smoke``) are passed to every script. The latency matrix alone took 17 minutes on 2 cores
-shared with other work (load 7-10).
+Runs bench.server_request_latency, compiled_forward, executor_jitter, starvation,
+capacity, rtc_smoothness, batching, reach_evaluation (which needs the trained ACT
+installed) and rtc_reach_evaluation (the committed trained SmolVLA) with their default (full) sizes,
+each ``python -m bench.<name>`` in a process of its own so one failure does not hide the others'
+results; extra arguments (e.g. ``--smoke``) are passed to every script. The latency matrix alone
+took 17 minutes on 2 cores shared with other work (load 7-10).
 
-usage: python bench/run_all.py [--smoke]
+usage: python -m bench.run_all [--smoke]
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ SCRIPTS = ("server_request_latency", "compiled_forward", "executor_jitter", "sta
 
 
 def main() -> int:
-    bench = Path(__file__).resolve().parent
+    repo = Path(__file__).resolve().parents[1]
     failed = []
     for name in SCRIPTS:
         started = time.monotonic()
-        code = subprocess.run([sys.executable, str(bench / f"{name}.py"), *sys.argv[1:]], timeout=1800).returncode
+        code = subprocess.run([sys.executable, "-m", f"bench.{name}", *sys.argv[1:]], cwd=repo, timeout=1800).returncode
         print(f"=== {name}: exit {code} after {time.monotonic() - started:.0f} s", flush=True)
         if code:
             failed.append(name)

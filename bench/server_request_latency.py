@@ -10,8 +10,9 @@ own, started once per checkpoint, on the same checkpoint, frames and state:
   plays the executor's request path with the executor's own code: the
   product's ``SessionClient`` opens the session and matches each chunk to its
   request, the camera frames arrive as raw rgb8 ``sensor_msgs/Image`` (as a
-  USB camera driver publishes them) and ``executor.observation.to_message``
-  JPEG-encodes them (q90) into the Observation; the client's chunk callback
+  USB camera driver publishes them) and the data plane's ``camera_payloads``
+  and ``observation_to_msg`` (what the executor's request path calls)
+  JPEG-encode them (q90) into the Observation; the client's chunk callback
   decodes the answer (as the executor's does) and it is merged into the
   executor's ``ActionQueue``
   (append mode, 15 rows still queued, as at 30 Hz with buffer_time_s 0.5);
@@ -44,41 +45,37 @@ incl. their unpickle); their prepare + preprocess, inference, postprocess;
 the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
 unpickle + aggregate. Overhead = round trip - inference, per request.
 
-usage: python bench/server_request_latency.py [--requests 9] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
+usage: python -m bench.server_request_latency [--requests 9] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
-from common import median, percentile  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
-import numpy as np  # noqa: E402
-import rclpy  # noqa: E402
+import numpy as np
+import rclpy
 
-from lerobot_ros.wire import images  # noqa: E402
-from lerobot_ros.contract import OpenRequest  # noqa: E402
-from lerobot_ros.wire.data_plane import RequestId  # noqa: E402
-from lerobot_ros.executor.action_queue import ActionQueue  # noqa: E402
-from lerobot_ros.executor.observation import AssembledObservation, to_message  # noqa: E402
-from lerobot_ros.msg import ActionChunk, Observation  # noqa: E402
-from lerobot_ros.processes import stop  # noqa: E402
-from lerobot_ros.executor.session_client import SPIN_POLL_S, SessionClient  # noqa: E402
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS  # noqa: E402
-from lerobot_ros.sim.default_policy import build_act_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES  # noqa: E402
-
-import ros_echo  # noqa: E402
-from bare_model import in_fresh_process  # noqa: E402
-from grpc_peer import GrpcPeer  # noqa: E402
-from zenoh_peer import ZenohPeer  # noqa: E402
+from bench import ros_echo
+from bench.bare_model import in_fresh_process
+from bench.common import median, percentile
+from bench.grpc_peer import GrpcPeer
+from bench.zenoh_peer import ZenohPeer
+from lerobot_ros.contract import OpenRequest
+from lerobot_ros.executor.action_queue import ActionQueue
+from lerobot_ros.executor.session_client import SPIN_POLL_S, SessionClient
+from lerobot_ros.msg import ActionChunk, Observation
+from lerobot_ros.processes import stop
+from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.sim.default_policy import build_act_checkpoint
+from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
+from lerobot_ros.wire import images
+from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
 
 FPS = 30
 QUEUED_ROWS = 15  # rows left when the executor asks (30 Hz, buffer_time_s 0.5)
@@ -128,8 +125,8 @@ class OurClient:
     def request(self, seq: int, state: np.ndarray, frames: dict) -> dict:
         started = time.monotonic_ns()
         request = RequestId(self.session_id, "bench", seq, 0, 0, started)
-        msg = self.last_message = to_message(request, "", AssembledObservation(state, frames, 0.0), 90,
-                                             policy_sizes=self.policy_sizes)
+        compressed, raw = camera_payloads(frames, 90, self.policy_sizes)
+        msg = self.last_message = observation_to_msg(OutgoingObservation(request, "", state, compressed, raw))
         encoded = time.monotonic_ns()
         answer = self.session.request_chunk(request, msg, timeout_s=120.0)
         if answer.chunk is None:
@@ -158,7 +155,7 @@ class EchoFloor:
     """
 
     def __init__(self, node, directory: Path) -> None:
-        self.process = common.start_script(directory, "ros_echo", [str(common.BENCH / "ros_echo.py")])
+        self.process = common.start_script(directory, "ros_echo", ["-m", "bench.ros_echo"])
         self.node = node
         self.publisher = node.create_publisher(Observation, ros_echo.OBSERVATION_TOPIC, OBSERVATION_QOS)
         self.subscription = node.create_subscription(ActionChunk, ros_echo.CHUNK_TOPIC, self._on_chunk, ACTION_CHUNK_QOS)
@@ -488,7 +485,7 @@ the rest is the machine's load during the run.
 ![latency breakdown](/{common.image_link(document, png)})
 """
     body = body.replace("](/", "](")
-    command = "python bench/server_request_latency.py" + (
+    command = "python -m bench.server_request_latency" + (
         " --smoke" if args.smoke else (f" --requests {args.requests}" if args.requests != 9 else "") + (f" --frames {args.frames}" if args.frames else "")
         + (f" --cameras {args.cameras}" if args.cameras else "") + (f" --policies {args.policies}" if args.policies else "")
         + (f" --torch-threads {args.torch_threads}" if args.torch_threads != 1 else "")

@@ -8,7 +8,7 @@ cache (so every package is downloaded, as on a new machine):
   4. scripts/build_interfaces.sh     (interface generation alone, fresh build dir)
 and reports wall times and venv sizes.
 
-usage: python bench/setup_cost.py      (~10 minutes, needs the network)
+usage: python -m bench.setup_cost      (~10 minutes, needs the network)
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from report import write_section  # noqa: E402
+from bench.report import write_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,7 +70,7 @@ Most of the dev venv is torch with its CUDA libraries (PyPI has no CPU-only torc
 Python 3.12); the robot venv is the ROS 2 wheels, NumPy and OpenCV. The robot set-up includes
 its own interface build (the last row), as does the dev set-up.
 """
-    write_section("setup_cost", "python bench/setup_cost.py", body)
+    write_section("setup_cost", "python -m bench.setup_cost", body)
 
 
 if __name__ == "__main__":

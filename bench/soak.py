@@ -1,7 +1,7 @@
 """Soak: one policy_server_node and four chunk_executor_nodes streaming for minutes.
 
 Runs the server (the default ACT policy unless ``--checkpoint``), four
-stand-in robot drivers (test/processes/robot_io.py: joint states and a JPEG
+stand-in robot drivers (lerobot_ros/standins/robot_io.py: joint states and a JPEG
 camera at 30 Hz) and four executors, all as separate processes, for
 ``--minutes`` after they stream. While they run it samples the resident
 memory (RSS) of every node and listens to the server's heartbeat and every
@@ -18,8 +18,8 @@ executor's status. At the end it checks, and writes into docs/reliability.md:
   executor sent is one audit line (or counted as superseded in the next
   one), and the server's counters agree with its audit log.
 
-usage: python bench/soak.py --minutes 5          # the soak (about 7 minutes in all)
-       python bench/soak.py --minutes 0.25 --document /tmp/soak.md   # a smoke run
+usage: python -m bench.soak --minutes 5          # the soak (about 7 minutes in all)
+       python -m bench.soak --minutes 0.25 --document /tmp/soak.md   # a smoke run
 Exit code 0 when every check passes; the last stdout line is a JSON summary.
 """
 
@@ -37,8 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from report import RELIABILITY_MD, write_section  # noqa: E402
+from bench.report import RELIABILITY_MD, write_section
 
 # An isolated ROS graph, as the test suite has: never a robot on the network.
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
@@ -233,7 +232,7 @@ def run(args) -> tuple[dict, list[str]]:
             raise RuntimeError("the server did not come up:\n" + (directory / "server.log").read_text()[-3000:])
         for name, executor_name in zip(names, executor_names):
             robots.append(subprocess.Popen(
-                [sys.executable, str(REPO / "test" / "processes" / "robot_io.py"), "--prefix", f"/{name}",
+                [sys.executable, "-m", "lerobot_ros.standins.robot_io", "--prefix", f"/{name}",
                  "--out", str(directory / f"{name}_commands.jsonl"), "--run-s", str(window_s + 600)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
             with (directory / f"{executor_name}.log").open("w") as log:
@@ -437,7 +436,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="", help="logs and audit log (default: a new temporary directory)")
     args = parser.parse_args()
     summary, problems = run(args)
-    command = f"python bench/soak.py --minutes {args.minutes:g}"
+    command = f"python -m bench.soak --minutes {args.minutes:g}"
     write_section("soak", command, render(summary, args), document=Path(args.document))
     print(json.dumps(summary, default=str))
     sys.exit(1 if problems else 0)

@@ -9,7 +9,7 @@ Measures (medians, and spread where it matters):
 - GetStatus round trip from a client in another process;
 - a whole executor handshake: process start -> accepted -> exit.
 
-usage: python bench/startup_and_handshake.py [--calls 300] [--runs 5]
+usage: python -m bench.startup_and_handshake [--calls 300] [--runs 5]
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation and this checkout first; the shared statistics)
-from report import write_section  # noqa: E402
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench.report import write_section
 
-from lerobot_ros.processes import spawn_node, stop  # noqa: E402
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import SO101_JOINT_NAMES  # noqa: E402
+from lerobot_ros.processes import spawn_node, stop
+from lerobot_ros.sim.default_policy import default_checkpoint
+from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 
 def timed(command: list[str]) -> float:
@@ -103,7 +101,7 @@ def main() -> None:
 Most of the server's start-up is importing torch and LeRobot (the second row); the robot side,
 which imports neither, starts in {executor_import:.2f} s, {server_import / executor_import:.0f}x faster. Medians of one run.
 """
-    write_section("startup_and_handshake", "python bench/startup_and_handshake.py", body)
+    write_section("startup_and_handshake", "python -m bench.startup_and_handshake", body)
 
 
 if __name__ == "__main__":

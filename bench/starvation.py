@@ -3,7 +3,7 @@
 For each injected delay (policy_server_node's ``inject_delay_s``: extra
 seconds slept before every inference, standing for a slower model or GPU)
 and each merge mode, one policy_server_node, the stand-in driver
-(test/processes/robot_io.py: joint states + a 96x128 JPEG camera at 30 Hz)
+(lerobot_ros/standins/robot_io.py: joint states + a 96x128 JPEG camera at 30 Hz)
 and one chunk_executor_node at 30 Hz with the DEFAULT buffer_time_s (0.5 s)
 and default staleness bounds run as separate processes. Modes:
 
@@ -20,25 +20,22 @@ ticks, chunk boundaries and the jump at them (largest joint change between
 the last action of one chunk and the first executed of the next, against
 the ordinary step inside a chunk; the window's mean, the maximum since start-up).
 
-usage: python bench/starvation.py [--seconds 15] [--smoke]
+usage: python -m bench.starvation [--seconds 15] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-import common  # noqa: E402  (isolation first)
+from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 
-from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
-from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
+from lerobot_ros.sim.default_policy import default_checkpoint
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
-PROCESSES = common.REPO / "test" / "processes"
 GOAL_DELAY_S = 0.3  # the timing issue's goal: no empty-queue tick at 0-300 ms injected delay
 MODES = {"act": [("ACT, append", False)], "smolvla": [("SmolVLA, append", False), ("SmolVLA, RTC replace", True)]}
 
@@ -53,7 +50,7 @@ def window_mean(before: dict, after: dict, mean: str, count: str) -> float:
 def run(watcher, directory: Path, server_node: str, name: str, rtc: bool, seconds: float, settle_chunks: int = 3) -> dict:
     prefix = f"/{name}"
     robot = common.start_script(directory, f"{name}_robot", [
-        str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"),
+        "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"),
         "--run-s", str(seconds + 150)])
     executor_name = f"{name}_executor"
     watcher.watch_status(executor_name)
@@ -189,7 +186,7 @@ boundary jump equals its ordinary step. The tiny SmolVLA's rows are noise (its s
 large as any boundary jump), so this run cannot show RTC's smoothing at the boundary; what it shows is
 that replace mode runs (RTC active, delays measured and trimmed) at the same starvation as append mode.
 """
-    command = "python bench/starvation.py" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g}")
+    command = "python -m bench.starvation" + (" --smoke" if args.smoke else f" --seconds {args.seconds:g}")
     common.write_section("starvation", command, body, document=document)
 
 

@@ -22,7 +22,7 @@ What it does with frames: they reach the policy at the resolution they
 arrive (``prepare_observation_for_inference`` does not resize), so a
 96x128 ACT sent 480x640 frames runs its ResNet on 480x640.
 
-usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python bench/zenoh_peer.py serve CKPT PORT TIMES_FILE [DEVICE]
+usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python -m bench.zenoh_peer serve CKPT PORT TIMES_FILE [DEVICE]
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class ZenohPeer:
 
     def start(self, checkpoint: Path, device: str = "cpu") -> None:
         """Spawn a server process on ``checkpoint`` and return at once (it imports torch for seconds meanwhile)."""
-        from grpc_peer import free_port
+        from bench.grpc_peer import free_port
 
         self.close()
         self.port = port = free_port()
@@ -130,7 +130,7 @@ class ZenohPeer:
         environment = {**self.env, "PYTHONPATH": os.pathsep.join((str(self.overlay), self.env.get("PYTHONPATH", "")))}
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, str(Path(__file__)), "serve", str(checkpoint), str(port), str(self.times), device],
+                [sys.executable, "-m", "bench.zenoh_peer", "serve", str(checkpoint), str(port), str(self.times), device],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=environment)
 
     def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0, device: str = "cpu") -> None:
@@ -138,7 +138,7 @@ class ZenohPeer:
         for ``cameras`` (policy feature names)."""
         import zenoh
 
-        import common
+        from bench import common
 
         if self.process is None or self.serving != str(checkpoint):
             self.start(checkpoint, device)

@@ -1,7 +1,8 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
-Each script (bench/server_request_latency.py, executor_jitter.py,
-starvation.py, capacity.py, batching.py, compiled_forward.py) runs as its own process, one after the other,
+Each script (bench.server_request_latency, executor_jitter, starvation,
+capacity, batching, compiled_forward) runs as its own process, ``python -m
+bench.<name>`` from the repository root as documented, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
 the plot's link) and its PNG, and where a script names one (OUTCOMES), a row
@@ -45,16 +46,16 @@ def test_benchmark_script_smoke(tmp_path, name):
     docs_before = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
     try:
         run = subprocess.run(
-            [sys.executable, str(REPO / "bench" / f"{name}.py"), "--smoke", "--document", str(document),
+            [sys.executable, "-m", f"bench.{name}", "--smoke", "--document", str(document),
              "--plot-dir", str(tmp_path)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as error:
-        pytest.fail(f"bench/{name}.py --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
-    assert run.returncode == 0, f"bench/{name}.py --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        pytest.fail(f"bench.{name} --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    assert run.returncode == 0, f"bench.{name} --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     text = document.read_text()
     assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
-    assert f"python bench/{name}.py --smoke" in text
+    assert f"python -m bench.{name} --smoke" in text
     assert "|---|" in text, "the section has no table"
     if name in OUTCOMES:
         assert re.search(OUTCOMES[name], text), f"no row matching {OUTCOMES[name]!r}:\n{text}"

@@ -18,7 +18,6 @@ reproducible) and without its example database (nothing written to the tree).
 from __future__ import annotations
 
 import math
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from typing import Callable
 import numpy as np
 import pytest
 from support.jsonl import read_jsonl
-from support.paths import PROCESSES
 from support.ros import spin_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -725,8 +723,7 @@ def test_a_real_server_refuses_malformed_observations_while_a_second_robot_keeps
 
 # ----------------------------------------------------------- cross-process executor
 
-sys.path.insert(0, str(PROCESSES))
-from robot_io import POSITIONS  # noqa: E402
+from lerobot_ros.standins.robot_io import POSITIONS  # noqa: E402
 
 FORGED_KINDS = ("nan", "bad_shape", "malformed", "wrong_names", "wrong_model", "stale_seq", "stale_epoch", "out_of_limit")
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 from support.jsonl import read_jsonl
-from support.paths import PROCESSES
 from support.ros import spin_until
 from support.servers import start_server
 from support.executor_processes import Executor, Robot, is_hold, trigger
@@ -119,7 +118,7 @@ class StoryRobot(Robot):
         self.prefix, self.out = prefix, directory / f"{prefix.strip('/')}_commands.jsonl"
         self.out.touch()
         self.process = subprocess.Popen(
-            [sys.executable, str(PROCESSES / "robot_io.py"), "--prefix", prefix, "--out", str(self.out),
+            [sys.executable, "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(self.out),
              "--transport", "compressed", "--run-s", str(run_s), "--command", f"forward_command:{prefix}/commands"],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 

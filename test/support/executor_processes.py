@@ -16,16 +16,14 @@ from pathlib import Path
 
 import pytest
 from support.jsonl import read_jsonl
-from support.paths import PROCESSES
 from support.ros import spin_until
 
 from lerobot_ros.msg import ExecutorStatus
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.qos import STATUS_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
+from lerobot_ros.standins.robot_io import POSITIONS
 
-sys.path.insert(0, str(PROCESSES))
-from robot_io import POSITIONS  # noqa: E402
 
 EXECUTOR = "lerobot_ros.executor.node"
 
@@ -35,7 +33,7 @@ class Robot:
 
     def __init__(self, directory: Path, prefix: str, transport: str = "compressed", commands=()) -> None:
         self.prefix, self.out = prefix, directory / f"{prefix.strip('/')}_commands.jsonl"
-        args = [sys.executable, str(PROCESSES / "robot_io.py"), "--prefix", prefix,
+        args = [sys.executable, "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix,
                 "--out", str(self.out), "--transport", transport, "--run-s", "240"]
         for mode, topic in commands:
             args += ["--command", f"{mode}:{topic}"]

@@ -1,19 +1,22 @@
-"""The hardware boundary stand-in: a robot's driver as the executor sees it.
+"""Stands in for a robot's driver, the hardware boundary, as the executor sees it.
 
 Publishes sensor_msgs/JointState with the SO-101 joint names IN A SHUFFLED
 ORDER (the executor must map by name) and one 96x128 camera on Image (rgb8)
-or CompressedImage (JPEG) at ~30 Hz. Subscribes to command topics of the
+or CompressedImage (JPEG) at 30 Hz. Subscribes to command topics of the
 three output modes and appends every command it receives to a JSON-lines
 file: {"t": monotonic seconds, "t_received", "topic", "names", "values"}.
 "t" is when this process's callback ran; "t_received" when the middleware
 received the message (its reception stamp, on the monotonic clock): what a
-driver sees, without this Python driver's own spin lag. The command
-subscriptions are reliable and keep 100, so a callback running late loses
-nothing (a ros2_control controller's subscription queues too). The joints stand
-still at fixed positions (given in SO-101 order), so "hold" is recognisable.
+driver sees, without this Python driver's own spin lag.
 
-usage: robot_io.py --prefix /t1 --out commands.jsonl [--transport raw|compressed]
-                   [--command forward_command:/t1/cmd] ... [--run-s 120]
+Invariant: every command that arrives is recorded: the command
+subscriptions are reliable and keep 100, so a callback running late loses
+nothing (a ros2_control controller's subscription queues too). The joints
+stand still at fixed positions (given in SO-101 order), so "hold" is
+recognisable.
+
+usage: python -m lerobot_ros.standins.robot_io --prefix /t1 --out commands.jsonl [--transport raw|compressed]
+                                               [--command forward_command:/t1/cmd] ... [--run-s 120]
 """
 
 import argparse
@@ -27,13 +30,12 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from bounded_spin import spin_then_exit
-
-from lerobot_ros.wire import images
-from lerobot_ros.executor.observation import received_monotonic_s
-from lerobot_ros.wire.output_modes import OUTPUT_MODES
+from lerobot_ros.executor.observation_assembly import received_monotonic_s
 from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
+from lerobot_ros.standins.bounded_spin import spin_then_exit
+from lerobot_ros.wire import images
+from lerobot_ros.wire.output_modes import OUTPUT_MODES
 
 #: Measured positions in SO-101 order (distinct, so a mis-mapping shows).
 POSITIONS = (0.11, -0.52, 0.83, 0.34, -0.05, 0.26)
@@ -71,7 +73,7 @@ def recorder(out, kind: str, topic: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--transport", default="compressed", choices=["raw", "compressed"])

@@ -1,13 +1,14 @@
-"""Camera drivers as the executor sees them: N cameras of one size at a frame rate.
+"""Stands in for a robot's camera drivers, as the executor sees them: N cameras of one size at a frame rate.
 
-Publishes one textured frame per camera topic (a gradient with noise, so
-JPEG sizes are realistic: ~60-90 KB at q90 for 480x640) as raw rgb8
+Publishes one textured frame per camera topic as raw rgb8
 sensor_msgs/Image (what a USB camera driver publishes) or as a JPEG
-CompressedImage, at --fps with the sensor QoS. The frames are made once;
-each tick only restamps and publishes them.
+CompressedImage, at --fps with the sensor QoS.
 
-usage: camera_publisher.py --topic /t/cam0 [--topic /t/cam1] [--height 480 --width 640]
-                           [--transport raw|compressed] [--fps 30] [--run-s 120]
+Invariant: the frames are made once; each tick only restamps and publishes
+them, so encoding never slows the rate the executor is measured at.
+
+usage: python -m lerobot_ros.standins.camera_publisher --topic /t/cam0 [--topic /t/cam1] [--height 480 --width 640]
+                                                       [--transport raw|compressed] [--fps 30] [--run-s 120]
 """
 
 import argparse
@@ -16,13 +17,13 @@ import numpy as np
 import rclpy
 from sensor_msgs.msg import CompressedImage, Image
 
-from bounded_spin import spin_then_exit
-
-from lerobot_ros.wire import images
 from lerobot_ros.qos import SENSOR_QOS
+from lerobot_ros.standins.bounded_spin import spin_then_exit
+from lerobot_ros.wire import images
 
 
 def scene(height: int, width: int, seed: int) -> np.ndarray:
+    """A gradient with noise: a flat frame would compress far better than a camera's, and JPEG sizes would lie."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width]
     base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1)
@@ -30,7 +31,7 @@ def scene(height: int, width: int, seed: int) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", action="append", required=True)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--width", type=int, default=640)
