@@ -26,6 +26,8 @@ def test_executor_code_path_imports_neither_torch_nor_lerobot():
         "lerobot_ros.executor.observation_assembly",
         "lerobot_ros.executor.pending_request",
         "lerobot_ros.executor.session_state",
+        "lerobot_ros.executor.session_verbs",
+        "lerobot_ros.executor.goal_steps",
         "lerobot_ros.executor.handshake_types",
         "lerobot_ros.executor.chunks",
         "lerobot_ros.wire.output_modes",
