@@ -79,12 +79,19 @@ class EpisodeRecorderNode(Node):
         self.pending: queue.Queue[FinishedEpisode | None] = queue.Queue()
         self.writer = threading.Thread(target=self.write_episodes, name="dataset_writer", daemon=True)
         self.writer.start()
+        self.mode = OUTPUT_MODES[settings.command_mode]
+        self.get_logger().info(
+            f"recording {settings.dataset_root} ({self.dataset.meta.total_episodes} episodes already) at "
+            f"{settings.fps} fps; {self._subscribe(by_task)}"
+        )
 
+    def _subscribe(self, by_task: bool) -> str:
+        """The state, camera, command and episode subscriptions; where episodes and actions come from, in words."""
+        settings = self.settings
         self.create_subscription(JointState, settings.state_topic, self.on_joint_state, SENSOR_QOS)
         for name, topic, transport in zip(settings.camera_names, settings.camera_topics, settings.camera_transports):
             message_type = CompressedImage if transport == "compressed" else Image
             self.create_subscription(message_type, topic, lambda msg, name=name: self.on_camera(name, msg), SENSOR_QOS)
-        self.mode = OUTPUT_MODES[settings.command_mode]
         command_topic = settings.command_topic or self.mode.sim_topic
         self.create_subscription(self.mode.message_type, command_topic, self.on_command, COMMAND_QOS)
         if by_task:
@@ -94,10 +101,7 @@ class EpisodeRecorderNode(Node):
             episodes_from = f"{settings.executor_status_topic} ({settings.episode_source})"
             self.create_subscription(ExecutorStatus, settings.executor_status_topic, self.on_executor_status,
                                      STATUS_FOLLOWER_QOS)
-        self.get_logger().info(
-            f"recording {settings.dataset_root} ({self.dataset.meta.total_episodes} episodes already) at "
-            f"{settings.fps} fps; episodes from {episodes_from}, actions from {command_topic}"
-        )
+        return f"episodes from {episodes_from}, actions from {command_topic}"
 
     def on_joint_state(self, msg: JointState) -> None:
         try:
