@@ -117,10 +117,30 @@ if [ "${LEROBOT_ROS_STAGE_ONLY:-0}" = 1 ]; then
   exit 0
 fi
 
+# Install FILE... into DIR without writing into an existing file: copy beside it, then rename over it.
+# `cp` over a file writes into the inode that running nodes have mapped: the kernel then drops their
+# relocated pages of the library and every node of the venv jumps to an unrelocated address (SIGSEGV),
+# even when the new bytes are identical. After a rename they keep the old inode; new processes load the new.
+install_atomically() {  # install_atomically DIR FILE...
+  local dir=$1 file tmp
+  shift
+  for file in "$@"; do
+    tmp="$dir/.$(basename "$file").tmp.$$"
+    cp -a "$file" "$tmp" && mv -f "$tmp" "$dir/$(basename "$file")"
+  done
+}
+install_tree_atomically() {  # install_tree_atomically SRC_DIR DEST_DIR (every file, recursively)
+  local src=$1 dest=$2 rel
+  (cd "$src" && find . \( -type f -o -type l \) ! -path '*/__pycache__/*') | while read -r rel; do
+    mkdir -p "$dest/$(dirname "$rel")"
+    install_atomically "$dest/$(dirname "$rel")" "$src/$rel"
+  done
+}
+
 staged="$build_dir/install"
 staged_package="$(echo "$staged"/lib/python3*/site-packages/"$package")"
 [ -d "$staged_package" ] || { echo "error: no generated Python package under $staged" >&2; exit 1; }
-cp -a "$staged"/lib/*.so "$venv/lib/"
+install_atomically "$venv/lib" "$staged"/lib/*.so
 mkdir -p "$venv/share" "$site_packages/$package"
 cp -a "$staged/share/." "$venv/share/"
 # rosidl installs the generated Python as a distribution of its own: an
@@ -131,8 +151,9 @@ cp -a "$staged/share/." "$venv/share/"
 for generated in "$staged_package"/*; do
   case "$(basename "$generated")" in
     __pycache__) ;;
-    __init__.py) [ "$package" = lerobot_ros ] || cp -a "$generated" "$site_packages/$package/" ;;
-    *) cp -a "$generated" "$site_packages/$package/" ;;
+    __init__.py) [ "$package" = lerobot_ros ] || install_atomically "$site_packages/$package" "$generated" ;;
+    *) if [ -d "$generated" ]; then install_tree_atomically "$generated" "$site_packages/$package/$(basename "$generated")"
+       else install_atomically "$site_packages/$package" "$generated"; fi ;;
   esac
 done
 echo "$package interfaces installed into $venv"

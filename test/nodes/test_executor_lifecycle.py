@@ -2,7 +2,7 @@
 
 Lifecycle transitions go through the node's real lifecycle services
 (change_state / get_state), goals through a real rclpy action client; the
-stand-in robot driver (test/processes/robot_io.py) records every command, so
+stand-in robot driver (lerobot_ros/standins/robot_io.py) records every command, so
 "no command after deactivate but the hold" is checked on what the robot got.
 A goal while the server is gone is checked in test/reliability/test_chaos.py,
 whose hung-worker test kills its own server anyway.

@@ -1,5 +1,5 @@
 """chunk_executor_node as a real process between a real policy server and a
-stand-in robot driver (test/processes/robot_io.py: shuffled joint states, a
+stand-in robot driver (lerobot_ros/standins/robot_io.py: shuffled joint states, a
 camera, and a recorder of every command it receives).
 
 Each test has its own node names and topic prefix so tests never hear each

@@ -26,8 +26,9 @@ from support.jsonl import read_jsonl
 from support.servers import start_server
 from sensor_msgs.msg import Image
 
-from lerobot_ros.executor.core import ExecutorCore, PreparedRequest
+from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import RobotDeclaration, handshake
+from lerobot_ros.executor.pending_request import PendingRequest
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.parameters import defaults
@@ -134,10 +135,9 @@ class SteppedExecutor:
         self.core.on_joint_state(list(SO101_JOINT_NAMES), state.tolist(), [], now)
         self.core.on_camera(FRONT_CAMERA, _raw_image(rgb), now)
 
-    def send(self) -> PreparedRequest:
-        prepared = self.core.prepare_request(time.monotonic(), time.monotonic_ns())
-        assert isinstance(prepared, PreparedRequest), prepared
-        self.core.begin_request(prepared.request)
+    def send(self) -> PendingRequest:
+        prepared = self.core.start_request(time.monotonic(), time.monotonic_ns())
+        assert isinstance(prepared, PendingRequest), prepared
         assert self.link.send_observation(prepared) is None
         return prepared
 
@@ -146,7 +146,7 @@ class SteppedExecutor:
         assert answer.chunk is not None, f"no chunk: refusal={answer.refusal!r}, timed out={answer.timed_out}"
         return answer.chunk
 
-    def merge(self, prepared: PreparedRequest, chunk, delay_steps: int) -> None:
+    def merge(self, prepared: PendingRequest, chunk, delay_steps: int) -> None:
         # A latency just under `delay_steps` control periods: the executor measures exactly that delay.
         latency_ns = max(0, int((delay_steps - 0.5) / FPS * 1e9))
         assert self.core.merge(prepared, chunk, prepared.request.sent_monotonic_ns + latency_ns, time.monotonic())
@@ -185,7 +185,7 @@ def _lerobot_policy(checkpoint):
     return policy, preprocessor, postprocessor
 
 
-def _local_rtc_chunk(lerobot, state, rgb, prepared: PreparedRequest, left_over):
+def _local_rtc_chunk(lerobot, state, rgb, prepared: PendingRequest, left_over):
     """One chunk the way LeRobot's own RTC loop computes it, with the request's noise."""
     from lerobot.policies.utils import prepare_observation_for_inference
 

@@ -403,8 +403,7 @@ def test_an_older_episode_is_refused_and_any_epoch_is_echoed_for_the_executor_to
 def _executor(**overrides):
     clock, core, link, worker = connected(**overrides)
     feed(core, clock)
-    prepared = core.prepare_request(clock(), clock.ns())
-    core.begin_request(prepared.request)
+    prepared = core.start_request(clock(), clock.ns())
     return clock, core, prepared
 
 

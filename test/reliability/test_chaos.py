@@ -1,7 +1,7 @@
 """Chaos with real processes: a server killed, drained, hung or replaced, an executor killed.
 
 Everything runs as separate OS processes over Fast DDS: policy_server_node on
-a real ACT checkpoint, the stand-in robot driver (test/processes/robot_io.py,
+a real ACT checkpoint, the stand-in robot driver (lerobot_ros/standins/robot_io.py,
 which records every command it receives with its monotonic receive time) and
 chunk_executor_node between them. Faults are real signals (``kill -9`` is
 ``SIGKILL``). The robot's joints stand still at ``POSITIONS``, so the

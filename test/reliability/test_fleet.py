@@ -4,7 +4,7 @@ Five policy_server_node processes on real ACT checkpoints: three replicas of
 one model (A, B, C), one serving another model (O: other weights, the same
 contract) and one whose inference never ends (H: ``inject_delay_s`` an hour).
 Two chunk_executor_node processes drive stand-in robot drivers
-(test/processes/robot_io.py records every command with its receive time);
+(lerobot_ros/standins/robot_io.py records every command with its receive time);
 the joints stand still, so the ``hold`` fallback is recognisable and any
 other command is a policy action.
 

@@ -1,6 +1,6 @@
 """chunk_executor_node and the stand-in robot driver as real processes, for tests.
 
-``Robot`` runs test/processes/robot_io.py (shuffled joint states, a camera,
+``Robot`` runs lerobot_ros/standins/robot_io.py (shuffled joint states, a camera,
 and a recorder of every command it receives: the hardware boundary);
 ``Executor`` runs chunk_executor_node and collects its ``~/status`` in the
 test process. The ``launched`` fixture (conftest.py) starts both and stops

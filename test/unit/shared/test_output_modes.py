@@ -104,3 +104,19 @@ def test_the_registry_imports_without_ros():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_output_messages_carry_joint_names_and_values_in_order():
+    action = np.array([0.1, 0.2, 0.3])
+    forward = output_mode("forward_command").build(JOINTS, action, 1 / 30)
+    assert isinstance(forward, Float64MultiArray) and list(forward.data) == pytest.approx([0.1, 0.2, 0.3])
+    assert forward.layout.dim[0].size == 3
+    trajectory = output_mode("joint_trajectory").build(JOINTS, action, 0.02)
+    assert isinstance(trajectory, JointTrajectory) and list(trajectory.joint_names) == list(JOINTS)
+    assert len(trajectory.points) == 1 and list(trajectory.points[0].positions) == pytest.approx([0.1, 0.2, 0.3])
+    assert (trajectory.points[0].time_from_start.sec, trajectory.points[0].time_from_start.nanosec) == (0, 20_000_000)
+    state = output_mode("joint_state").build(JOINTS, action, 0.02)
+    assert isinstance(state, JointState) and list(state.name) == list(JOINTS)
+    assert list(state.position) == pytest.approx([0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="2 values for 3 joints"):
+        output_mode("joint_state").build(JOINTS, action[:2], 0.02)
