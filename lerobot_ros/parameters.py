@@ -3,7 +3,7 @@
 Invariant: a node's parameters (name, type, default, description, checks,
 whether it may change while running) live in one table; its frozen settings dataclass is derived from
 that table, its validation reports every problem at once before the node does
-anything, and ``config/*.yaml`` and the README are checked against it. Rules
+anything, and ``config/*.yaml`` and the node pages (docs/nodes/) are checked against it. Rules
 that relate several parameters are named functions listed next to the table.
 A ``runtime`` entry may change while the node runs: ``runtime_change`` checks
 a change with the same checks and rules as at start-up, and refuses any other
@@ -73,7 +73,7 @@ class Parameter:
 
     name: str
     type: ValueType
-    #: The ROS default, as config/*.yaml and the README show it (string lists: [""]).
+    #: The ROS default, as config/*.yaml and the node pages show it (string lists: [""]).
     default: Any
     description: str
     checks: tuple[Check, ...] = ()
