@@ -18,21 +18,14 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.action import ActionClient
 from support.executor_processes import is_hold
 from support.goals import WAIT_S, GoalRun
-from support.ros import spin_until
+from support.ros import call_service, spin_until
 
 from lerobot_ros.action import RunPolicy
 from lerobot_ros.srv import StartPolicy, StopPolicy
 
 
 def call(node, service_type, name: str, request, timeout_s: float = WAIT_S):
-    client = node.create_client(service_type, name)
-    try:
-        assert client.wait_for_service(timeout_sec=timeout_s), f"{name} not available"
-        future = client.call_async(request)
-        assert spin_until(node, future.done, timeout_s), f"{name} did not answer within {timeout_s} s"
-        return future.result()
-    finally:
-        node.destroy_client(client)
+    return call_service(node, service_type, name, request, timeout_s)
 
 
 def lifecycle_state(node, executor_name: str) -> str:

@@ -28,6 +28,7 @@ from sensor_msgs.msg import CompressedImage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import independent_mac  # noqa: E402
+from support.ros import call_service, spin_until  # noqa: E402  (test infrastructure, not the product)
 
 from lerobot_ros.msg import ActionChunk, Observation  # noqa: E402
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession  # noqa: E402
@@ -45,22 +46,8 @@ ACTION_CHUNK_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=4, reliabil
 DEFINITIONS = independent_mac.Definitions()
 
 
-def spin_until(node, predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate() and time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.05)
-    return predicate()
-
-
 def call(node, service_type, name: str, request):
-    client = node.create_client(service_type, name)
-    try:
-        assert client.wait_for_service(timeout_sec=CALL_TIMEOUT_S), f"{name} not available"
-        future = client.call_async(request)
-        assert spin_until(node, future.done, CALL_TIMEOUT_S), f"{name} did not answer"
-        return future.result()
-    finally:
-        node.destroy_client(client)
+    return call_service(node, service_type, name, request, CALL_TIMEOUT_S)
 
 
 def values_of(msg, type_name: str) -> dict:
