@@ -45,6 +45,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
+from bench import outside_load  # noqa: E402
 from bench.report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -60,7 +61,12 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def outputs(args) -> tuple[Path, Path]:
-    """(document, plot folder); a smoke run without --document writes to a temporary folder."""
+    """(document, plot folder); a smoke run without --document writes to a temporary folder.
+
+    Called as a benchmark starts, so it also starts recording the CPU that
+    work outside the benchmark uses (a smoke measures a shorter quiet spell).
+    """
+    outside_load.watch(before_s=0.5 if args.smoke else 2.0)
     if args.document is None:
         args.document = Path(tempfile.mkdtemp(prefix="bench_smoke_")) / "benchmarks.md" if args.smoke else BENCHMARKS_MD
     if args.plot_dir is None:

@@ -18,6 +18,7 @@ import time
 import numpy as np
 from rclpy.serialization import serialize_message
 
+from bench import outside_load
 from bench.report import write_section
 from lerobot_ros.wire import images
 from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = parser.parse_args()
+    outside_load.watch()
     key = integrity.session_key(integrity.new_secret())
     rows = []
     for label, msg in (("Observation, 3 x 480x640 JPEG q90", observation("jpeg")),

@@ -2,7 +2,8 @@
 
 Each benchmark owns one section, ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``;
 re-running it replaces only that section, so the file keeps every result with
-the command that produced it.
+the command that produced it, and with the CPU that work outside the
+benchmark used meanwhile (bench/outside_load.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import platform
 import re
 from datetime import date
 from pathlib import Path
+
+from bench import outside_load
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 BENCHMARKS_MD = DOCS / "benchmarks.md"
@@ -25,7 +28,8 @@ def machine() -> str:
 
 def write_section(name: str, command: str, body: str, document: Path = BENCHMARKS_MD) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    section = f"{start}\nCommand: `{command}` ({machine()})\n\n{body.strip()}\n{end}"
+    section = (f"{start}\nCommand: `{command}` ({machine()})\n\n{outside_load.RECORDER.describe()}\n\n"
+               f"{body.strip()}\n{end}")
     text = document.read_text() if document.exists() else f"# {document.stem.capitalize()}\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"

@@ -45,7 +45,7 @@ incl. their unpickle); their prepare + preprocess, inference, postprocess;
 the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
 unpickle + aggregate. Overhead = round trip - inference, per request.
 
-usage: python -m bench.server_request_latency [--requests 9] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
+usage: python -m bench.server_request_latency [--requests 30] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
 """
 
 from __future__ import annotations
@@ -284,10 +284,9 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, echo: EchoFloor, tmp: Path
 
 def matrix(policies, frames, counts, requests: int) -> list[tuple[tuple[int, int], int, list]]:
     """(trained size, cameras, [(frame size, warm-up, measured requests)]) per checkpoint: every frame size at least
-    the policy's own; ``requests`` measured at the policy's own size and 96x128, a third of it (at least 3) where a
-    stack's forward runs on larger frames (the Zenoh draft at 480x640 and 720x1280; every stack with a 480x640
-    policy), which costs seconds per request on a loaded 2-core machine. Two warm-up requests when a checkpoint's
-    servers are new, one at each further frame size."""
+    the policy's own; ``requests`` measured at every one, because a p95 from fewer than 30 requests is one of the
+    largest few (earlier runs measured 3-9 where the forward runs on larger frames, to save time). Two warm-up
+    requests when a checkpoint's servers are new, one at each further frame size."""
     groups = []
     for trained in policies:
         for count in counts:
@@ -295,8 +294,7 @@ def matrix(policies, frames, counts, requests: int) -> list[tuple[tuple[int, int
             for size in frames:
                 if size[0] < trained[0] or size[1] < trained[1]:
                     continue  # smaller than the policy's: no camera of interest sends it
-                cheap = size == trained == own_shape()
-                sizes.append((size, 1 if sizes else 2, requests if cheap else max(3, requests // 3)))
+                sizes.append((size, 1 if sizes else 2, requests))
             if sizes:
                 groups.append((trained, count, sizes))
     return groups
@@ -355,8 +353,8 @@ def cell(values) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=9,
-                        help="measured requests per stack at 96x128 frames (fewer at larger ones: see matrix())")
+    parser.add_argument("--requests", type=int, default=30,
+                        help="measured requests per stack at every frame size (30 at least for a p95)")
     common.add_output_arguments(parser)
     parser.add_argument("--device", default="cpu", help="where all three stacks and the bare model run (cpu, cuda)")
     parser.add_argument("--frames", default="", help="only these frame sizes, e.g. 480x640,720x1280 (default: all)")
@@ -486,7 +484,7 @@ the rest is the machine's load during the run.
 """
     body = body.replace("](/", "](")
     command = "python -m bench.server_request_latency" + (
-        " --smoke" if args.smoke else (f" --requests {args.requests}" if args.requests != 9 else "") + (f" --frames {args.frames}" if args.frames else "")
+        " --smoke" if args.smoke else (f" --requests {args.requests}" if args.requests != 30 else "") + (f" --frames {args.frames}" if args.frames else "")
         + (f" --cameras {args.cameras}" if args.cameras else "") + (f" --policies {args.policies}" if args.policies else "")
         + (f" --torch-threads {args.torch_threads}" if args.torch_threads != 1 else "")
         + (f" --device {args.device}" if args.device != "cpu" else ""))

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import outside_load
 from bench.report import write_section
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +46,7 @@ def size_gb(path: Path) -> float:
 
 
 def main() -> None:
+    outside_load.watch()
     with tempfile.TemporaryDirectory(prefix="lerobot_ros_setup_cost_") as tmp:
         tmp = Path(tmp)
         clone = tmp / "clone"

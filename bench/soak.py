@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import outside_load
 from bench.report import RELIABILITY_MD, write_section
 
 # An isolated ROS graph, as the test suite has: never a robot on the network.
@@ -435,6 +436,7 @@ def main() -> None:
     parser.add_argument("--document", default=str(RELIABILITY_MD), help="where the results section is written")
     parser.add_argument("--output-dir", default="", help="logs and audit log (default: a new temporary directory)")
     args = parser.parse_args()
+    outside_load.watch()
     summary, problems = run(args)
     command = f"python -m bench.soak --minutes {args.minutes:g}"
     write_section("soak", command, render(summary, args), document=Path(args.document))

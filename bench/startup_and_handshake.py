@@ -24,6 +24,7 @@ import tempfile
 import time
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
+from bench import outside_load
 from bench.report import write_section
 
 from lerobot_ros.processes import spawn_node, stop
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    outside_load.watch()
 
     imports = {
         module: [timed([sys.executable, "-c", f"import {module}"]) for _ in range(args.runs)]
