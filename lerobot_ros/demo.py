@@ -266,8 +266,8 @@ def run(args) -> int:
                 streaming_since = recording.now()
                 end_at = now + args.duration
                 print(f"demo: streaming after {streaming_since:.1f} s; running {args.duration:g} s", flush=True)
-            if state == "DEAD":
-                print(f"\ndemo: executor is DEAD: {recording.status[-1][1].reason}", flush=True)
+            if state in ("DEAD", "OFFLINE"):
+                print(f"\ndemo: executor is {state}: {recording.status[-1][1].reason}", flush=True)
                 break
             if end_at is None and now > deadline:
                 print(f"\ndemo: the loop did not start streaming within {args.startup_timeout:g} s", flush=True)

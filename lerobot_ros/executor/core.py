@@ -115,6 +115,8 @@ class ExecutorCore(SessionVerbs):
         self._playback = Playback(settings.fps, settings.command_rate_hz)
         self._threshold_s = self._threshold(chunk_size=0)
         self._work = threading.Event()  # set by the control tick when the worker has something to do
+        # One handshake at a time: the worker's re-handshakes and the operator's (activate, ~/resume).
+        self.handshaking = threading.Lock()
         self._sensors = ObservationAssembler(
             settings.joint_names, settings.camera_names, settings.state_include_velocity, settings.max_observation_age_s
         )
@@ -181,8 +183,8 @@ class ExecutorCore(SessionVerbs):
             self._playback.stop()
         if decision.action is TickAction.NOTHING:
             return None
-        if depth == 0 and not self._failsafe.paused:
-            self._counts["starvation_ticks"] += 1
+        if depth == 0 and not self._failsafe.paused and decision.state is not ExecutorState.OFFLINE:
+            self._counts["starvation_ticks"] += 1  # OFFLINE holds on purpose: not a starved queue
         action = None
         if decision.action is TickAction.EXECUTE:
             if position.new_row:

@@ -57,6 +57,8 @@ class GoalSteps:
         self._handles: dict[str, Any] = {}  # goal id -> its action goal handle (StartPolicy goals have none)
         self._core: ExecutorCore | None = None
         self._settings: ExecutorSettings | None = None
+        # A goal is an explicit resume from OFFLINE: the node sets this to ``recovery.resume`` on its link.
+        self.recover: Callable[[str], str | None] = lambda by: None
 
     def attach(self, core: ExecutorCore | None, settings: ExecutorSettings | None) -> None:
         """The core goals act on from now (configure), or None (cleanup): nothing to end then."""
@@ -79,6 +81,9 @@ class GoalSteps:
             problem = self.refusal(request, active, lifecycle_state)
             if problem:
                 return problem
+            problem = self.recover(f"goal {goal_id}")
+            if problem:
+                return f"the executor is OFFLINE and could not resume: {problem}"
             core, now = self._core, self.clock()
             preempted = self.book.start(goal_id, request, self.progress(now))
             if preempted is not None:

@@ -9,8 +9,8 @@ Invariants:
   (its ``max_duration_s`` passed without a merged chunk: the policy never
   ran), ``cancelled`` (cancel or StopPolicy), ``preempted``, ``failed`` (the
   server refused one of its requests, e.g. a task it is pinned against, or a
-  (re-)handshake failed during it: the server is gone or refuses the robot)
-  or ``dead`` (the fail-safe went DEAD);
+  (re-)handshake failed during it: the server is gone or refuses the robot;
+  or the executor went OFFLINE) or ``dead`` (the fail-safe went DEAD);
 * counts and feedback are the executor's counters since the goal started,
   read from the same telemetry as ``~/status``.
 
@@ -203,6 +203,8 @@ def termination_of(goal: ActiveGoal, progress: Progress) -> tuple[Termination, s
     start = goal.started
     if progress.state is ExecutorState.DEAD:
         return Termination.DEAD, f"the executor is DEAD: {progress.state_reason}"
+    if progress.state is ExecutorState.OFFLINE:
+        return Termination.FAILED, f"the executor went OFFLINE: {progress.state_reason}"
     if progress.request_rejections > start.request_rejections:
         return Termination.FAILED, f"the server refused the goal's request: {progress.last_rejection_reason}"
     if progress.handshake_failures > start.handshake_failures:

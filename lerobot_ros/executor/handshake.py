@@ -190,8 +190,35 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
             if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
                 return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
             tried.append((namespace, grant, view))
+    if not tried:
+        asked = _ask_not_serving(core, link, placement, check_offered, clock)
+        if isinstance(asked, HandshakeResult):
+            return asked
+        tried.extend(asked)
     unanswered = any(isinstance(view, str) or not view.ready for _, view in views)
     return placement, tried, unanswered
+
+
+def _ask_not_serving(core: PlacementTarget, link: SessionOpener, placement: Placement,
+                     check: Callable[[SessionGrant], str | None], clock: Callable[[], float]) -> HandshakeResult | list:
+    """No candidate: ask the first replica that answered but does not serve for a session anyway.
+
+    Its GetStatus says only ready/draining (an inactive server keeps the drain
+    flag of its deactivation); its OpenSession refusal says what it is
+    (inactive, draining, loading), and that is the reason ~/status and the log
+    give. Granted after all (it became ready meanwhile): the session is used.
+    """
+    for skipped in placement.skipped:
+        view = skipped.view
+        if view is None or (view.ready and not view.draining):
+            continue
+        grant = link.open_session(skipped.namespace, core.settings.replica_status_timeout_s, check=check)
+        if isinstance(grant, SessionGrant):
+            core.session_opened(grant, view.instance_id, clock(), replica=skipped.namespace)
+            return HandshakeResult(True, f"session opened on {skipped.namespace}", view.instance_id,
+                                   grant.capabilities.model_fingerprint, grant.capabilities.policy_type)
+        return [(skipped.namespace, grant, view)]
+    return []
 
 
 def _failed(core: PlacementTarget, link: SessionOpener, placement: Placement, tried: list,

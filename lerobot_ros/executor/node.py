@@ -63,6 +63,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
 from lerobot_ros import names
+from lerobot_ros.executor import recovery
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.goal_server import GoalServer
@@ -181,6 +182,7 @@ class ChunkExecutorNode(LifecycleNode):
         settings, now = self.settings, time.monotonic()
         self.core = core = ExecutorCore(settings, now)
         self.goal_steps.attach(core, settings)
+        self.goal_steps.recover = self._recover
         accept_runtime_parameters(self, core, configuring=lambda: self.core is None)
         if settings.wait_for_goal:
             core.pause(now, HOLD_GOAL)
@@ -266,9 +268,23 @@ class ChunkExecutorNode(LifecycleNode):
         self.get_logger().info(f"session {session_id} closed ({outcome or 'ok'})")
 
     def resume(self) -> None:
+        if self.core.offline[0]:  # OFFLINE or DEAD: a handshake now, or a failed activate with the reason
+            problem = self._recover("lifecycle activate")
+            if problem:
+                raise TransitionFailed(problem)
+            self.core.resume(time.monotonic(), HOLD_LIFECYCLE)
+            return
         now = time.monotonic()
         self.core.reopen(now, "activated again: opening a new session")
         self.core.resume(now, HOLD_LIFECYCLE)
+
+    def _recover(self, by: str) -> str | None:
+        """An explicit resume from OFFLINE (or DEAD): ``recovery.resume`` with this node's handshake."""
+        core = self.core
+        if core is None:
+            return None
+        return recovery.resume(core, lambda: handshake(core, self.link, self.robot, time.monotonic),
+                               time.monotonic, by)
 
     def stop_streaming(self) -> None:
         # Never destroy entities under a running worker or control loop.
@@ -350,8 +366,11 @@ class ChunkExecutorNode(LifecycleNode):
         return response
 
     def on_resume(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """Let go of the operator's pause; from OFFLINE, restart motion (a handshake first when needed)."""
         self.core.resume(time.monotonic())
-        response.success, response.message = True, "resumed"
+        problem = self._recover("~/resume")
+        response.success = problem is None
+        response.message = "resumed" if problem is None else f"not resumed, still holding: {problem}"
         return response
 
     async def on_reset_episode(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:

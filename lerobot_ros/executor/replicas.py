@@ -29,8 +29,11 @@ from dataclasses import dataclass
 from lerobot_ros.executor.chunks import ValidatedModel
 from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView
 
-NOT_READY = "server is not ready (still loading or warming up)"
-DRAINING = "server is draining (shutting down)"
+#: GetStatus says ready=false: the server answers, so its policy is loaded (a loading server has no services
+#: yet); it is inactive or between transitions. The handshake asks it for a session to get its own words.
+NOT_READY = "server answers but does not serve (inactive, or being activated)"
+#: GetStatus says draining: shutting down, or deactivated (an inactive server keeps the flag).
+DRAINING = "server is draining (deactivated or shutting down)"
 
 
 @dataclass(frozen=True)
@@ -98,10 +101,10 @@ def choose(
             skipped.append(Skipped(namespace, view))
             continue
         own = namespace == current
-        if not view.ready:
-            reason = NOT_READY
-        elif view.draining:
+        if view.draining:
             reason = DRAINING
+        elif not view.ready:
+            reason = NOT_READY
         elif not (checked := robot.check_against(view.capabilities)).ok:
             reason = checked.message()
         elif reference is not None and (difference := reference.difference(ValidatedModel.of(view.capabilities))):

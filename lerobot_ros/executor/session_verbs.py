@@ -21,7 +21,7 @@ from lerobot_ros.executor.interpolation import Playback
 from lerobot_ros.executor.session_state import Heard, SessionState
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.smoothness import SmoothnessTracker
-from lerobot_ros.executor.state_machine import FailSafe
+from lerobot_ros.executor.state_machine import ExecutorState, FailSafe
 
 
 class SessionVerbs:
@@ -136,7 +136,32 @@ class SessionVerbs:
         chunk still on its way is dropped too (new epoch); returns the session id to close."""
         with self._lock:
             self._clear_queue()
+            self._failsafe.session_closed()
             return self._session.ended()
+
+    def resume_offline(self, now_s: float, by: str) -> str | None:
+        """Restart motion from OFFLINE (``by``: who asked): None when done, else why not (``FailSafe``).
+
+        The queue and the request in flight go (planned before the hold), so
+        the first request after it carries a fresh observation and no RTC prefix.
+        """
+        with self._lock:
+            problem = self._failsafe.resume_offline(now_s, by)
+            if problem is None:
+                self._clear_queue()
+            return problem
+
+    def revive(self, now_s: float, by: str) -> None:
+        """DEAD: try again (lifecycle activate); ``FailSafe.revive``."""
+        with self._lock:
+            self._failsafe.revive(now_s, by)
+
+    @property
+    def offline(self) -> tuple[bool, bool]:
+        """(OFFLINE or DEAD, a session open again): whether a resume must go through ``recovery.resume``."""
+        with self._lock:
+            state = self._failsafe.state
+            return state in (ExecutorState.OFFLINE, ExecutorState.DEAD), self._failsafe.offline_session
 
     def reopen(self, now_s: float, reason: str) -> None:
         """Open a new session now (activation after a deactivation): the worker re-handshakes."""

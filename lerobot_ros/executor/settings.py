@@ -111,8 +111,12 @@ PARAMETERS = (
     Parameter("max_action_age_s", FLOAT, 3.0,
               "Never execute an action whose source observation is older than this (seconds)", (positive(),)),
     Parameter("max_offline_s", FLOAT, 30.0,
-              "No chunk merged for longer than this (accepted re-handshakes do not count): DEAD (seconds)",
+              "No chunk merged for longer than this (accepted re-handshakes do not count): OFFLINE, holding "
+              "until resumed (seconds)",
               (positive(),)),
+    Parameter("auto_resume", BOOL, False,
+              "OFFLINE: restart motion as soon as a session opens again; false: only on ~/resume, a new "
+              "RunPolicy goal or lifecycle activate"),
     Parameter("reconnect_backoff_initial_s", FLOAT, 0.5,
               "First wait before re-handshaking after the server was lost (seconds)", (positive(),)),
     Parameter("reconnect_backoff_max_s", FLOAT, 5.0,
@@ -275,6 +279,7 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
             reconnect_backoff_initial_s=self.reconnect_backoff_initial_s,
             reconnect_backoff_max_s=self.reconnect_backoff_max_s,
             move_at_once=len(self.replicas) > 1,
+            auto_resume=self.auto_resume,
         )
 
 

@@ -4,12 +4,19 @@ Invariants:
 
 * a stale action (source observation older than ``max_action_age_s``, or of
   unknown age) is never executed: the tick says to clear the queue instead;
-* nothing is commanded before the first handshake, and once DEAD (offline
-  beyond ``max_offline_s``, a failed first handshake, or a different model)
-  no event brings the executor back: one final fallback, then silence;
+* nothing is commanded before the first handshake, and once DEAD (a failed
+  first handshake, or a different model) no server event brings the
+  executor back: one final fallback, then silence; only the operator's
+  ``revive`` (lifecycle activate) tries a handshake again;
+* offline beyond ``max_offline_s`` is OFFLINE, a recoverable hold: the
+  queue is dropped, "hold" is published every tick, re-handshakes go on at
+  the backoff, and a session that opens does NOT restart motion: only an
+  explicit ``resume_offline`` does (~/resume, a RunPolicy goal, lifecycle
+  activate), unless ``auto_resume``; motion restarts from an empty queue,
+  so the first request carries a fresh observation and no RTC prefix;
 * the offline budget counts from the last merged chunk (or the first
   handshake): a server that accepts sessions but never answers with chunks
-  ends in DEAD, however often a re-handshake is accepted;
+  ends in OFFLINE, however often a re-handshake is accepted;
 * the reconnect backoff is reset only by a merged chunk: a server that
   grants sessions and then refuses or ignores every request is re-handshaken
   at a doubling interval, not at full rate; with several replicas
@@ -27,8 +34,10 @@ node calls it from its timers and tests drive it without sleeping.
     STREAMING, DEGRADED --queue empty or next action stale--> STALLED
     STREAMING, DEGRADED, STALLED --timeout streak, heartbeat lost, server restarted--> RECONNECTING
     RECONNECTING --handshake ok--> STREAMING
-    RECONNECTING, STALLED --offline > max_offline_s--> DEAD
+    RECONNECTING, STALLED --offline > max_offline_s--> OFFLINE (holding, re-handshaking)
+    OFFLINE --handshake ok--> OFFLINE with a session --resume (or auto_resume)--> STREAMING
     CONNECTING --handshake failed--> DEAD;  any --model changed--> DEAD
+    DEAD --revive (lifecycle activate)--> OFFLINE (one handshake: the model is checked again)
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
-import numpy as np
+from lerobot_ros.executor.failsafe_config import FALLBACK_MODES, FailSafeConfig, backoff_problem  # noqa: F401
+from lerobot_ros.executor.failsafe_config import fallback_action  # noqa: F401 - where callers look for it
 
 
 class ExecutorState(IntEnum):
@@ -50,6 +60,7 @@ class ExecutorState(IntEnum):
     STALLED = 3
     RECONNECTING = 4
     DEAD = 5
+    OFFLINE = 6
 
 
 class TickAction(Enum):
@@ -58,53 +69,12 @@ class TickAction(Enum):
     NOTHING = "nothing"  # publish nothing at all
 
 
-FALLBACK_MODES = ("hold", "repeat_last", "zero")
+#: What OFFLINE does and what ends it (in its reason, so ~/status and the log say it).
+OFFLINE_WAY_BACK = ("holding position and reconnecting on its own; motion restarts on ~/resume, a new "
+                    "RunPolicy goal or lifecycle activate (auto_resume: as soon as a session opens)")
 
 # States in which a session is open and chunks from it may be merged.
 _SESSION_OPEN = (ExecutorState.STREAMING, ExecutorState.DEGRADED, ExecutorState.STALLED)
-
-
-@dataclass(frozen=True, kw_only=True)
-class FailSafeConfig:
-    """Timeouts of the state machine, in seconds (``math.inf`` disables one)."""
-
-    degraded_after_s: float  # no chunk merged for this long (queue non-empty) -> DEGRADED
-    max_action_age_s: float  # never execute an action whose source observation is older
-    max_offline_s: float  # no successful chunk or handshake for this long -> DEAD
-    timeout_streak_to_reconnect: int = 2  # request timeouts in a row -> RECONNECTING
-    heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
-    reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt
-    reconnect_backoff_max_s: float  # cap of the doubling wait between attempts
-    move_at_once: bool = False  # several replicas: re-handshake at once after a working session was lost
-
-    def __post_init__(self) -> None:
-        for name in (
-            "degraded_after_s",
-            "max_action_age_s",
-            "max_offline_s",
-            "heartbeat_timeout_s",
-            "reconnect_backoff_initial_s",
-            "reconnect_backoff_max_s",
-        ):
-            value = getattr(self, name)
-            if math.isnan(value) or value <= 0:
-                raise ValueError(f"{name} must be > 0 seconds (math.inf disables it), got {value}")
-        if self.timeout_streak_to_reconnect < 1:
-            raise ValueError(f"timeout_streak_to_reconnect must be >= 1, got {self.timeout_streak_to_reconnect}")
-        problem = backoff_problem(self.reconnect_backoff_initial_s, self.reconnect_backoff_max_s)
-        if problem:
-            raise ValueError(problem)
-
-
-def backoff_problem(initial_s: float, max_s: float) -> str | None:
-    """Why a reconnect backoff cannot start at ``initial_s`` and double up to ``max_s``, or None.
-
-    The one owner of the rule: FailSafeConfig enforces it, and the executor's
-    parameter validation reports it with the other problems.
-    """
-    if initial_s > max_s:
-        return f"reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, got {initial_s} > {max_s}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -159,6 +129,8 @@ class FailSafe:
         self._next_attempt = start
         self._final_fallback_pending = False
         self._merged_since_handshake = False  # the latest session answered with at least one chunk
+        self._offline_session = False  # OFFLINE with a session open again (waiting for a resume)
+        self._offline_cause = ""  # why the executor went OFFLINE
         self.last_handshake_error = ""
 
     # ------------------------------------------------------------------ state
@@ -192,6 +164,11 @@ class FailSafe:
         return self._state in _SESSION_OPEN
 
     @property
+    def offline_session(self) -> bool:
+        """OFFLINE with a session open again: a resume restarts motion at once."""
+        return self._state is ExecutorState.OFFLINE and self._offline_session
+
+    @property
     def timeout_streak(self) -> int:
         return self._timeout_streak
 
@@ -210,11 +187,23 @@ class FailSafe:
         The caller makes one attempt at a time and reports it with
         ``on_handshake_ok`` or ``on_handshake_failed``.
         """
-        return self._state is ExecutorState.RECONNECTING and not self.paused and self._active(now) >= self._next_attempt
+        searching = self._state is ExecutorState.RECONNECTING or (
+            self._state is ExecutorState.OFFLINE and not self._offline_session)
+        return searching and not self.paused and self._active(now) >= self._next_attempt
 
     # ----------------------------------------------------------------- events
 
     def on_handshake_ok(self, now: float) -> None:
+        if self._state is ExecutorState.OFFLINE:
+            self._offline_session = True
+            self.last_handshake_error = ""
+            self._backoff_s = self.config.reconnect_backoff_initial_s
+            if self.config.auto_resume:
+                self.resume_offline(now, "auto_resume")
+            else:
+                self._go(ExecutorState.OFFLINE, f"{self._offline_cause}; a session is open again: holding until "
+                         "resumed (~/resume, a new RunPolicy goal or lifecycle activate)", now)
+            return
         if self._state not in (ExecutorState.CONNECTING, ExecutorState.RECONNECTING):
             return  # a duplicate answer; the session is already open (or DEAD, which is terminal)
         t = self._active(now)
@@ -232,10 +221,12 @@ class FailSafe:
             # Fail fast before the robot ever moves.
             self._go(ExecutorState.DEAD, f"first handshake failed: {reason}", now)
             return
-        if self._state is not ExecutorState.RECONNECTING:
+        if self._state is ExecutorState.OFFLINE and not self._offline_session:
+            self._reason = f"{self._offline_cause}; {OFFLINE_WAY_BACK}; the last attempt: {reason}"
+        elif self._state is not ExecutorState.RECONNECTING:
             return
-        if self._offline_exceeded(now):
-            self._go(ExecutorState.DEAD, f"{self._offline_text(now)}; last handshake error: {reason}", now)
+        elif self._offline_exceeded(now):
+            self._go_offline(f"{self._offline_text(now)}; last handshake error: {reason}", now)
             return
         self._backoff_s = min(2.0 * self._backoff_s, self.config.reconnect_backoff_max_s)
         self._next_attempt = self._active(now) + self._backoff_s
@@ -243,6 +234,37 @@ class FailSafe:
     def on_model_changed(self, now: float, reason: str) -> None:
         if self._state is not ExecutorState.DEAD:
             self._go(ExecutorState.DEAD, reason, now)
+
+    def resume_offline(self, now: float, by: str) -> str | None:
+        """Restart motion from OFFLINE (``by``: who asked); None when done, else why not.
+
+        Needs a session open again; the queue is empty (dropped when OFFLINE
+        began), so the first request carries a fresh observation and no RTC
+        prefix. The offline budget, heartbeat and degraded timers start anew.
+        """
+        if self._state is not ExecutorState.OFFLINE:
+            return f"the executor is {self._state.name}, not OFFLINE: nothing to resume"
+        if not self._offline_session:
+            return (f"no session yet: {self.last_handshake_error or 'no re-handshake has succeeded yet'}; "
+                    "still holding, and reconnecting on its own")
+        t = self._active(now)
+        self._last_success = self._last_chunk = self._last_heartbeat = t
+        self._timeout_streak = 0
+        self._merged_since_handshake = False
+        self._offline_session = False
+        self._go(ExecutorState.STREAMING, f"resumed from OFFLINE by {by}: queue empty, a fresh observation next", now)
+        return None
+
+    def session_closed(self) -> None:
+        """The executor closed its session (deactivation): a resume from OFFLINE must open another."""
+        self._offline_session = False
+
+    def revive(self, now: float, by: str) -> None:
+        """The operator asks for another try after DEAD (lifecycle activate): OFFLINE without a session, an
+        attempt due now. A changed model is found again by that handshake and goes DEAD again."""
+        if self._state is ExecutorState.DEAD:
+            self._go_offline(f"{by} after DEAD ({self._reason})", now)
+            self._next_attempt = self._active(now)
 
     def on_chunk_merged(self, now: float) -> None:
         if self._state not in _SESSION_OPEN:
@@ -270,6 +292,10 @@ class FailSafe:
             self._last_heartbeat = self._active(now)
 
     def on_server_restarted(self, now: float, reason: str) -> None:
+        if self.offline_session:  # the session opened while OFFLINE is gone: look for another
+            self._offline_session = False
+            self._next_attempt = self._active(now)
+            self._reason = f"{self._offline_cause}; {OFFLINE_WAY_BACK}; the session opened meanwhile ended: {reason}"
         if self._state in _SESSION_OPEN:
             self._start_reconnecting(now, reason)
 
@@ -312,14 +338,16 @@ class FailSafe:
             return decide(TickAction.NOTHING, self._reason)
         if self._state is ExecutorState.CONNECTING:
             return decide(TickAction.NOTHING, "waiting for the first handshake")
+        if self._state is ExecutorState.OFFLINE:
+            # Nothing queued survives the hold: resuming starts from a fresh observation.
+            return decide(TickAction.FALLBACK, self._reason, clear_queue=queue_depth > 0, fallback_mode="hold")
         if self.paused:
             return decide(TickAction.FALLBACK, "paused by the operator", fallback_mode="hold")
 
         t = self._active(now)
         if self._state in (ExecutorState.RECONNECTING, ExecutorState.STALLED) and self._offline_exceeded(now):
-            self._go(ExecutorState.DEAD, self._offline_text(now), now)
-            self._final_fallback_pending = False  # this tick publishes it
-            return decide(TickAction.FALLBACK, f"final fallback before stopping: {self._reason}", clear_queue=True)
+            self._go_offline(self._offline_text(now), now)
+            return decide(TickAction.FALLBACK, self._reason, clear_queue=True, fallback_mode="hold")
 
         heartbeat_silent_s = t - self._last_heartbeat
         if self._state in _SESSION_OPEN and heartbeat_silent_s > self.config.heartbeat_timeout_s:
@@ -397,6 +425,12 @@ class FailSafe:
         self._next_attempt = self._active(now) + wait
         self._go(ExecutorState.RECONNECTING, reason, now)
 
+    def _go_offline(self, cause: str, now: float) -> None:
+        self._offline_cause = cause
+        self._offline_session = False
+        self._next_attempt = self._active(now) + self._backoff_s
+        self._go(ExecutorState.OFFLINE, f"{cause}; {OFFLINE_WAY_BACK}", now)
+
     def _go(self, to_state: ExecutorState, reason: str, now: float) -> None:
         if to_state is ExecutorState.DEAD:
             # One final fallback publish, unless nothing was ever commanded.
@@ -405,36 +439,3 @@ class FailSafe:
         self._transition_count += 1
         self._state = to_state
         self._reason = reason
-
-
-def fallback_action(
-    mode: str,
-    last_commanded: np.ndarray | None,
-    measured: np.ndarray | None,
-    action_dim: int,
-) -> np.ndarray | None:
-    """The action to publish instead of a policy action; None: nothing usable.
-
-    "hold": the measured position, else the last commanded one;
-    "repeat_last": the last commanded action, else the measured position;
-    "zero": zeros (for velocity/effort interfaces, where zero means stop).
-    A candidate with the wrong length is a caller bug (ValueError); one with
-    non-finite values is unusable and the next candidate is tried.
-    """
-    if mode not in FALLBACK_MODES:
-        raise ValueError(f"fallback mode must be one of {', '.join(FALLBACK_MODES)}, got {mode!r}")
-    if action_dim < 1:
-        raise ValueError(f"action_dim must be >= 1, got {action_dim}")
-    if mode == "zero":
-        return np.zeros(action_dim, dtype=np.float64)
-    measured_first = (("measured", measured), ("last_commanded", last_commanded))
-    candidates = measured_first if mode == "hold" else measured_first[::-1]
-    for name, candidate in candidates:
-        if candidate is None:
-            continue
-        vector = np.array(candidate, dtype=np.float64)
-        if vector.shape != (action_dim,):
-            raise ValueError(f"{name} must have shape ({action_dim},), got {vector.shape}")
-        if np.all(np.isfinite(vector)):
-            return vector
-    return None

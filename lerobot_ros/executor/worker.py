@@ -86,7 +86,10 @@ class NetworkWorker(threading.Thread):
         self._not_sent = False
         now = self.clock()
         if self.core.reconnect_due(now):
-            result = handshake(self.core, self.link, self.robot, self.clock)
+            with self.core.handshaking:  # an operator's resume may be handshaking: never two at once
+                if not self.core.reconnect_due(self.clock()):
+                    return True
+                result = handshake(self.core, self.link, self.robot, self.clock)
             self.log(f"re-handshake: {'accepted' if result.accepted else 'failed'}: {result.reason}")
             return True
         if self.core.request_due(now):

@@ -248,7 +248,7 @@ class ExecutorEpisodes:
                     buffer.abandon()  # not the policy's whole episode, or how it ended was lost
             else:
                 finished = buffer.finish(buffer.recording, EPISODE_ENDED, now_s - self._began_s)
-        if status.state_name == ExecutorState.DEAD.name:
+        if status.state_name in (ExecutorState.DEAD.name, ExecutorState.OFFLINE.name):
             buffer.abandon()  # the fail-safe took the arm: no episode of the policy goes on
         elif key is not None and key != self._last_key and buffer.recording is None:
             began_here = self._seen or (not by_goal and status.commands_published == 0)

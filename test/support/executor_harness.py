@@ -63,16 +63,25 @@ class FakeLink:
         self.sent: list = []
         self.sessions = 0
         self.idle_timeout_s = 10.0  # granted with every session, as a server's session_idle_timeout_s
+        self.inactive = False  # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
 
     namespaces = ("/lerobot",)
 
+    #: What policy_server_node's OpenSession answers while inactive (server/lifecycle.not_serving_reason).
+    INACTIVE = ("the server is inactive (lifecycle state 'inactive'): it serves again once activated "
+                "(ros2 lifecycle set <node> activate); try another replica meanwhile")
+
     def get_status(self, namespace, timeout_s):
+        if self.inactive:
+            return ServerView(False, self.instance, self.capabilities, draining=True)
         return ServerView(True, self.instance, self.capabilities)
 
     def wait_for_discovery(self, timeout_s):
         pass  # every fake replica is known at once
 
     def open_session(self, namespace, timeout_s, check):
+        if self.inactive:
+            return f"session refused: {self.INACTIVE}"
         self.sessions += 1
         grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities,
                              idle_timeout_s=self.idle_timeout_s)

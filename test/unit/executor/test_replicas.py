@@ -49,7 +49,7 @@ def test_unanswered_not_ready_draining_and_full_replicas_are_skipped_with_the_re
     assert names(placement) == ["/ok"]
     reasons = {each.namespace: each.reason for each in placement.skipped}
     assert "no policy server answered" in reasons["/gone"]
-    assert "not ready" in reasons["/loading"] and "draining" in reasons["/leaving"]
+    assert "does not serve" in reasons["/loading"] and "draining" in reasons["/leaving"]
     assert reasons["/full"] == "full (4 of 4 sessions)"
     # The robot's own session does not make its replica full: a re-open replaces it.
     assert names(choose([("/full", view(active=4))], ROBOT, None, current="/full")) == ["/full"]
@@ -248,7 +248,7 @@ def test_an_announced_drain_moves_after_the_answer_in_flight_is_merged():
     assert "announced a drain" in counts(core, clock).last_move_reason
 
 
-def test_another_model_replica_is_reported_never_used_and_none_left_ends_dead_after_the_bound():
+def test_another_model_replica_is_reported_never_used_and_none_left_ends_offline_after_the_bound():
     clock, core, link, worker = fleet(("/a", "/b"), capabilities={"/b": OTHER_MODEL}, max_offline_s=5.0,
                                       reconnect_backoff_max_s=1.0)
     assert handshake(core, link, ROBOT, clock).accepted and core.identity.replica == "/a"
@@ -257,12 +257,12 @@ def test_another_model_replica_is_reported_never_used_and_none_left_ends_dead_af
     merged_at = clock()
     link.views["/a"] = "no policy server answered on /a/get_status within 1 s"
     restarted(core, clock, "/a", "gone")  # and died
-    while core.state is not ExecutorState.DEAD and clock() < merged_at + 20:
+    while core.state is not ExecutorState.OFFLINE and clock() < merged_at + 20:
         worker.step()
         clock.t += 0.25
         core.control_tick(clock())
-    assert core.state is ExecutorState.DEAD
-    assert clock() - merged_at == pytest.approx(5.0, abs=0.6), "DEAD after max_offline_s since the last chunk"
+    assert core.state is ExecutorState.OFFLINE
+    assert clock() - merged_at == pytest.approx(5.0, abs=0.6), "OFFLINE after max_offline_s since the last chunk"
     assert link.opened == ["/a"], "the other model's replica never got a session"
     assert all(namespace == "/a" for namespace, _ in link.sent)
 
@@ -283,7 +283,7 @@ def test_a_replica_refusing_every_request_backs_off_with_its_reason_and_the_budg
     assert handshake(core, link, ROBOT, clock).accepted
     link.refusing.add("/only")
     opened_at = []
-    while core.state is not ExecutorState.DEAD and clock() < 200:
+    while core.state is not ExecutorState.OFFLINE and clock() < 200:
         sessions = len(link.opened)
         feed(core, clock)
         worker.step()
@@ -292,7 +292,7 @@ def test_a_replica_refusing_every_request_backs_off_with_its_reason_and_the_budg
         clock.t += 0.05
         core.control_tick(clock())
     gaps = np.diff(opened_at)
-    assert core.state is ExecutorState.DEAD and clock() < 100 + 20.0 + 1.0, "the offline budget is not refilled"
+    assert core.state is ExecutorState.OFFLINE and clock() < 100 + 20.0 + 1.0, "the offline budget is not refilled"
     assert gaps[-1] >= 4.0 > gaps[0], f"re-handshakes back off: {gaps}"
     telemetry = counts(core, clock)
     assert telemetry.chunks_merged == 0 and telemetry.last_drop_reason.startswith("refused:")

@@ -213,26 +213,86 @@ def test_with_several_replicas_losing_a_working_session_re_handshakes_at_once():
     assert fail_safe.reason.startswith("2 failed requests in a row; the server refused the last: camera broken")
 
 
-def test_handshake_failures_beyond_the_offline_budget_are_dead():
+def test_handshake_failures_beyond_the_offline_budget_are_offline_not_dead():
     fail_safe = reconnecting(now=0.0)
     fail_safe.on_handshake_failed(9.9, "no answer")
     assert fail_safe.state is S.RECONNECTING
     fail_safe.on_handshake_failed(10.1, "no answer")
-    assert fail_safe.state is S.DEAD
+    assert fail_safe.state is S.OFFLINE
     assert "offline for 10.100 s (> max_offline_s 10.0)" in fail_safe.reason
     assert "last handshake error: no answer" in fail_safe.reason
+    assert "motion restarts on ~/resume" in fail_safe.reason
 
 
 @pytest.mark.parametrize("make", [reconnecting, lambda now: _stalled(now)])
-def test_offline_beyond_the_budget_while_reconnecting_or_stalled_is_dead_after_one_final_fallback(make):
+def test_offline_beyond_the_budget_while_reconnecting_or_stalled_holds_and_keeps_reconnecting(make):
     fail_safe = make(0.0)
-    assert fail_safe.tick(10.0, 0, None).state is not S.DEAD  # at the budget: not yet
-    final = fail_safe.tick(10.01, 0, None)
-    assert final.state is S.DEAD
-    assert final.action is TickAction.FALLBACK and final.clear_queue
-    assert final.transitions[-1].to_state is S.DEAD
-    assert fail_safe.tick(10.02, 0, None).action is TickAction.NOTHING
-    assert fail_safe.tick(99.0, 5, FRESH).action is TickAction.NOTHING
+    assert fail_safe.tick(10.0, 0, None).state is not S.OFFLINE  # at the budget: not yet
+    first = fail_safe.tick(10.01, 3, FRESH)
+    assert first.state is S.OFFLINE and first.transitions[-1].to_state is S.OFFLINE
+    assert first.action is TickAction.FALLBACK and first.fallback_mode == "hold" and first.clear_queue
+    # Unlike DEAD, it keeps holding (a real arm under gravity needs the command) and keeps looking.
+    for t in (10.02, 50.0, 500.0):
+        decision = fail_safe.tick(t, 0, None)
+        assert decision.action is TickAction.FALLBACK and decision.fallback_mode == "hold"
+    assert fail_safe.reconnect_due(500.0) and not fail_safe.accepting_chunks
+
+
+def test_offline_reconnects_on_its_own_but_moves_only_on_an_explicit_resume():
+    fail_safe = reconnecting(now=0.0)
+    fail_safe.tick(10.5, 0, None)
+    assert fail_safe.state is S.OFFLINE
+    assert fail_safe.resume_offline(11.0, "~/resume").startswith("no session yet")
+    fail_safe.on_handshake_failed(11.0, "server is inactive")
+    assert fail_safe.state is S.OFFLINE and "the last attempt: server is inactive" in fail_safe.reason
+    assert not fail_safe.reconnect_due(11.0)  # backing off between attempts
+    assert fail_safe.reconnect_due(14.0)
+    fail_safe.on_handshake_ok(14.0)
+    assert fail_safe.state is S.OFFLINE and fail_safe.offline_session
+    assert "a session is open again: holding until resumed" in fail_safe.reason
+    assert not fail_safe.reconnect_due(100.0) and not fail_safe.accepting_chunks
+    held = fail_safe.tick(100.0, 0, None)
+    assert held.action is TickAction.FALLBACK and held.fallback_mode == "hold" and held.state is S.OFFLINE
+    assert fail_safe.resume_offline(100.0, "~/resume") is None
+    assert fail_safe.state is S.STREAMING and fail_safe.accepting_chunks
+    assert fail_safe.offline_s(100.0) == 0.0, "a resume starts a whole offline budget"
+    assert fail_safe.tick(100.02, 0, None).state is S.STALLED  # empty queue: the first request is fresh
+    fail_safe.on_chunk_merged(100.1)
+    assert fail_safe.state is S.STREAMING
+
+
+def test_auto_resume_restarts_motion_as_soon_as_a_session_opens():
+    fail_safe = FailSafe(dataclasses.replace(CONFIG, auto_resume=True), now=0.0)
+    fail_safe.on_handshake_ok(0.0)
+    fail_safe.on_server_restarted(0.0, "server gone")
+    fail_safe.tick(10.5, 0, None)
+    assert fail_safe.state is S.OFFLINE
+    fail_safe.on_handshake_ok(12.0)
+    assert fail_safe.state is S.STREAMING and "auto_resume" in fail_safe.reason
+
+
+def test_a_session_lost_while_offline_is_looked_for_again():
+    fail_safe = reconnecting(now=0.0)
+    fail_safe.tick(10.5, 0, None)
+    fail_safe.on_handshake_ok(12.0)
+    fail_safe.on_server_restarted(13.0, "server restarted")
+    assert fail_safe.state is S.OFFLINE and not fail_safe.offline_session and fail_safe.reconnect_due(13.0)
+
+
+def test_revive_after_dead_tries_one_handshake_and_a_changed_model_is_dead_again():
+    fail_safe = streaming()
+    fail_safe.on_model_changed(1.0, "different model")
+    fail_safe.revive(2.0, "lifecycle activate")
+    assert fail_safe.state is S.OFFLINE and fail_safe.reconnect_due(2.0)
+    fail_safe.on_model_changed(2.1, "still a different model")
+    assert fail_safe.state is S.DEAD and fail_safe.reason == "still a different model"
+    fail_safe.revive(3.0, "lifecycle activate")
+    fail_safe.on_handshake_ok(3.1)
+    assert fail_safe.resume_offline(3.1, "lifecycle activate") is None and fail_safe.state is S.STREAMING
+
+
+def test_resume_offline_outside_offline_says_so():
+    assert "STREAMING, not OFFLINE" in streaming().resume_offline(1.0, "~/resume")
 
 
 def _stalled(now: float) -> FailSafe:
@@ -288,7 +348,7 @@ def test_pause_holds_and_spends_no_budget():
     assert fail_safe.offline_s(1000.0) == pytest.approx(0.0), "a resume starts a whole budget"
     assert fail_safe.reconnect_due(1000.0)
     assert fail_safe.tick(1009.9, 0, None).state is S.RECONNECTING  # 9.9 s of active offline time
-    assert fail_safe.tick(1010.1, 0, None).state is S.DEAD  # 10.1 s: a server that never answers still ends DEAD
+    assert fail_safe.tick(1010.1, 0, None).state is S.OFFLINE  # 10.1 s: a server that never answers ends OFFLINE
 
 
 def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():

@@ -1,0 +1,69 @@
+"""A server deactivated for longer than max_offline_s, then activated again: the robot comes back.
+
+Real processes: a policy_server_node of this test's own (it is deactivated),
+the stand-in robot driver (it records every command it receives) and a
+chunk_executor_node with a small max_offline_s. Issue 33: before, the
+executor went DEAD and nothing but cleanup -> configure -> activate
+recovered it; its deactivate -> activate said "streaming" and changed nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from support.executor_processes import is_hold, trigger
+from support.ros import call_service
+from support.servers import start_server
+
+
+def change_state(node, name: str, transition: int) -> ChangeState.Response:
+    return call_service(node, ChangeState, f"{name}/change_state", ChangeState.Request(transition=Transition(id=transition)), 30.0)
+
+
+def test_a_server_deactivated_past_max_offline_s_holds_then_streams_again_on_resume(
+        act_checkpoint, tmp_path, ros_node, launched):
+    server = start_server(act_checkpoint, tmp_path, ros_node, node_name="offline_srv")
+    try:
+        robot = launched("/offline_arm", commands=[("forward_command", "/offline_arm/commands")])
+        executor = launched.executor("exec_offline", robot.executor_parameters(
+            server_namespace=server.namespace, max_offline_s=2.0, reconnect_backoff_max_s=0.5))
+        executor.wait(lambda s: s.state_name == "STREAMING" and s.chunks_merged >= 2, 60, "streaming")
+
+        assert change_state(ros_node, server.namespace, Transition.TRANSITION_DEACTIVATE).success
+        held = executor.wait(lambda s: s.state_name == "OFFLINE" and "inactive" in s.reason, 20,
+                             "OFFLINE with the server's own reason")
+        assert "still loading" not in held.reason
+        since = time.monotonic()
+        executor.spin(1.0)
+        commands = [c for c in robot.commands() if c["t"] > since]
+        assert commands and all(is_hold(c["values"]) for c in commands), "OFFLINE keeps holding"
+        refused = trigger(ros_node, "/exec_offline/resume")
+        assert not refused.success and "inactive" in refused.message, refused.message
+
+        assert change_state(ros_node, server.namespace, Transition.TRANSITION_ACTIVATE).success
+        executor.wait(lambda s: s.state_name == "OFFLINE" and "a session is open again" in s.reason, 20,
+                      "reconnected on its own, still holding")
+        merged = executor.status.chunks_merged
+        executor.spin(1.0)
+        assert executor.status.chunks_merged == merged, "no motion before an explicit resume"
+        resumed = trigger(ros_node, "/exec_offline/resume")
+        assert resumed.success, resumed.message
+        executor.wait(lambda s: s.state_name == "STREAMING" and s.chunks_merged > merged, 30, "streaming again")
+
+        # Deactivated again past the budget: the executor's own deactivate -> activate brings it back.
+        assert change_state(ros_node, server.namespace, Transition.TRANSITION_DEACTIVATE).success
+        executor.wait(lambda s: s.state_name == "OFFLINE", 20, "OFFLINE again")
+        assert change_state(ros_node, "/exec_offline", Transition.TRANSITION_DEACTIVATE).success
+        failed = change_state(ros_node, "/exec_offline", Transition.TRANSITION_ACTIVATE)
+        assert not failed.success, "activate without a ready server fails (it changes nothing)"
+        assert "inactive" in executor.log.read_text().split("activate failed:")[-1].splitlines()[0]
+        assert change_state(ros_node, server.namespace, Transition.TRANSITION_ACTIVATE).success
+        assert change_state(ros_node, "/exec_offline", Transition.TRANSITION_ACTIVATE).success
+        merged = executor.status.chunks_merged
+        executor.wait(lambda s: s.state_name == "STREAMING" and s.chunks_merged > merged, 30,
+                      "streaming after the executor's activate")
+    finally:
+        from lerobot_ros.processes import stop
+        stop(server.process, timeout_s=10)
