@@ -8,7 +8,8 @@ episode ids (``ExecutorEpisodes``). An episode whose start was missed (the
 recorder came up mid-episode) or whose end never came or was not the
 policy's (interrupted, a status lost, the fail-safe took over) is dropped
 whole, never stored in part. A frame is sampled whenever the first camera
-delivers an image, once the joint state and a command are known; it pairs
+delivers an image, once the joint state and a command of this episode are known
+(the command before its start is the previous episode's, never a label); it pairs
 that image with the newest joint state (``observation.state``), the newest
 frame of every other camera and the newest command published to the arm
 (``action``), so expert demonstrations and policy rollouts are recorded the
@@ -114,6 +115,9 @@ class EpisodeBuffer:
     def begin(self, source: str, episode: int, expert: bool, task: str, goal_id: str = "") -> None:
         """Start recording an episode (one still in progress is dropped: its end never came)."""
         self.abandon()
+        # The newest command is the previous episode's last (an expert repeats it through the reset
+        # delay): frame 0 waits for a command commanded in this episode, or it would learn that jump.
+        self._action = None
         self._current = FinishedEpisode(source, episode, "", expert, 0.0, task, goal_id)
 
     def finish(self, key: int | str, outcome: str, elapsed_s: float) -> FinishedEpisode | None:

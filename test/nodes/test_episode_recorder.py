@@ -68,8 +68,16 @@ def test_expert_episodes_are_recorded_whole_and_an_interrupted_recorder_leaves_a
     from lerobot_ros.recording.dataset import episode_records
 
     commands, states, statuses = [], [], []
+    # The command log: each command with the task episode and phase the test had heard of when it came.
+    log: list[tuple[int, str, np.ndarray]] = []
+
+    def on_command(msg):
+        commands.append(np.array(msg.data))
+        if statuses:
+            log.append((statuses[-1].episode, statuses[-1].phase, commands[-1]))
+
     ros_node.create_subscription(Float64MultiArray, f"{NAMESPACE}/forward_position_controller/commands",
-                                 lambda msg: commands.append(np.array(msg.data)), 100)
+                                 on_command, 100)
     ros_node.create_subscription(JointState, f"{NAMESPACE}/joint_states", lambda msg: states.append(np.array(msg.position)), 100)
     ros_node.create_subscription(TaskStatus, f"{NAMESPACE}/sim_robot/status", statuses.append, 10)
     dataset = tmp_path / "dataset"
@@ -97,6 +105,19 @@ def test_expert_episodes_are_recorded_whole_and_an_interrupted_recorder_leaves_a
         assert np.abs(published_states - state).max(axis=1).min() < 1e-6, f"frame {index}: state never published"
         assert frame["task"] == "move the gripper to the cube and close it"
     assert loaded[loaded.num_frames - 1]["action"][5].item() <= 0.1, "the last frame has the gripper closing"
+    # Episode by episode, frame 0 included: the action is a command of that episode, never the one the
+    # expert kept repeating at the end of the episode before (frame 0 carried it: jumps of up to 1.6 rad).
+    first = 0
+    for record in records:
+        episode = record["task_episode"]
+        own = np.stack([c for e, phase, c in log if e == episode and phase == "RUNNING"])
+        before = [c for e, phase, c in log if e == episode - 1 and phase != "RUNNING"]
+        for row in (first, first + 1, first + record["frames"] // 2, first + record["frames"] - 1):
+            action = loaded[row]["action"].numpy()
+            assert np.abs(own - action).max(axis=1).min() < 1e-6 or row == first, f"row {row}: not of episode {episode}"
+            assert not any(np.abs(c - action).max() < 1e-6 for c in before), \
+                f"row {row} (frame {row - first} of episode {episode}) carries the previous episode's last command"
+        first += record["frames"]
 
     # A second recorder appends to the same dataset and is interrupted while recording an episode.
     recorder, log_path = start_recorder(tmp_path, dataset, "recorder_b")

@@ -71,6 +71,24 @@ def test_an_episode_seen_from_start_to_outcome_holds_every_sampled_frame():
     assert feed(buffer, 5) is False, "nothing is sampled between episodes"
 
 
+def test_frame_0_of_every_episode_carries_a_command_of_that_episode_never_the_previous_ones():
+    buffer = EpisodeBuffer(JOINTS, CAMERAS)
+    tasks = TaskEpisodes(buffer)
+    tasks.on_status(1, "RUNNING", 0.0, True, TASK)
+    feed(buffer, 1)
+    tasks.on_status(1, "SUCCESS", 1.0, True, TASK)
+    buffer.on_command(np.array([7.0, 7.5]))  # the expert repeats its last command through the reset delay
+    tasks.on_status(2, "RUNNING", 0.0, True, TASK)
+    # Cameras and states of the new episode come before its first command: no frame until it does.
+    buffer.on_joint_state(np.array([0.0, 0.0]))
+    buffer.on_camera("observation.images.side", image(50))
+    assert buffer.on_camera("observation.images.front", image(50)) is False
+    buffer.on_command(np.array([0.25, 0.5]))
+    assert buffer.on_camera("observation.images.front", image(51)) is True
+    finished = tasks.on_status(2, "SUCCESS", 1.0, True, TASK)
+    np.testing.assert_array_equal(finished.frames[0]["action"], np.float32([0.25, 0.5]))
+
+
 def test_frames_wait_for_every_input():
     buffer = EpisodeBuffer(JOINTS, CAMERAS)
     buffer.begin("task", 0, False, TASK)
