@@ -7,9 +7,12 @@
 The parameter file names the robot's ordered joints, cameras and output
 (see config/robot.yaml). camera_remaps is a comma-separated list of
 from:=to pairs for the camera topics. An argument left empty
-(server_namespace, output_mode, client_id) keeps the parameter file's value.
-Uses rmw_zenoh by default, like
-server.launch.py. The wiring lives in lerobot_ros.launch_plan.robot_plan.
+(server_namespace, output_mode, client_id) keeps the parameter file's value;
+command_topic remaps the params file's output_topic (or its output mode's
+default topic). Uses rmw_zenoh by default, like server.launch.py: where it
+is not installed the launch stops before any node starts and says what to
+pass instead (rmw_implementation:=rmw_fastrtps_cpp); a node that exits with
+an error fails the launch (non-zero exit code). The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 
 from lerobot_ros.wire import output_modes
@@ -27,6 +30,9 @@ ARGUMENTS = {
     "command_topic": ("", "Remap the command output to this topic"),
     "sim": ("false", "Also start sim_robot_node and wire the executor to it"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
+    "zenoh_session_config": ("", "rmw_zenoh session config file (ZENOH_SESSION_CONFIG_URI): the router's address, "
+                             "certificates, ACL; empty: rmw_zenoh's default (a router on localhost)"),
+    "zenoh_router": ("", "Router to connect to, e.g. tcp/192.168.1.10:7447 (ZENOH_CONFIG_OVERRIDE); empty: the config's"),
     "rviz": ("false", "With sim:=true, also open rviz2 on the simulated arm where rviz2 is installed (else a log line says it is not)"),
 }
 
@@ -44,6 +50,8 @@ def _plan(value: dict[str, str]):
         sim=parse_flag("sim", value["sim"]),
         rmw_implementation=value["rmw_implementation"],
         rviz=parse_flag("rviz", value["rviz"]),
+        zenoh_session_config=value["zenoh_session_config"],
+        zenoh_router=value["zenoh_router"],
     )
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import (DeclareLaunchArgument, ExecuteProcess, LogInfo, OpaqueFunction, RegisterEventHandler,
+                            SetEnvironmentVariable)
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from lerobot_ros.launch_plan import Plan
+from lerobot_ros.launch_plan import Plan, exit_problem, rmw_problem
 
 
 def launch_description(arguments: Mapping[str, tuple[str, str]], plan_of: Callable[[dict[str, str]], Plan]) -> LaunchDescription:
@@ -27,7 +29,11 @@ def launch_description(arguments: Mapping[str, tuple[str, str]], plan_of: Callab
     ``plan_of`` gets every argument's value, as text, and returns the plan to run."""
 
     def run(context) -> list:
-        return actions_of(plan_of({name: LaunchConfiguration(name).perform(context) for name in arguments}))
+        plan = plan_of({name: LaunchConfiguration(name).perform(context) for name in arguments})
+        problem = rmw_problem(plan)
+        if problem:  # before any node starts: an exception makes `ros2 launch` exit non-zero with it
+            raise RuntimeError(problem)
+        return actions_of(plan)
 
     declared = [DeclareLaunchArgument(name, default_value=default, description=text) for name, (default, text) in arguments.items()]
     return LaunchDescription([*declared, OpaqueFunction(function=run)])
@@ -42,8 +48,7 @@ def actions_of(plan: Plan) -> list:
             ExecuteProcess(cmd=["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], additional_env=router_env, output="screen")
         )
     for node in plan.nodes:
-        actions.append(
-            Node(
+        launched = Node(
                 package=node.package,
                 executable=node.executable,
                 arguments=list(node.arguments),
@@ -55,5 +60,12 @@ def actions_of(plan: Plan) -> list:
                 emulate_tty=True,
                 sigterm_timeout=str(node.stop_timeout_s),
             )
-        )
+        actions += [launched, RegisterEventHandler(OnProcessExit(target_action=launched, on_exit=_failed_exit))]
     return actions
+
+
+def _failed_exit(event, context) -> None:
+    """A node that exits with an error fails the launch (ROS's launch would return 0 after it)."""
+    problem = exit_problem(event.action.name, event.returncode)
+    if problem:
+        raise RuntimeError(problem)

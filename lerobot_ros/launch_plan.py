@@ -155,6 +155,45 @@ def server_namespace_of(plan: Plan) -> str:
     return f"{server.namespace}/{server.name}"
 
 
+def executor_file_parameters(params_file: str) -> dict:
+    """chunk_executor's parameters in a ROS parameter file (``/**`` and ``chunk_executor`` sections); {} without one.
+
+    Read so the launch wires what the file says (its output mode and topic),
+    as the node will see them; a file that cannot be read is an error naming it.
+    """
+    if not params_file:
+        return {}
+    import yaml
+
+    try:
+        document = yaml.safe_load(Path(params_file).read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"params_file {params_file!r} cannot be read as a ROS parameter file: {error}") from error
+    values: dict = {}
+    for section in ("/**", "chunk_executor", "/chunk_executor"):
+        values.update((document.get(section) or {}).get("ros__parameters") or {})
+    return values
+
+
+def _output_topic(parameters: dict, params_file: str) -> str:
+    """The topic the executor will publish on (what ``command_topic`` remaps): set, from the file, or the mode's default.
+
+    The file is read only when the launch's own parameters do not say (the node reads it anyway at start-up)."""
+    if parameters.get("output_topic"):
+        return parameters["output_topic"]
+    from_file = executor_file_parameters(params_file)
+    topic = from_file.get("output_topic")
+    mode = parameters.get("output_mode") or from_file.get("output_mode")
+    if not topic and mode:
+        topic = output_modes.output_mode(mode).default_topic
+    if not topic:
+        raise ValueError(
+            "command_topic remaps the executor's output topic, and neither output_topic nor output_mode is set "
+            f"(params_file {params_file or '(none)'}): set output_topic or output_mode in the params file, "
+            "or pass output_mode:=")
+    return topic
+
+
 def robot_plan(
     robot_namespace: str = "",
     server_namespace: str = "",
@@ -168,6 +207,8 @@ def robot_plan(
     rmw_implementation: str = ZENOH_RMW,
     extra_parameters: dict | None = None,
     rviz: bool = False,
+    zenoh_session_config: str = "",
+    zenoh_router: str = "",
 ) -> Plan:
     """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with ``rviz``, rviz2).
 
@@ -183,7 +224,8 @@ def robot_plan(
         raise ValueError("rviz shows the simulated arm (its robot_description and /tf): it needs sim")
     namespace = _absolute(robot_namespace)
     if sim and not output_mode:
-        output_mode = output_modes.DEFAULT_OUTPUT_MODE
+        # The simulated arm must know the mode: the params file's, else the default (never silently replaced).
+        output_mode = executor_file_parameters(params_file).get("output_mode") or output_modes.DEFAULT_OUTPUT_MODE
     parameters: dict = {}
     for name, value in (("server_namespace", server_namespace), ("output_mode", output_mode), ("client_id", client_id)):
         if value:
@@ -215,9 +257,7 @@ def robot_plan(
     if joint_states_topic:
         remappings.append((parameters.get("state_topic", "joint_states"), joint_states_topic))
     if command_topic:
-        if "output_topic" not in parameters:
-            raise ValueError("command_topic remaps the executor's output_topic: set output_topic in the params file or extra_parameters")
-        remappings.append((parameters["output_topic"], command_topic))
+        remappings.append((_output_topic(parameters, params_file), command_topic))
     executor = NodeSpec(
         executable="chunk_executor_node",
         module="lerobot_ros.executor.node",
@@ -227,8 +267,31 @@ def robot_plan(
         parameters=parameters,
         remappings=tuple(remappings),
     )
-    plan = Plan((*nodes, executor), _environment(rmw_implementation))
+    environment = {**_environment(rmw_implementation), **zenoh_environment(rmw_implementation, zenoh_session_config,
+                                                                          zenoh_router)}
+    plan = Plan((*nodes, executor), environment)
     return plan + rviz_plan(namespace) if rviz else plan
+
+
+def zenoh_environment(rmw_implementation: str, session_config: str = "", router: str = "") -> dict:
+    """rmw_zenoh's session settings for the robot's nodes: a session config file (``ZENOH_SESSION_CONFIG_URI``,
+    e.g. one of config/zenoh/ with the router's address, certificates and ACL), and/or the router to connect to
+    (``tcp/<host>:7447``, as ``ZENOH_CONFIG_OVERRIDE``); {} when neither is given."""
+    if not (session_config or router):
+        return {}
+    if rmw_implementation != ZENOH_RMW:
+        raise ValueError(f"zenoh_session_config and zenoh_router need rmw_implementation {ZENOH_RMW!r}, "
+                         f"not {rmw_implementation!r}")
+    environment = {}
+    if session_config:
+        if not Path(session_config).is_file():
+            raise ValueError(f"zenoh_session_config {session_config!r} is not a file")
+        environment["ZENOH_SESSION_CONFIG_URI"] = session_config
+    if router:
+        if "/" not in router or ":" not in router:
+            raise ValueError(f"zenoh_router: expected an endpoint like tcp/192.168.1.10:7447, got {router!r}")
+        environment["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{router}"]'
+    return environment
 
 
 def rviz_plan(robot_namespace: str = "") -> Plan:
@@ -337,6 +400,29 @@ def package_installed(package: str) -> bool:
     except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return False
     return True
+
+
+def rmw_problem(plan: Plan, installed=package_installed) -> str | None:
+    """Why ``plan``'s middleware cannot start here (checked before any node starts), or None.
+
+    Without it every node exits 102 ("Expected RMW implementation identifier
+    of ...") one by one while ``ros2 launch`` itself returns 0.
+    """
+    rmw = plan.environment.get("RMW_IMPLEMENTATION", "")
+    if not rmw or installed(rmw):
+        return None
+    install = f"apt install ros-$ROS_DISTRO-{rmw.replace('_', '-')}" if rmw == ZENOH_RMW else f"install {rmw}"
+    return (f"rmw_implementation {rmw} is not installed here (no {rmw} on AMENT_PREFIX_PATH): {install}, or "
+            f"pass rmw_implementation:={FASTDDS_RMW} (Fast DDS, in every ROS 2 install and in the venv "
+            "scripts/setup_env.sh makes), or rmw_implementation:= to keep the environment's RMW_IMPLEMENTATION")
+
+
+def exit_problem(name: str, returncode: int | None) -> str | None:
+    """Why a node's exit fails the launch (it ended with an error code), or None (stopped cleanly, or by a signal
+    of the launch's own shutdown)."""
+    if returncode in (None, 0) or returncode < 0:
+        return None
+    return f"{name} exited with code {returncode} (see its log above): the launch fails"
 
 
 def share_path(*parts: str) -> str:

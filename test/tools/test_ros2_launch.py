@@ -58,3 +58,30 @@ def test_robot_launch_with_the_sim_streams_against_the_server(server_launch, tmp
 
 def test_server_launch_stops_cleanly_on_sigint(server_launch):
     assert_stopped_cleanly(server_launch, nodes=1)
+
+
+def test_a_launch_without_its_middleware_fails_before_any_node_starts_and_says_what_to_pass(tmp_path):
+    # Issue 33: the default rmw_zenoh is not installed here; every node exited 102 and `ros2 launch` returned 0.
+    # The params file sets output_topic: command_topic:= used to abort with "set output_topic in the params file".
+    from lerobot_ros.launch_plan import ZENOH_RMW, package_installed
+
+    if package_installed(ZENOH_RMW):
+        pytest.skip(f"{ZENOH_RMW} is installed here: the default middleware starts")
+    params = tmp_path / "my_robot.yaml"
+    params.write_text('/**:\n  ros__parameters:\n    output_mode: "joint_trajectory"\n'
+                      '    output_topic: "arm_controller/joint_trajectory"\n')
+    result = ros2("launch", "lerobot_ros", "robot.launch.py", f"params_file:={params}", "command_topic:=/arm/trajectory",
+                  timeout_s=60, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert f"rmw_implementation {ZENOH_RMW} is not installed here" in output, output[-3000:]
+    assert "rmw_implementation:=rmw_fastrtps_cpp" in output
+    assert "process started" not in output and "set output_topic" not in output, output[-3000:]
+
+
+def test_a_node_failing_at_start_up_fails_the_launch(tmp_path):
+    result = ros2("launch", "lerobot_ros", "server.launch.py", f"checkpoint:={tmp_path / 'no_such_checkpoint'}",
+                  f"rmw_implementation:={RMW}", timeout_s=90, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "policy_server_node-1 exited with code 1" in output and "is not a directory" in output, output[-3000:]

@@ -6,15 +6,19 @@ import pytest
 import yaml
 
 from lerobot_ros import launch_plan
+from support.paths import REPO
+
 from lerobot_ros.launch_plan import (
     RVIZ_PACKAGE,
     SIM_CAMERA_TOPIC,
     ZENOH_RMW,
     demo_plan,
+    exit_problem,
     fleet_plan,
     parse_flag,
     parse_remaps,
     robot_plan,
+    rmw_problem,
     ros_args,
     server_namespace_of,
     share_path,
@@ -94,7 +98,7 @@ def test_robot_plan_with_the_simulated_arm_wires_executor_and_sim_together(mode)
 def test_robot_plan_refuses_unknown_modes_and_unmappable_command_remaps():
     with pytest.raises(ValueError, match="output_mode 'torque' is not one of"):
         robot_plan(output_mode="torque")
-    with pytest.raises(ValueError, match="command_topic remaps the executor's output_topic"):
+    with pytest.raises(ValueError, match="command_topic remaps the executor's output topic, and neither"):
         robot_plan(command_topic="/arm/commands")
 
 
@@ -234,3 +238,59 @@ def test_the_rviz_config_shows_the_sims_description_frames_and_camera():
     assert (description["Value"], description["Durability Policy"]) == ("robot_description", "Transient Local")
     assert displays["Image"]["Topic"]["Value"] == SIM_CAMERA_TOPIC
     assert displays["TF"]["Enabled"]
+
+
+def params_file(tmp_path, **values) -> str:
+    import yaml
+
+    path = tmp_path / "my_robot.yaml"
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": values}}))
+    return str(path)
+
+
+def test_robot_plan_honours_the_params_files_output_topic_and_mode(tmp_path):
+    # Issue 33: command_topic:= aborted although the params file set output_topic; sim:=true replaced its mode.
+    own = params_file(tmp_path, output_mode="joint_trajectory", output_topic="arm_controller/joint_trajectory")
+    (executor,) = robot_plan(params_file=own, command_topic="/arm/trajectory").nodes
+    assert executor.remappings == (("arm_controller/joint_trajectory", "/arm/trajectory"),)
+    assert "output_mode" not in executor.parameters
+    mode_only = params_file(tmp_path, output_mode="joint_state", output_topic="")
+    (executor,) = robot_plan(params_file=mode_only, command_topic="/arm/joints").nodes
+    assert executor.remappings == ((OUTPUT_MODES["joint_state"].default_topic, "/arm/joints"),)
+    sim, executor = robot_plan(params_file=mode_only, sim=True).nodes
+    assert executor.parameters["output_mode"] == "joint_state"
+    assert executor.parameters["output_topic"] == OUTPUT_MODES["joint_state"].sim_topic
+    # The shipped robot.yaml names a mode: its default topic is what command_topic remaps.
+    (executor,) = robot_plan(params_file=str(REPO / "config" / "robot.yaml"), command_topic="/c").nodes
+    assert executor.remappings == ((OUTPUT_MODES[DEFAULT_OUTPUT_MODE].default_topic, "/c"),)
+    with pytest.raises(ValueError, match="cannot be read as a ROS parameter file"):
+        robot_plan(params_file=str(tmp_path / "missing.yaml"), sim=True)
+
+
+def test_robot_plan_takes_a_zenoh_session_config_and_router(tmp_path):
+    config = tmp_path / "session.json5"
+    config.write_text("{}")
+    plan = robot_plan(zenoh_session_config=str(config), zenoh_router="tcp/10.0.0.5:7447")
+    assert plan.environment["ZENOH_SESSION_CONFIG_URI"] == str(config)
+    assert plan.environment["ZENOH_CONFIG_OVERRIDE"] == 'connect/endpoints=["tcp/10.0.0.5:7447"]'
+    with pytest.raises(ValueError, match="need rmw_implementation 'rmw_zenoh_cpp'"):
+        robot_plan(zenoh_router="tcp/10.0.0.5:7447", rmw_implementation="rmw_fastrtps_cpp")
+    with pytest.raises(ValueError, match="expected an endpoint like tcp/"):
+        robot_plan(zenoh_router="10.0.0.5")
+    with pytest.raises(ValueError, match="is not a file"):
+        robot_plan(zenoh_session_config=str(tmp_path / "none.json5"))
+
+
+def test_a_missing_middleware_is_refused_with_what_to_do_before_any_node_starts():
+    plan = robot_plan(sim=True)
+    problem = rmw_problem(plan, installed=lambda package: False)
+    assert "rmw_zenoh_cpp is not installed here" in problem
+    assert "apt install ros-$ROS_DISTRO-rmw-zenoh-cpp" in problem and "rmw_implementation:=rmw_fastrtps_cpp" in problem
+    assert rmw_problem(plan, installed=lambda package: True) is None
+    assert rmw_problem(robot_plan(sim=True, rmw_implementation=""), installed=lambda package: False) is None
+
+
+def test_a_node_exiting_with_an_error_fails_the_launch():
+    assert "exited with code 1" in exit_problem("policy_server_node-1", 1)
+    assert exit_problem("policy_server_node-1", 0) is None
+    assert exit_problem("policy_server_node-1", -2) is None  # the launch's own SIGINT
