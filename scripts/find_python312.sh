@@ -8,6 +8,19 @@ lerobot_ros_python_version() {
   "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null
 }
 
+# A venv's python is the interpreter it was made from (python3.12 on PATH is
+# the venv's own once its bin/ is on PATH, as the README has users do for
+# `ros2`): a new venv is made from that base, never from another venv.
+lerobot_ros_base_python() {
+  "$1" -c 'import sys; print(sys._base_executable if sys.prefix != sys.base_prefix else sys.executable)'
+}
+
+# What identifies the interpreter in the set-up's hash: its installation and
+# version, not the path that reached it (pyenv's python, python3.12, a venv's).
+lerobot_ros_python_identity() {
+  "$1" -c 'import sys; print(sys.base_prefix, "%d.%d.%d" % sys.version_info[:3])'
+}
+
 lerobot_ros_find_python312() {
   local candidates=() candidate version
   if [ -n "${LEROBOT_ROS_PYTHON:-}" ]; then
@@ -23,7 +36,7 @@ lerobot_ros_find_python312() {
   for candidate in "${candidates[@]}"; do
     version="$(lerobot_ros_python_version "$candidate")"
     case "$version" in
-      3.12.*) echo "$candidate"; return 0 ;;
+      3.12.*) lerobot_ros_base_python "$candidate"; return 0 ;;
     esac
   done
 

@@ -18,6 +18,7 @@
 # environment:
 #   LEROBOT_ROS_VENV        where to create the venv (default: <repo>/.venv)
 #   LEROBOT_ROS_PYTHON      the Python 3.12 interpreter to use (default: searched)
+#   LEROBOT_ROS_PRINT_INPUTS_HASH=1  print the hash of the inputs and exit
 #   LEROBOT_ROS_ROS2_TOOLS  the ROS 2 tools' sources (default:
 #                           <repo>/../shared/vendor/ros2_tools); when the folder
 #                           is absent and no ROS 2 install is sourced, the tools
@@ -29,7 +30,7 @@ profile=dev
 case "${1:-}" in
   "") ;;
   --robot) profile=robot ;;
-  -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}"; exit 0 ;;
+  -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
   *) echo "error: unknown argument '$1' (expected nothing or --robot)" >&2; exit 2 ;;
 esac
 venv="${LEROBOT_ROS_VENV:-$root/.venv}"
@@ -56,7 +57,7 @@ fi
 # package are not listed: the dev install is editable, so edits need no setup.
 inputs_hash="$(
   cd "$root" && {
-    echo "$profile $python312 $(lerobot_ros_python_version "$python312")"
+    echo "$profile $(lerobot_ros_python_identity "$python312")"
     cat setup.py package.xml CMakeLists.txt cmake/*.cmake msg/*.msg srv/*.srv action/*.action bin/* \
       scripts/setup_env.sh scripts/build_interfaces.sh scripts/find_python312.sh \
       scripts/install_ament_package.sh scripts/install_ros2_tools.sh scripts/pip_install.sh
@@ -72,6 +73,10 @@ inputs_hash="$(
     fi
   } | sha256sum | cut -d' ' -f1
 )"
+if [ "${LEROBOT_ROS_PRINT_INPUTS_HASH:-}" = 1 ]; then
+  echo "$inputs_hash"  # what decides "up to date" (test/install/test_setup_script.py)
+  exit 0
+fi
 stamp="$venv/.lerobot_ros_setup"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs_hash" ] && [ -x "$venv/bin/python" ]; then
   echo "lerobot_ros: environment $venv is up to date"

@@ -61,3 +61,23 @@ def test_rerun_with_unchanged_inputs_does_nothing():
     )
     assert result.returncode == 0, result.stderr
     assert "is up to date" in result.stdout
+
+
+def test_the_interpreter_path_that_reaches_the_set_up_does_not_change_its_hash(tmp_path):
+    # Issue 33: with the venv's bin/ on PATH (as the README has users do for `ros2`), python3.12 is the
+    # venv's own; its path changed the hash and every run reinstalled (35-40 s, into the live venv).
+    base = subprocess.run([sys.executable, "-c", "import sys; print(sys._base_executable)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    venv_bin = Path(sys.executable).parent
+    hashes = {}
+    for label, overrides in {
+        "base interpreter named": {"LEROBOT_ROS_PYTHON": base},
+        "this venv's interpreter named": {"LEROBOT_ROS_PYTHON": sys.executable},
+        "searched, the venv's bin first on PATH": {"PATH": f"{venv_bin}:{os.environ['PATH']}"},
+    }.items():
+        env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_PYTHON"}
+        result = run_setup({**env, **overrides, "LEROBOT_ROS_PRINT_INPUTS_HASH": "1"}, tmp_path)
+        assert result.returncode == 0, result.stderr
+        hashes[label] = result.stdout.strip().splitlines()[-1]
+    assert len(set(hashes.values())) == 1, hashes
+    assert not (tmp_path / "venv").exists(), "printing the hash creates nothing"
