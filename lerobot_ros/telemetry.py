@@ -35,6 +35,11 @@ class ServerHealth:
     max_batch_size: int = 1
     batch_size_mean: float = 0.0
     forwards: int = 0
+    # Per client id, index-aligned (server/arrival_guard.py's report).
+    refused_client_ids: tuple[str, ...] = ()
+    refused_on_arrival: tuple[int, ...] = ()
+    refused_last_reasons: tuple[str, ...] = ()
+    reopen_refused_for_s: tuple[float, ...] = ()
 
 
 class ServerStats:

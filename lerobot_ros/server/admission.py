@@ -29,6 +29,10 @@ from lerobot_ros.contract import (
 FPS_TOLERANCE = 0.01
 
 
+def _versions(low: int, high: int) -> str:
+    return f"schema version {low}" if low == high else f"schema versions {low} to {high}"
+
+
 class Refusal(enum.IntEnum):
     NONE = 0
     NOT_READY = 1
@@ -42,6 +46,7 @@ class Refusal(enum.IntEnum):
     FPS = 9
     TASK = 10
     CLIENT_ID_IN_USE = 11  # decided by sessions.SessionRegistry.claim, after admission
+    BACKOFF = 12  # decided by arrival_guard.ArrivalGuard.reopen_refusal, before admission
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,9 @@ def admit(
     if not low <= request.schema_version <= high:
         return Admission.refuse(
             Refusal.SCHEMA_VERSION,
-            f"observation schema version {request.schema_version} is not supported; expected {low}..{high}",
+            f"observation schema version {request.schema_version} is not supported; expected {low}..{high} "
+            f"(the robot speaks lerobot_ros interfaces of schema version {request.schema_version}, this server "
+            f"{_versions(low, high)}: upgrade the older side; docs/protocol.md, Versions and changelog)",
         )
     # Sizes first: an oversize list or string is refused before it is compared or echoed in a message.
     oversize = names_size_problem("action_names", request.action_names, len(capabilities.action_names))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 
+from lerobot_ros.server.arrival_guard import ClientRefusals
 from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
 from lerobot_ros.telemetry import ServerHealth, ServerStats
 
@@ -57,6 +58,7 @@ def server_health(
     pending_requests: int,
     stats: ServerStats,
     max_batch_size: int = 1,
+    refusals: list[ClientRefusals] | tuple[ClientRefusals, ...] = (),
 ) -> ServerHealth:
     """The server's state and the worker's counters as one snapshot."""
     p50, p95 = stats.inference_percentiles_ms()
@@ -79,6 +81,10 @@ def server_health(
         max_batch_size=max_batch_size,
         batch_size_mean=stats.batch_size_mean(),
         forwards=stats.forwards,
+        refused_client_ids=tuple(entry.client_id for entry in refusals),
+        refused_on_arrival=tuple(entry.refused for entry in refusals),
+        refused_last_reasons=tuple(entry.last_reason for entry in refusals),
+        reopen_refused_for_s=tuple(entry.reopen_refused_for_s for entry in refusals),
     )
 
 
@@ -88,6 +94,9 @@ def diagnostic_summary(health: ServerHealth) -> tuple[DiagnosticLevel, str]:
         return DiagnosticLevel.WARN, "draining"
     if health.utilization > BUSY_UTILIZATION:
         return DiagnosticLevel.WARN, f"inference worker {health.utilization:.0%} busy"
+    backing_off = [client for client, left in zip(health.refused_client_ids, health.reopen_refused_for_s) if left > 0]
+    if backing_off:
+        return DiagnosticLevel.WARN, f"closed for flooding, reopen refused for now: {', '.join(backing_off)}"
     return DiagnosticLevel.OK, f"serving {health.active_sessions}/{health.max_sessions} sessions"
 
 

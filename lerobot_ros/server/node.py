@@ -42,19 +42,21 @@ from rclpy.node import Node
 
 from lerobot_ros import names
 from lerobot_ros.wire import control_plane
-from lerobot_ros.contract import shown, truncated
+from lerobot_ros.contract import shown
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
 from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
 from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
 from lerobot_ros.server.admission import Refusal, ServerLoad
+from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy
+from lerobot_ros.server.arrivals import ArrivalDesk, flood_policy
 from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
 from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.wire.data_plane import RequestLimits, integrity, request_id_of
-from lerobot_ros.server.request_path import RequestHandler, arrival_refusal_record
+from lerobot_ros.wire.data_plane import RequestLimits, integrity
+from lerobot_ros.server.request_path import RequestHandler
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
@@ -94,6 +96,7 @@ class PolicyServerNode(LifecycleNode):
         self.sessions = SessionRegistry()
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(self._create_client_topics, self._destroy_client_topics)
+        self.guard = ArrivalGuard(FloodPolicy(), lambda record: self.observability.audit.write(record))
         self.worker: InferenceWorker | None = None
         self._drain_spin = None  # while a signal's drain runs: spins the executor, so requests are refused meanwhile
 
@@ -167,6 +170,11 @@ class PolicyServerNode(LifecycleNode):
         # Exclusive mode has one session; a family whose chunks would depend on batch partners runs alone.
         self.max_batch_size = settings.max_batch_size if self.runner.batchable else 1
         self.scheduler.set_batching(self.max_batch_size, settings.batch_window_ms / 1000.0)
+        self.guard.policy = flood_policy(settings)
+        self.arrivals = ArrivalDesk(
+            self.sessions, self.guard, lambda client_id, msg: self.scheduler.deposit(client_id, msg),
+            lambda: self.stats.record("rejected", 0.0, 0),
+            lambda text: self.get_logger().warning(text, throttle_duration_sec=1.0), self.limits.max_id_chars)
 
     def open_observability(self):
         self.observability = Observability.open(
@@ -311,20 +319,7 @@ class PolicyServerNode(LifecycleNode):
         self.destroy_publisher(topics.publisher)
 
     def _on_observation(self, client_id: str, msg: Observation) -> None:
-        refusal = self.sessions.admit_observation(client_id, msg, time.monotonic())
-        if refusal is None:
-            self.scheduler.deposit(client_id, msg)
-            return
-        # Not answered on the chunk topic: that topic belongs to the session's
-        # owner, and a chunk there for an unproven or repeated message could end
-        # the owner's wait. Counted, audited and logged (throttled) instead.
-        self.stats.record("rejected", 0.0, 0)
-        request = dataclasses.replace(request_id_of(msg), client_id=client_id,
-                                      session_id=truncated(msg.session_id, self.limits.max_id_chars))
-        self.observability.audit.write(arrival_refusal_record(request, refusal))
-        self.get_logger().warning(
-            f"observation on the topic of {client_id} refused on arrival: {refusal}", throttle_duration_sec=1.0
-        )
+        self.arrivals.on_observation(client_id, msg, time.monotonic())
 
     def _publish_chunk(self, client_id: str, msg: ActionChunk) -> None:
         """Sign the chunk with the client's open session's secret, then publish it on its topic."""
@@ -332,6 +327,8 @@ class PolicyServerNode(LifecycleNode):
         if session is not None:
             integrity.sign(msg, session.key)
         self.client_topics.publish(client_id, msg)
+        if msg.status == ActionChunk.STATUS_REJECTED:
+            self.arrivals.rejected(client_id, msg.error, time.monotonic())
 
     def _end_session(self, session: Session, why: str) -> bool:
         if self.sessions.remove(session.client_id, session.session_id) is None:
@@ -348,6 +345,9 @@ class PolicyServerNode(LifecycleNode):
                                         self.settings.session_first_observation_timeout_s)
         for session, why in expired:
             self._end_session(session, why)
+        for client_id, why, backoff_s in self.arrivals.close_floods(self._end_session, self.observability.audit.write,
+                                                                    time.monotonic()):
+            self.get_logger().warning(f"{client_id}: {why}; its OpenSession is refused for {backoff_s:g} s")
 
     # ---- services -------------------------------------------------------
 
@@ -356,6 +356,9 @@ class PolicyServerNode(LifecycleNode):
         if not self.lifecycle.serving:
             return self._refuse_open(request.client_id, response, Refusal.DRAINING,
                                      not_serving_reason(self.lifecycle.stage), self.sessions.count())
+        backoff = self.guard.reopen_refusal(request.client_id, time.monotonic())
+        if backoff is not None:
+            return self._refuse_open(request.client_id, response, Refusal.BACKOFF, backoff, self.sessions.count())
         load = ServerLoad(ready=self.ready, draining=self.draining, max_sessions=self.max_sessions,
                           active_sessions=self.sessions.count(excluding_client=request.client_id))
         decision = decide_open(control_plane.open_request_from_msg(request), request.owner_secret,
@@ -367,6 +370,7 @@ class PolicyServerNode(LifecycleNode):
         # Built after the claim: the service thread is the only one opening sessions,
         # and the worker reads the processors only after the first observation.
         session.processors = self.runner.new_session_processors()
+        self.guard.session_opened(session.client_id)
         topics = self.client_topics.open(session.client_id, session.session_id)
         if decision.replaced:
             self.scheduler.remove(session.client_id)  # its waiting observation belongs to the old session
@@ -418,6 +422,7 @@ class PolicyServerNode(LifecycleNode):
             pending_requests=self.scheduler.pending(),
             stats=self.stats,
             max_batch_size=self.max_batch_size,
+            refusals=self.guard.report(time.monotonic()),
         )
 
     def status_msg(self) -> ServerStatus:

@@ -15,10 +15,11 @@ Invariants:
 - a removal names the session it means, so a late close or garbage
   collection of an old session never removes its replacement;
 - an observation is admitted (``admit_observation``) only if it names the
-  client's open session, its MAC verifies with that session's secret, its
-  epoch is the session's (fixed by its first observation) and its seq is
-  greater than the last admitted one; only an admitted observation keeps a
-  session from going idle;
+  client's open session, its epoch is the session's (fixed by its first
+  observation), its seq is greater than the last admitted one and its MAC
+  verifies with that session's secret, checked in that order (the MAC, the
+  only costly check, last); only an admitted observation keeps a session
+  from going idle;
 - a session's episode only moves forward, and only ``advance_episode`` moves
   it, under the registry lock. Two threads call it: the service thread for
   ResetEpisode and the inference worker for an observation of a newer episode
@@ -102,6 +103,28 @@ class Session:
 
     def opens_with(self, secret: str) -> bool:
         return bool(secret) and hmac.compare_digest(secret.encode(), self.secret.encode())
+
+
+class ArrivalRefusal(str):
+    """Why an observation was refused on arrival: the text, with a short ``kind`` for counting
+    (no_session, session_id, epoch, seq, mac, closed)."""
+
+    kind: str
+
+    def __new__(cls, kind: str, text: str) -> ArrivalRefusal:
+        refusal = super().__new__(cls, text)
+        refusal.kind = kind
+        return refusal
+
+
+def _order_refusal(session: Session, msg) -> ArrivalRefusal | None:
+    """The epoch and seq rules (cheap: two integers); call under the registry lock."""
+    if session.epoch is not None and msg.epoch != session.epoch:
+        return ArrivalRefusal("epoch", f"epoch {msg.epoch} is not this session's epoch {session.epoch}")
+    if session.last_seq is not None and msg.seq <= session.last_seq:
+        return ArrivalRefusal(
+            "seq", f"seq {msg.seq} replays or reorders: expected a seq greater than {session.last_seq}")
+    return None
 
 
 class EpisodeMove(enum.Enum):
@@ -237,24 +260,31 @@ class SessionRegistry:
 
     # ---- expiry ---------------------------------------------------------
 
-    def admit_observation(self, client_id: str, msg, now: float) -> str | None:
+    def admit_observation(self, client_id: str, msg, now: float) -> ArrivalRefusal | None:
         """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it keeps
-        the session from going idle). The MAC is checked outside the lock: it reads the whole message."""
+        the session from going idle). The cheap checks (session, epoch, seq) run first, so a replayed,
+        stale or misaddressed message never costs a MAC; the MAC runs outside the lock (it reads the
+        whole message) and the cheap checks run again under it before anything is committed."""
         session = self.get(client_id)
         if session is None:
-            return f"client {shown(client_id)} has no open session"
+            return ArrivalRefusal("no_session", f"client {shown(client_id)} has no open session")
         if msg.session_id != session.session_id:
-            return f"session id {shown(msg.session_id)} is not the open session of client {shown(client_id)}"
+            return ArrivalRefusal(
+                "session_id", f"session id {shown(msg.session_id)} is not the open session of client {shown(client_id)}")
+        with self._lock:
+            cheap = _order_refusal(session, msg)
+        if cheap is not None:
+            return cheap
         forged = integrity.verify(msg, session.key)
         if forged:
-            return forged
+            return ArrivalRefusal("mac", forged)
         with self._lock:
             if self._by_client.get(client_id) is not session:
-                return f"the session of client {shown(client_id)} closed while the observation was checked"
-            if session.epoch is not None and msg.epoch != session.epoch:
-                return f"epoch {msg.epoch} is not this session's epoch {session.epoch}"
-            if session.last_seq is not None and msg.seq <= session.last_seq:
-                return f"seq {msg.seq} replays or reorders: expected a seq greater than {session.last_seq}"
+                return ArrivalRefusal(
+                    "closed", f"the session of client {shown(client_id)} closed while the observation was checked")
+            late = _order_refusal(session, msg)
+            if late is not None:
+                return late
             session.epoch, session.last_seq, session.last_seen = msg.epoch, msg.seq, now
             return None
 

@@ -93,6 +93,20 @@ PARAMETERS = (
     Parameter("session_first_observation_timeout_s", FLOAT, 5.0,
               "Close a session that sent no observation this long after opening; re-opening does not extend it "
               "(seconds)", (more_than(0),), runtime=True),
+    Parameter("flood_refusals_per_s", INTEGER, 20,
+              "Observations of one session refused per second (on arrival, rejected, or superseding a waiting one) "
+              "before the rest of that second are dropped unchecked", (at_least(1),), runtime=True),
+    Parameter("flood_close_after_s", FLOAT, 2.0,
+              "Close a session whose refusals exceeded flood_refusals_per_s this many seconds in a row (seconds)",
+              (more_than(0),), runtime=True),
+    Parameter("flood_backoff_initial_s", FLOAT, 5.0,
+              "After a flood closure, refuse the client id's OpenSession this long; doubles with each closure "
+              "(seconds)", (more_than(0),), runtime=True),
+    Parameter("flood_backoff_max_s", FLOAT, 120.0, "Longest backoff after flood closures (seconds)",
+              (more_than(0),), runtime=True),
+    Parameter("refusal_audit_window_s", FLOAT, 10.0,
+              "Audit: a few full lines per client and refusal reason in each window, then one summary line with "
+              "the count (seconds)", (more_than(0),), runtime=True),
     Parameter("max_image_bytes", INTEGER, MAX_IMAGE_BYTES, "Largest accepted camera frame, compressed or raw (bytes)",
               (at_least(1),)),
     Parameter("audit_log", STRING, "auto",
@@ -138,7 +152,14 @@ def compiling_is_warmed_up(settings: ServerSettings) -> str | None:
     return None
 
 
-RULES = (pinned_task_is_named, compile_mode_fits_backend, compiling_is_warmed_up)
+def flood_backoff_is_ordered(settings: ServerSettings) -> str | None:
+    if settings.flood_backoff_initial_s > settings.flood_backoff_max_s:
+        return (f"'flood_backoff_initial_s' {settings.flood_backoff_initial_s:g} is above 'flood_backoff_max_s' "
+                f"{settings.flood_backoff_max_s:g}: the backoff starts at the first and doubles up to the second")
+    return None
+
+
+RULES = (pinned_task_is_named, compile_mode_fits_backend, compiling_is_warmed_up, flood_backoff_is_ordered)
 
 
 class ServerSettings(settings_dataclass(PARAMETERS, RULES)):

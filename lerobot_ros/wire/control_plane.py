@@ -75,7 +75,8 @@ def server_status_to_msg(health: ServerHealth, capabilities: ServerCapabilitiesM
     msg.header.stamp = stamp
     for field in dataclasses.fields(health):
         if field.name != "uptime_s":  # every other field has its name in the message
-            setattr(msg, field.name, getattr(health, field.name))
+            value = getattr(health, field.name)
+            setattr(msg, field.name, list(value) if isinstance(value, tuple) else value)
     msg.uptime = duration_from_seconds(health.uptime_s)
     return msg
 
@@ -95,8 +96,16 @@ def _diagnostic_text(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+_PER_CLIENT = ("refused_client_ids", "refused_on_arrival", "refused_last_reasons", "reopen_refused_for_s")
+
+
 def health_values(health: ServerHealth) -> dict:
-    return dataclasses.asdict(health)
+    """Key/values for /diagnostics: the scalars, then one entry per client with refusals."""
+    values = {key: value for key, value in dataclasses.asdict(health).items() if key not in _PER_CLIENT}
+    for client, count, reason, backoff in zip(*(getattr(health, name) for name in _PER_CLIENT)):
+        values[f"refused_on_arrival/{client}"] = (
+            f"{count} (last: {reason})" + (f"; reopen refused for {backoff:.1f} s" if backoff > 0 else ""))
+    return values
 
 
 def executor_status_to_msg(telemetry: ExecutorTelemetry, stamp) -> ExecutorStatus:

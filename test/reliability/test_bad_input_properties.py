@@ -35,6 +35,7 @@ from sensor_msgs.msg import Image
 from support.executor_harness import CAPABILITIES, JOINTS, connected, feed
 from support.request_harness import Harness
 
+from lerobot_ros.contract import SCHEMA_VERSION
 from lerobot_ros.wire import images
 from lerobot_ros.wire.data_plane import RequestLimits
 from lerobot_ros.msg import ActionChunk, Observation
@@ -232,7 +233,7 @@ def oversize_payload(max_image_bytes: int):
 @st.composite
 def wrong_schema_version(draw):
     version = draw(st.integers(0, 65535).filter(lambda v: v != Observation.CURRENT_SCHEMA_VERSION))
-    return Case(lambda t, seq: _observe(t, seq, schema_version=version), f"schema version {version}; expected 1..1")
+    return Case(lambda t, seq: _observe(t, seq, schema_version=version), f"schema version {version}; expected {Observation.CURRENT_SCHEMA_VERSION}..{Observation.CURRENT_SCHEMA_VERSION}")
 
 
 @st.composite
@@ -414,7 +415,7 @@ def _chunk_msg(request, actions_robot, actions_model=None, names=JOINTS, chunk_l
     actions_robot = np.asarray(actions_robot, np.float32)
     actions_model = actions_robot if actions_model is None else np.asarray(actions_model, np.float32)
     msg = ActionChunk(
-        schema_version=1, session_id=request.session_id, client_id=request.client_id, seq=request.seq,
+        schema_version=SCHEMA_VERSION, session_id=request.session_id, client_id=request.client_id, seq=request.seq,
         episode=request.episode, epoch=request.epoch, sent_monotonic_ns=request.sent_monotonic_ns,
         status=ActionChunk.STATUS_OK, model_fingerprint=CAPABILITIES.model_fingerprint, action_names=list(names),
     )
@@ -769,7 +770,7 @@ class Forger:
         elif kind == "out_of_limit":
             actions = self.rng.uniform(-50, 50, (50, 6)).astype(np.float32)
         msg = ActionChunk(
-            schema_version=1, session_id=observation.session_id, client_id=observation.client_id,
+            schema_version=SCHEMA_VERSION, session_id=observation.session_id, client_id=observation.client_id,
             episode=observation.episode, sent_monotonic_ns=observation.sent_monotonic_ns,
             status=ActionChunk.STATUS_OK, action_names=names,
             model_fingerprint="forged" if kind == "wrong_model" else self.fingerprint, **fields,

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from support.reliability_log import record
 from support.robot_client import RobotClient, call
 
+from lerobot_ros.contract import SCHEMA_VERSION
 from lerobot_ros import names
 from lerobot_ros.contract import CLIENT_ID_PATTERN, OpenRequest
 from lerobot_ros.msg import ActionChunk
@@ -154,7 +155,7 @@ def _capabilities():
 
 
 def _request(**overrides) -> OpenRequest:
-    values = dict(client_id="arm", schema_version=1, action_names=tuple(SO101_JOINT_NAMES), state_dim=6,
+    values = dict(client_id="arm", schema_version=SCHEMA_VERSION, action_names=tuple(SO101_JOINT_NAMES), state_dim=6,
                   camera_names=(FRONT_CAMERA,), fps=30.0)
     values.update(overrides)
     return OpenRequest(**values)
@@ -247,7 +248,7 @@ HUGE = 200_000  # characters or list entries: far beyond every bound, small enou
 
 
 def _open(client_id="sec_arm", **overrides) -> OpenSession.Request:
-    request = OpenSession.Request(client_id=client_id, schema_version=1, action_names=list(SO101_JOINT_NAMES),
+    request = OpenSession.Request(client_id=client_id, schema_version=SCHEMA_VERSION, action_names=list(SO101_JOINT_NAMES),
                                   state_dim=6, camera_names=[FRONT_CAMERA], fps=30.0)
     for name, value in overrides.items():
         setattr(request, name, value)

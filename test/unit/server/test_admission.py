@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
+from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
 from lerobot_ros.server.admission import (
     Refusal,
     ServerLoad,
@@ -23,7 +23,7 @@ CAPABILITIES = ServerCapabilities(
     chunk_size=50,
     trained_fps=30.0,
 )
-ROBOT = OpenRequest("arm_1", 1, NAMES, 6, ("observation.images.front",), 30.0)
+ROBOT = OpenRequest("arm_1", SCHEMA_VERSION, NAMES, 6, ("observation.images.front",), 30.0)
 ROOM = ServerLoad(ready=True, draining=False, active_sessions=0, max_sessions=2)
 
 
@@ -43,7 +43,7 @@ def test_refusal_codes_equal_the_service_constants():
         ({"client_id": "arm/1"}, ROOM, Refusal.BAD_CLIENT_ID, "'arm/1'"),
         ({"client_id": ""}, ROOM, Refusal.BAD_CLIENT_ID, "empty"),
         ({"client_id": "a" * 65}, ROOM, Refusal.BAD_CLIENT_ID, "65 characters"),
-        ({"schema_version": 2}, ROOM, Refusal.SCHEMA_VERSION, "expected 1..1"),
+        ({"schema_version": 1}, ROOM, Refusal.SCHEMA_VERSION, "expected 2..2 (the robot speaks lerobot_ros interfaces of schema version 1, this server schema version 2"),
         ({"action_names": NAMES[::-1]}, ROOM, Refusal.ACTION_NAMES, str(list(NAMES))),
         ({"action_names": NAMES[:5]}, ROOM, Refusal.ACTION_NAMES, "6 names expected, 5 arrived"),
         ({"state_dim": 7}, ROOM, Refusal.STATE_DIM, "policy expects 6, robot sends 7"),

@@ -14,6 +14,7 @@ from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc import RTCConfig
 from lerobot.policies.rtc.modeling_rtc import RTCProcessor
 
+from lerobot_ros.contract import SCHEMA_VERSION
 from lerobot_ros.server import batched_rtc
 from lerobot_ros.server.batched_rtc import BatchedRTCProcessor, SamplePrefix, batched_rtc_kwargs
 
@@ -86,7 +87,7 @@ def test_smolvla_with_the_batched_processor_equals_lerobots_processor_at_batch_o
     rng = np.random.default_rng(5)
     frame = ObservationFrame(
         request=RequestId("session", "arm", 1, 0, 0, 0),
-        schema_version=1,
+        schema_version=SCHEMA_VERSION,
         task="pick up the cube",
         state=rng.uniform(-1, 1, 6).astype(np.float32),
         images={FRONT_CAMERA: rng.integers(0, 255, (*DEFAULT_IMAGE_SHAPE, 3), np.uint8)},

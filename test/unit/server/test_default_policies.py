@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from lerobot_ros.contract import SCHEMA_VERSION
 from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import load_policy
 from lerobot_ros.server.checkpoint_layout import VLM_DIR
@@ -42,7 +43,7 @@ def _frame(prefix_model=None, delay=0, state=None):
     prefix_robot = None if prefix_model is None else prefix_model * 0.3 + np.asarray(HOME_POSE, np.float32)
     return ObservationFrame(
         request=RequestId("session", "arm", 1, 0, 0, time.monotonic_ns()),
-        schema_version=1,
+        schema_version=SCHEMA_VERSION,
         task=TASK,
         state=np.zeros(6, np.float32) if state is None else state,
         images={FRONT_CAMERA: rgb},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from lerobot_ros.contract import SCHEMA_VERSION
 from lerobot_ros.wire import images
 from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.checkpoint import load_policy
@@ -13,7 +14,7 @@ from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA
 
 
 def _frame(rgb: np.ndarray) -> ObservationFrame:
-    return ObservationFrame(request=RequestId("session", "arm", 1, 0, 0, 0), schema_version=1, task="",
+    return ObservationFrame(request=RequestId("session", "arm", 1, 0, 0, 0), schema_version=SCHEMA_VERSION, task="",
                             state=np.zeros(6, np.float32), images={FRONT_CAMERA: rgb})
 
 

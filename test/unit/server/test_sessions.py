@@ -137,7 +137,7 @@ def test_an_admitted_observation_names_the_open_session_verifies_and_moves_seq_f
         "backwards": registry.admit_observation("arm", observation(live, 4, epoch=2), 2.0),
         "other epoch": registry.admit_observation("arm", observation(live, 6, epoch=3), 2.0),
         "forged": registry.admit_observation("arm", observation(live, 6, epoch=2, key=b"guess"), 2.0),
-        "unsigned": registry.admit_observation("arm", Observation(session_id=live.session_id, client_id="arm", seq=7), 2.0),
+        "unsigned": registry.admit_observation("arm", Observation(session_id=live.session_id, client_id="arm", seq=7, epoch=2), 2.0),
         "other session": registry.admit_observation("arm", Observation(session_id="bogus", seq=7), 2.0),
         "no session": registry.admit_observation("ghost", observation(live, 6, epoch=2), 2.0),
     }
