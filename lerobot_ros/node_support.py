@@ -11,6 +11,7 @@ The table itself is plain Python (lerobot_ros.parameters).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -175,6 +176,30 @@ class NodeDone(Exception):
     """The node finished its whole job during start-up (e.g. a check-only run): exit 0."""
 
 
+_SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:=")
+
+
+def parameter_shorthand(argv: list[str]) -> list[str]:
+    """``node name:=value ...`` as ``node --ros-args -p name:=value ...``, the way ``ros2 launch`` reads arguments.
+
+    ROS reads a bare ``name:=value`` before ``--ros-args`` as nothing (or a
+    remap), so ``policy_server_node checkpoint:=/ckpt`` silently ignored the
+    checkpoint. Everything from ``--ros-args`` on is left as written; a
+    leading ``__node:=``-style special name is not a parameter and stays too.
+    """
+    if "--ros-args" in argv:
+        head, tail = argv[:argv.index("--ros-args")], argv[argv.index("--ros-args"):]
+    else:
+        head, tail = list(argv), []
+    program, rest = head[:1], head[1:]
+    shorthand = [arg for arg in rest if _SHORTHAND.match(arg) and not arg.startswith("__")]
+    if not shorthand:
+        return list(argv)
+    kept = [arg for arg in rest if arg not in shorthand]
+    parameters = [item for arg in shorthand for item in ("-p", arg)]
+    return [*program, *kept, "--ros-args", *parameters, *([arg for arg in tail[1:]] if tail else [])]
+
+
 def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
              make_executor: Callable[[], Executor] = SingleThreadedExecutor) -> int:
     """Init rclpy, build the node, spin until SIGINT/SIGTERM; return an exit code.
@@ -197,7 +222,8 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     noexcept pybind11 frames ends in std::terminate: exit -6, "terminate
     called without an active exception".
     """
-    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(args=parameter_shorthand(args if args is not None else sys.argv),
+               signal_handler_options=SignalHandlerOptions.NO)
     stop_requested = threading.Event()
     serving = False
     interrupted_start_up = False
