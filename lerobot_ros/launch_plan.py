@@ -107,10 +107,25 @@ def _absolute(namespace: str) -> str:
     return "/" + namespace.strip("/") if namespace.strip("/") else ""
 
 
-def fastdds_environment() -> dict:
-    """The shipped Fast DDS profile (16 MiB shared-memory segment, for raw frames), for Fast DDS 3 and 2."""
+def fast_dds_2_installed() -> bool:
+    """Whether the Fast DDS here is 2.x (libfastrtps; 3.x is libfastdds), from the library directories ROS uses."""
+    import os
+    import sys
+
+    prefixes = [*os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep), sys.prefix]
+    directories = [Path(prefix) / "lib" for prefix in prefixes if prefix]
+    directories += [Path(d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+    return any(next(directory.glob("libfastrtps.so*"), None) for directory in directories if directory.is_dir())
+
+
+def fastdds_environment(fast_dds_2=fast_dds_2_installed) -> dict:
+    """The shipped Fast DDS profile (16 MiB shared-memory segment, for raw frames), under the variable the installed
+    Fast DDS reads: 3.x reads FASTDDS_DEFAULT_PROFILES_FILE and warns, in every node, that FASTRTPS_... is
+    deprecated; 2.x reads only FASTRTPS_DEFAULT_PROFILES_FILE."""
     profile = share_path("config", "fastdds", "large_frames.xml")
-    return {"FASTDDS_DEFAULT_PROFILES_FILE": profile, "FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+    if fast_dds_2():
+        return {"FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+    return {"FASTDDS_DEFAULT_PROFILES_FILE": profile}
 
 
 def _environment(rmw_implementation: str) -> dict:
@@ -156,11 +171,8 @@ def server_namespace_of(plan: Plan) -> str:
 
 
 def executor_file_parameters(params_file: str) -> dict:
-    """chunk_executor's parameters in a ROS parameter file (``/**`` and ``chunk_executor`` sections); {} without one.
-
-    Read so the launch wires what the file says (its output mode and topic),
-    as the node will see them; a file that cannot be read is an error naming it.
-    """
+    """chunk_executor's parameters in a ROS parameter file (``/**`` and ``chunk_executor`` sections); {} without
+    one. The launch wires what the file says (output mode and topic); an unreadable file is an error naming it."""
     if not params_file:
         return {}
     import yaml
@@ -176,9 +188,7 @@ def executor_file_parameters(params_file: str) -> dict:
 
 
 def _output_topic(parameters: dict, params_file: str) -> str:
-    """The topic the executor will publish on (what ``command_topic`` remaps): set, from the file, or the mode's default.
-
-    The file is read only when the launch's own parameters do not say (the node reads it anyway at start-up)."""
+    """The topic the executor publishes on (what ``command_topic`` remaps): set, the file's, or the mode's default."""
     if parameters.get("output_topic"):
         return parameters["output_topic"]
     from_file = executor_file_parameters(params_file)
@@ -403,11 +413,8 @@ def package_installed(package: str) -> bool:
 
 
 def rmw_problem(plan: Plan, installed=package_installed) -> str | None:
-    """Why ``plan``'s middleware cannot start here (checked before any node starts), or None.
-
-    Without it every node exits 102 ("Expected RMW implementation identifier
-    of ...") one by one while ``ros2 launch`` itself returns 0.
-    """
+    """Why ``plan``'s middleware cannot start here (checked before any node starts), or None. Without it every
+    node exits 102 ("Expected RMW implementation identifier of ...") while ``ros2 launch`` returns 0."""
     rmw = plan.environment.get("RMW_IMPLEMENTATION", "")
     if not rmw or installed(rmw):
         return None

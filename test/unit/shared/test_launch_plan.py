@@ -47,8 +47,9 @@ def test_server_plan_namespace_router_and_other_middleware():
     assert plan.start_zenoh_router and plan.zenoh_router_config == "/cfg/router.json5"
     fastdds = server_plan("ckpt", rmw_implementation="rmw_fastrtps_cpp").environment
     profile = share_path("config", "fastdds", "large_frames.xml")
-    assert fastdds == {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp", "FASTDDS_DEFAULT_PROFILES_FILE": profile,
-                       "FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+    assert fastdds == {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp", "FASTDDS_DEFAULT_PROFILES_FILE": profile}
+    # One variable, the one the installed Fast DDS reads: both made Fast DDS 3 warn in every node (issue 33).
+    assert launch_plan.fastdds_environment(fast_dds_2=lambda: True) == {"FASTRTPS_DEFAULT_PROFILES_FILE": profile}
     assert robot_plan(rmw_implementation="rmw_fastrtps_cpp").environment == fastdds
     assert server_plan("ckpt", rmw_implementation="").environment == {}
     with pytest.raises(ValueError, match="start_zenoh_router needs rmw_implementation 'rmw_zenoh_cpp'"):
