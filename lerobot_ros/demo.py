@@ -83,7 +83,8 @@ def status_line(status) -> str:
         f"{status.state_name:<12} queue {status.queue_depth:3d} ({status.queued_time_s:4.2f} s)  "
         f"latency p50 {status.latency_ms_p50:6.1f} ms p95 {status.latency_ms_p95:6.1f} ms  "
         f"commands {status.commands_published:6d}  chunks {status.chunks_merged:4d}  "
-        f"fallback ticks {status.fallback_ticks:4d}"
+        # Ticks that held position: the wait for the first chunk and each episode reset's refill, not starvation.
+        f"holds (start-up, resets) {status.fallback_ticks:4d}"
     )
 
 
@@ -138,6 +139,8 @@ def summarize(recording: Recording, streaming_since: float | None, duration_s: f
         "commands_published": last.commands_published if last else 0,
         "chunks_merged": last.chunks_merged if last else 0,
         "chunks_dropped": last.chunks_dropped if last else 0,
+        # Why the latest was dropped: usually a chunk of the old episode landing after a reset ("stale_episode").
+        "last_drop_reason": last.last_drop_reason if last else "",
         "starvation_ticks": last.starvation_ticks if last else 0,
         "starvation_ticks_after_warmup": steady_starvation,
         "fallback_ticks": last.fallback_ticks if last else 0,

@@ -13,6 +13,7 @@ outcome and whether the expert drove it.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -24,6 +25,26 @@ ROBOT_TYPE = "so101_sim"
 
 class DatasetRefused(ValueError):
     """The dataset directory cannot take this recorder's episodes; the message says why."""
+
+
+@functools.cache
+def video_backend() -> str:
+    """torchcodec when it loads here, else pyav, decided quietly, once per process.
+
+    LeRobot's own default (``get_safe_default_video_backend``) logs torchcodec's
+    load error, about 100 lines of FFmpeg library attempts, before every
+    training or dataset opened without FFmpeg's shared libraries: it read as a
+    failure (issue 33). One line says it instead.
+    """
+    import importlib
+    import logging
+
+    try:
+        importlib.import_module("torchcodec")
+        return "torchcodec"
+    except (ImportError, OSError, RuntimeError):
+        logging.getLogger(__name__).info("torchcodec cannot load here (no FFmpeg shared libraries): videos decode with pyav")
+        return "pyav"
 
 
 def open_dataset(root: Path, repo_id: str, features: dict, fps: int, use_videos: bool):
@@ -39,12 +60,13 @@ def open_dataset(root: Path, repo_id: str, features: dict, fps: int, use_videos:
         problem = features_problem(info.get("features", {}), features)
         if problem:
             raise DatasetRefused(f"{root}: {problem}")
-        return LeRobotDataset.resume(repo_id, root=root)
+        return LeRobotDataset.resume(repo_id, root=root, video_backend=video_backend())
     if root.exists() and any(root.iterdir()):
         raise DatasetRefused(f"{root} exists and is not a LeRobot dataset (no meta/info.json); refusing to write into it")
     if root.exists():
         root.rmdir()  # empty: LeRobot creates it itself and refuses an existing one
-    return LeRobotDataset.create(repo_id, fps, features, root=root, robot_type=ROBOT_TYPE, use_videos=use_videos)
+    return LeRobotDataset.create(repo_id, fps, features, root=root, robot_type=ROBOT_TYPE, use_videos=use_videos,
+                                 video_backend=video_backend())
 
 
 def write_episode(dataset, episode: FinishedEpisode) -> int:

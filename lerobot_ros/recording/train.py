@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lerobot_ros.recording.dataset import video_backend
 from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
 
 #: The policy trained here: ACT without its VAE, small transformer, chunks of a second at 30 fps.
@@ -94,7 +95,7 @@ def train(dataset: Path, output: Path, steps: int, batch_size: int, seed: int, d
 
         build_tiny_vlm(vlm)
     config = TrainPipelineConfig(
-        dataset=DatasetConfig(repo_id=f"local/{dataset.name}", root=str(dataset)),
+        dataset=DatasetConfig(repo_id=f"local/{dataset.name}", root=str(dataset), video_backend=video_backend()),
         policy=act_config(device) if policy == "act" else smolvla_config(vlm, device),
         output_dir=run_dir,
         seed=seed,

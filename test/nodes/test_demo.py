@@ -32,6 +32,10 @@ def test_demo_streams_the_committed_trained_policy_and_a_random_one_is_built_onc
     assert summary["exit_codes"] == {"chunk_executor": 0, "sim_robot": 0, "lerobot": 0}
     assert open(summary["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert "STREAMING" in result.stdout and "latency p50" in result.stdout  # the live status line
+    # Issue 33: "fallback ticks" rising next to "0 after warm-up" read as a failure; they are the holds of
+    # start-up and episode resets, and a dropped chunk says why.
+    assert "holds (start-up, resets)" in result.stdout and "fallback ticks" not in result.stdout
+    assert "last_drop_reason" in summary and bool(summary["last_drop_reason"]) == bool(summary["chunks_dropped"])
     audit = (tmp_path / "out" / "audit.jsonl").read_text().splitlines()
     assert len(audit) >= summary["chunks_merged"] and json.loads(audit[0])["client"] == "sim_arm"
 

@@ -67,3 +67,23 @@ def test_a_dataset_of_other_features_fps_or_a_foreign_directory_is_refused_untou
     (foreign / "cat.jpg").write_bytes(b"not a dataset")
     with pytest.raises(DatasetRefused, match="is not a LeRobot dataset"):
         open_dataset(foreign, "local/test", FEATURES, 30, use_videos=False)
+
+
+def test_opening_a_dataset_and_training_configs_do_not_print_torchcodecs_load_error(tmp_path, caplog, capfd):
+    # Issue 33: about 100 lines of FFmpeg library attempts (torchcodec's load error, logged by LeRobot's default
+    # video backend) came before every training where FFmpeg's shared libraries are absent.
+    import logging
+
+    from lerobot.configs.default import DatasetConfig
+
+    from lerobot_ros.recording.dataset import video_backend
+
+    caplog.set_level(logging.INFO)
+    open_dataset(tmp_path / "quiet", "local/test", FEATURES, 30, use_videos=False)
+    backend = video_backend()
+    config = DatasetConfig(repo_id="local/test", root=str(tmp_path / "quiet"), video_backend=backend)
+    captured = capfd.readouterr()
+    everything = caplog.text + captured.out + captured.err
+    assert "cannot be loaded (see the error above)" not in everything and "FFmpeg version" not in everything
+    assert everything.count("torchcodec") <= 1 and len(everything.splitlines()) <= 4, everything
+    assert config.video_backend == backend in ("torchcodec", "pyav")
