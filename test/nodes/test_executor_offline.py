@@ -67,3 +67,34 @@ def test_a_server_deactivated_past_max_offline_s_holds_then_streams_again_on_res
     finally:
         from lerobot_ros.processes import stop
         stop(server.process, timeout_s=10)
+
+
+def test_ctrl_c_on_ros2_action_send_goal_cancels_the_goal(policy_server, launched, ros_node, tmp_path):
+    # Issue 33: the tool prints "Exception while canceling goal: None" at Ctrl-C; the docs say the goal is
+    # cancelled all the same (chunk_executor_node.md): this checks it on what the executor reports.
+    import os
+    import signal
+    import subprocess
+
+    import pytest
+    from support.ros2_cli import RMW, ROS2, TOOLS_MISSING
+
+    if TOOLS_MISSING:
+        pytest.skip(TOOLS_MISSING)
+    robot = launched("/cancel_arm", commands=[("forward_command", "/cancel_arm/commands")])
+    executor = launched.executor("exec_cancel", robot.executor_parameters(wait_for_goal=True))
+    executor.wait(lambda s: s.paused and s.session_id, 30, "holding, waiting for a goal")
+    log = tmp_path / "send_goal.log"
+    with log.open("w") as out:
+        tool = subprocess.Popen([ROS2, "action", "send_goal", "/exec_cancel/run_policy", "lerobot_ros/action/RunPolicy",
+                                 "{max_duration_s: 0.0}"], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "RMW_IMPLEMENTATION": RMW}, start_new_session=True)
+    try:
+        goal = executor.wait(lambda s: s.goal_id != "", 30, "the tool's goal running")
+        os.killpg(tool.pid, signal.SIGINT)
+        tool.wait(timeout=30)
+    finally:
+        if tool.poll() is None:
+            os.killpg(tool.pid, signal.SIGKILL)
+    ended = executor.wait(lambda s: s.last_goal_id == goal.goal_id, 20, "the goal ended")
+    assert ended.last_goal_termination == "cancelled", (ended.last_goal_termination, log.read_text())
