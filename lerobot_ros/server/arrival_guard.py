@@ -140,7 +140,7 @@ class ArrivalGuard:
         """An observation refused on arrival, with its audit line (written, or counted in the window)."""
         ended = None
         with self._lock:
-            client = self._strike(client_id, f"{kind}: {text}", now)
+            client = self._strike(client_id, f"{kind}: {text}", now, on_arrival=True)
             window = client.windows.get(kind)
             if window is None or now - window.started >= self.policy.audit_window_s:
                 ended = _summary(client_id, kind, window, now) if window is not None else None
@@ -153,14 +153,17 @@ class ArrivalGuard:
             self._audit(line)
 
     def strike(self, client_id: str, reason: str, now: float) -> None:
-        """An admitted observation that was rejected by the worker or superseded a waiting one."""
+        """An admitted observation that was rejected by the worker or superseded a waiting one: it counts
+        against the budget, not in the report (the client saw the rejection; the report is for arrivals)."""
         with self._lock:
-            self._strike(client_id, reason, now)
+            self._strike(client_id, reason, now, on_arrival=False)
 
-    def _strike(self, client_id: str, reason: str, now: float) -> _Client:
+    def _strike(self, client_id: str, reason: str, now: float, on_arrival: bool) -> _Client:
         client = self._clients.setdefault(client_id, _Client())
-        client.refused += 1
-        client.last_reason, client.last_at = reason, now
+        client.last_at = now
+        if on_arrival:
+            client.refused += 1
+            client.last_reason = reason
         second = math.floor(now)
         if client.second != second:
             client.second, client.in_second = second, 0
@@ -194,7 +197,7 @@ class ArrivalGuard:
             backoff = min(self.policy.backoff_max_s, self.policy.backoff_initial_s * 2 ** (client.closures - 1))
             client.last_closure, client.reopen_at = now, now + backoff
             client.closing, client.in_second, client.over_since, client.over_second = "", 0, -1, -2
-            client.last_reason, client.last_at = f"session closed: {reason}", now
+            client.last_reason, client.last_at = f"session closed: flood: {reason}", now
             return backoff
 
     def reopen_refusal(self, client_id: str, now: float) -> str | None:
@@ -234,7 +237,7 @@ class ArrivalGuard:
     def report(self, now: float) -> list[ClientRefusals]:
         with self._lock:
             return [ClientRefusals(client_id, client.refused, client.last_reason, max(0.0, client.reopen_at - now))
-                    for client_id, client in sorted(self._clients.items())]
+                    for client_id, client in sorted(self._clients.items()) if client.last_reason]
 
 
 def _summary(client_id: str, kind: str, window: _Window, now: float) -> dict | None:
