@@ -33,6 +33,8 @@ ARGUMENTS = {
     "zenoh_session_config": ("", "rmw_zenoh session config file (ZENOH_SESSION_CONFIG_URI): the router's address, "
                              "certificates, ACL; empty: rmw_zenoh's default (a router on localhost)"),
     "zenoh_router": ("", "Router to connect to, e.g. tcp/192.168.1.10:7447 (ZENOH_CONFIG_OVERRIDE); empty: the config's"),
+    "allow_no_joint_limits": ("false", "Let a real robot (no sim) run without joint limits; default: it refuses to "
+                              "configure unless its params file or robot_description gives limits"),
     "rviz": ("false", "With sim:=true, also open rviz2 on the simulated arm where rviz2 is installed (else a log line says it is not)"),
 }
 
@@ -52,6 +54,7 @@ def _plan(value: dict[str, str]):
         rviz=parse_flag("rviz", value["rviz"]),
         zenoh_session_config=value["zenoh_session_config"],
         zenoh_router=value["zenoh_router"],
+        allow_no_joint_limits=parse_flag("allow_no_joint_limits", value["allow_no_joint_limits"]),
     )
 
 

@@ -219,6 +219,7 @@ def robot_plan(
     rviz: bool = False,
     zenoh_session_config: str = "",
     zenoh_router: str = "",
+    allow_no_joint_limits: bool = False,
 ) -> Plan:
     """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with ``rviz``, rviz2).
 
@@ -262,6 +263,8 @@ def robot_plan(
                 parameters={"camera_topics": [SIM_CAMERA_TOPIC], "camera_transport": "raw"},
             )
         )
+    if not sim and not allow_no_joint_limits:  # a real robot: no motion without an envelope (joint_limits.py)
+        parameters["require_joint_limits"] = True
     parameters.update(extra_parameters or {})
     remappings = [(source, target) for source, target in (camera_remaps or {}).items()]
     if joint_states_topic:
@@ -284,8 +287,7 @@ def robot_plan(
 
 
 def zenoh_environment(rmw_implementation: str, session_config: str = "", router: str = "") -> dict:
-    """rmw_zenoh's session settings for the robot's nodes: a session config file (``ZENOH_SESSION_CONFIG_URI``,
-    e.g. one of config/zenoh/ with the router's address, certificates and ACL), and/or the router to connect to
+    """rmw_zenoh's session settings: a config file (``ZENOH_SESSION_CONFIG_URI``) and/or the router to connect to
     (``tcp/<host>:7447``, as ``ZENOH_CONFIG_OVERRIDE``); {} when neither is given."""
     if not (session_config or router):
         return {}

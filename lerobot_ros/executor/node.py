@@ -73,6 +73,7 @@ from lerobot_ros.executor.handshake_types import RobotDeclaration
 from lerobot_ros.executor.lifecycle import STATE_LABELS, ExecutorLifecycle, TransitionOutcome
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
 from lerobot_ros.executor.sensor_node import SensorNode
+from lerobot_ros.executor.robot_limits import required_limits
 from lerobot_ros.executor.server_link import RosServerLink
 from lerobot_ros.executor.session_client import SessionClient
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
@@ -177,6 +178,8 @@ class ChunkExecutorNode(LifecycleNode):
         except NodeStartupError as error:
             raise TransitionFailed(str(error)) from error
         self.robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
+        if self.settings.require_joint_limits and not self.settings.joint_lower_limits:
+            self.settings = required_limits(self, self.settings)
 
     def connect(self) -> None:
         settings, now = self.settings, time.monotonic()

@@ -76,3 +76,15 @@ class SensorNode:
         if self.node is not None:
             self.node.destroy_node()
             self.node = None
+
+
+def read_latched(sensors: SensorNode, message_type, topic: str, qos, timeout_s: float):
+    """The message a latched (transient local) ``topic`` holds, waited for up to ``timeout_s``; None if none came."""
+    newest = sensors.subscribe(message_type, topic, qos)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        taken = newest()
+        if taken is not None:
+            return taken[0]
+        time.sleep(0.05)
+    return None

@@ -133,6 +133,9 @@ PARAMETERS = (
     Parameter("joint_upper_limits", FLOAT_LIST, [], "Per-joint upper position limits, in joint order; empty: none",
               _LIMIT_CHECKS,
               runtime=True),
+    Parameter("require_joint_limits", BOOL, False,
+              "Refuse to configure without joint limits (these parameters, or robot_description's URDF); "
+              "robot.launch.py sets it for a real robot"),
     Parameter("max_step_per_tick", FLOAT, 0.0, "Largest change of any joint command per action (1/fps), scaled to each control tick; 0: no limit",
               (at_least(0, "0 (no limit) or more"),),
               runtime=True),

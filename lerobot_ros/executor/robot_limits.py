@@ -1,0 +1,32 @@
+"""The node's side of ``joint_limits``: read robot_description once, and take its limits or refuse (ROS shell)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from std_msgs.msg import String
+
+from lerobot_ros.executor.joint_limits import limits_problem, urdf_limits
+from lerobot_ros.executor.sensor_node import SensorNode, read_latched
+from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.node_support import TransitionFailed
+from lerobot_ros.qos import LATCHED_QOS
+
+#: How long configure waits for a latched robot_description (published once, kept for late subscribers).
+DESCRIPTION_WAIT_S = 2.0
+
+
+def required_limits(node, settings: ExecutorSettings) -> ExecutorSettings:
+    """``settings`` with the URDF's limits, or TransitionFailed saying how to give the robot limits."""
+    sensors = SensorNode(node)
+    try:
+        message = read_latched(sensors, String, "robot_description", LATCHED_QOS, DESCRIPTION_WAIT_S)
+    finally:
+        sensors.destroy()
+    from_urdf = None if message is None else urdf_limits(message.data, settings.joint_names)
+    problem = limits_problem(True, settings.joint_lower_limits, settings.joint_upper_limits, from_urdf)
+    if problem:
+        raise TransitionFailed(problem)
+    lower, upper = from_urdf
+    node.get_logger().info(f"joint limits from robot_description: lower {lower}, upper {upper}")
+    return dataclasses.replace(settings, joint_lower_limits=tuple(lower), joint_upper_limits=tuple(upper))
