@@ -9,7 +9,7 @@ from std_msgs.msg import String
 from lerobot_ros.executor.joint_limits import limits_problem, urdf_limits
 from lerobot_ros.executor.sensor_node import SensorNode, read_latched
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.node_support import TransitionFailed
+from lerobot_ros.node_support import TransitionFailed, parameter_table
 from lerobot_ros.qos import LATCHED_QOS
 
 #: How long configure waits for a latched robot_description (published once, kept for late subscribers).
@@ -29,4 +29,7 @@ def required_limits(node, settings: ExecutorSettings) -> ExecutorSettings:
         raise TransitionFailed(problem)
     lower, upper = from_urdf
     node.get_logger().info(f"joint limits from robot_description: lower {lower}, upper {upper}")
-    return dataclasses.replace(settings, joint_lower_limits=tuple(lower), joint_upper_limits=tuple(upper))
+    limited = dataclasses.replace(settings, joint_lower_limits=tuple(lower), joint_upper_limits=tuple(upper))
+    # A later `ros2 param set` (max_step_per_tick, fallback) starts from these settings, never drops the limits.
+    parameter_table(node).current = limited
+    return limited

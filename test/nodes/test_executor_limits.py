@@ -24,5 +24,20 @@ def test_without_limits_the_robot_is_refused_and_a_published_urdf_gives_them(pol
         limited = launched.executor("exec_urdf_limits", robot.executor_parameters(require_joint_limits=True))
         limited.wait(lambda s: s.state_name == "STREAMING", 60, "streaming with the URDF's limits")
         assert "joint limits from robot_description" in limited.log_text()
+        # A runtime change of another safety entry keeps the URDF's limits: a command far outside stays clamped.
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+        from support.ros import call_service
+
+        step = Parameter(name="max_step_per_tick", value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                                                           double_value=0.5))
+        answer = call_service(ros_node, SetParameters, "/exec_urdf_limits/set_parameters",
+                              SetParameters.Request(parameters=[step]), 10.0)
+        assert answer.results[0].successful, answer.results[0].reason
+        limited.spin(1.0)
+        from lerobot_ros.sim.so101 import JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS
+        for command in robot.commands()[-20:]:
+            assert all(lo - 1e-9 <= v <= hi + 1e-9 for v, lo, hi in
+                       zip(command["values"], JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS)), command
     finally:
         ros_node.destroy_publisher(publisher)
