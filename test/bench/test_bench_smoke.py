@@ -64,3 +64,21 @@ def test_benchmark_script_smoke(tmp_path, name):
     assert f"]({SCRIPTS[name]})" in text, "the section does not show its plot"
     docs_after = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
     assert docs_after == docs_before, "a smoke run wrote a plot into docs/"
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+def test_flood_benchmark_smoke(tmp_path):
+    """bench.flood --smoke: two robots, a short flood pinned to one core; its section says the flooding session
+    was closed and its re-open refused, with a share before and after the closure for each robot."""
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    document = tmp_path / "reliability.md"
+    try:
+        run = subprocess.run([sys.executable, "-m", "bench.flood", "--smoke", "--document", str(document)],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"bench.flood --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    assert run.returncode == 0, f"bench.flood --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = document.read_text()
+    assert "<!-- bench:flood -->" in text and "python -m bench.flood --smoke" in text
+    assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
+    assert "re-open was refused with code 12" in text, text
