@@ -265,6 +265,9 @@ class ExecutorCore(SessionVerbs):
                 observation = dataclasses.replace(
                     observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
                 )
+            mapping = self.settings.mapping
+            if mapping.changes_units:  # the policy reads its own units (joint_mapping.py)
+                observation = dataclasses.replace(observation, state=mapping.state_to_policy(observation.state))
             rtc = identity.rtc_active
             # Also taken in append mode (sent only with RTC): the merge measures
             # how the new chunk continues the rows executed meanwhile.
@@ -279,7 +282,7 @@ class ExecutorCore(SessionVerbs):
             self._in_flight.start(request, identity.model)
             return PendingRequest(request, observation, snapshot, delay, rtc, self._session.task,
                                   self.settings.jpeg_quality,
-                                  identity.camera_sizes if self.settings.resize_to_policy else None)
+                                  identity.camera_sizes if self.settings.resize_to_policy else None, mapping)
 
     def complete_request(self, pending: PendingRequest, send_problem: str | None, clock: Callable[[], float],
                          stopping: Callable[[], bool] = lambda: False) -> bool:
@@ -319,6 +322,7 @@ class ExecutorCore(SessionVerbs):
         """Merge the chunk answering ``pending``; False when it went stale meanwhile."""
         request = pending.request
         latency_s = max(0.0, (received_ns - request.sent_monotonic_ns) / 1e9)
+        actions_robot = self.settings.mapping.to_robot(chunk.actions_robot)  # the policy's units -> the robot's
         with self._lock:
             identity = self._session.identity
             current = (identity.session_id, identity.episode, identity.epoch)
@@ -332,11 +336,11 @@ class ExecutorCore(SessionVerbs):
             queued_before = self._queue.get_processed_left_over()
             consumed = self._queue.get_action_index() - pending.snapshot.action_index
             if pending.snapshot.left_over_robot is not None and consumed > 0:
-                self._smoothness.overlap_measured(pending.snapshot.left_over_robot[:consumed], chunk.actions_robot)
+                self._smoothness.overlap_measured(pending.snapshot.left_over_robot[:consumed], actions_robot)
             self._last_delay_steps = control_steps(latency_s, self.settings.fps)
             self._last_trimmed_rows = self._queue.merge(
                 chunk.actions_model,
-                chunk.actions_robot,
+                actions_robot,
                 real_delay=self._last_delay_steps,
                 action_index_before_inference=pending.snapshot.action_index,
                 # Age counts from when the oldest sensor sample was read, not

@@ -177,7 +177,8 @@ class ChunkExecutorNode(LifecycleNode):
             self.settings = read_settings(self, **self._settings_context())
         except NodeStartupError as error:
             raise TransitionFailed(str(error)) from error
-        self.robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
+        self.robot = RobotDeclaration(self.settings.mapping.policy_names, self.settings.camera_names,
+                                      self.settings.state_dim)
         if self.settings.require_joint_limits and not self.settings.joint_lower_limits:
             self.settings = required_limits(self, self.settings)
 
@@ -333,7 +334,7 @@ class ChunkExecutorNode(LifecycleNode):
 
     def _check_only(self) -> None:
         """handshake_only: get_status and the contract check, then exit (0 accepted, 1 refused)."""
-        robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
+        robot = RobotDeclaration(self.settings.mapping.policy_names, self.settings.camera_names, self.settings.state_dim)
         session = SessionClient(self, self.settings.replicas[0], self.settings.client_id)
         view = session.get_status(self.settings.handshake_timeout_s)
         if isinstance(view, str):

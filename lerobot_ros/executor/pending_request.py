@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lerobot_ros.executor.action_queue import QueueSnapshot
+from lerobot_ros.executor.joint_mapping import JointMapping
 from lerobot_ros.executor.observation_assembly import AssembledObservation
 from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, camera_payloads
 
@@ -34,6 +35,7 @@ class PendingRequest:
     task: str = ""  # sent with the observation; empty: the session's task
     jpeg_quality: int = 0
     camera_sizes: Mapping[str, tuple[int, int]] | None = None  # frames larger than the policy's are shrunk to it
+    mapping: JointMapping | None = None  # the queue is in robot units; the RTC prefix goes back in the policy's
 
     def outgoing(self) -> OutgoingObservation:
         """The observation as it goes on the wire (raises ``images.ImageError`` for an unusable frame)."""
@@ -41,5 +43,7 @@ class PendingRequest:
                                           dict(self.camera_sizes) if self.camera_sizes is not None else None)
         prefix_model = self.snapshot.left_over_model if self.rtc else None
         prefix_robot = self.snapshot.left_over_robot if self.rtc else None
+        if prefix_robot is not None and self.mapping is not None:
+            prefix_robot = self.mapping.to_policy(prefix_robot).astype(prefix_robot.dtype)
         return OutgoingObservation(self.request, self.task, self.observation.state, compressed, raw,
                                    self.inference_delay_steps, prefix_model, prefix_robot)

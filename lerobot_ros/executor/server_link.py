@@ -52,7 +52,7 @@ class RosServerLink:
         self._open_request = OpenRequest(
             client_id=settings.client_id,
             schema_version=Observation.CURRENT_SCHEMA_VERSION,
-            action_names=settings.joint_names,
+            action_names=settings.mapping.policy_names,
             state_dim=settings.state_dim,
             camera_names=settings.camera_names,
             fps=settings.fps,

@@ -20,6 +20,7 @@ from functools import cached_property
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
 from lerobot_ros.wire.images import CAMERA_TRANSPORTS
 from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
+from lerobot_ros.executor.joint_mapping import JointMapping, mapping_problem
 from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
 from lerobot_ros.parameters import (
     BOOL,
@@ -79,6 +80,12 @@ PARAMETERS = (
               (at_least(0, "0 (= fps) or a rate >= fps"),)),
     Parameter("joint_names", STRING_LIST, [""], "Ordered joint (= action) names of this robot; must equal the policy's",
               (required("list the robot's ordered joint names"), distinct("joint"))),
+    Parameter("policy_joint_names", STRING_LIST, [""],
+              "The policy's action name of each joint, index-aligned with joint_names; empty: the same names"),
+    Parameter("joint_scale", FLOAT_LIST, [],
+              "Per joint: policy units per robot unit (e.g. 57.29578 for degrees from radians); empty: 1"),
+    Parameter("joint_offset", FLOAT_LIST, [],
+              "Per joint: added after the scale (policy = robot x joint_scale + joint_offset); empty: 0"),
     Parameter("camera_names", STRING_LIST, [""],
               "Camera feature names the policy expects, e.g. observation.images.front", (distinct("camera"),)),
     Parameter("camera_topics", STRING_LIST, [""], "Image topic of each camera, index-aligned with camera_names"),
@@ -220,7 +227,13 @@ def control_rate_not_below_fps(settings: ExecutorSettings) -> str | None:
             "(the control loop interpolates between actions, it never skips them)")
 
 
+def joint_mapping_is_whole(settings: ExecutorSettings) -> str | None:
+    return mapping_problem(settings.joint_names, settings.policy_joint_names, settings.joint_scale,
+                           settings.joint_offset)
+
+
 RULES = (
+    joint_mapping_is_whole,
     backoff_initial_not_above_max,
     control_rate_not_below_fps,
     one_topic_per_camera,
@@ -268,6 +281,11 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
     @property
     def state_dim(self) -> int:
         return len(self.joint_names) * (2 if self.state_include_velocity else 1)
+
+    @cached_property
+    def mapping(self) -> JointMapping:
+        """Robot joints and units <-> the policy's (joint_mapping.py); identity when not configured."""
+        return JointMapping.of(self.joint_names, self.policy_joint_names, self.joint_scale, self.joint_offset)
 
     @cached_property
     def failsafe(self) -> FailSafeConfig | None:
