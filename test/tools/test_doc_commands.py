@@ -39,8 +39,10 @@ def commands() -> list[tuple[str, str]]:
         for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):
             if language in ("bash", "sh", "console", ""):
                 joined = re.sub(r"\\\n\s*", " ", block)
-                found += [(name, line.removeprefix("$ ").strip()) for line in joined.splitlines()
-                          if line.strip() and not line.lstrip().startswith("#")]
+                lines = joined.splitlines()
+                if language == "console":  # only the "$ " lines are commands; the rest is their output
+                    lines = [line[2:] for line in lines if line.startswith("$ ")]
+                found += [(name, line.strip()) for line in lines if line.strip() and not line.lstrip().startswith("#")]
         prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
         found += [(name, span.replace("\n", " ")) for span in re.findall(r"`([^`]+)`", prose)
                   if re.match(r"(\S*python |ros2 |\./scripts/|scripts/|\w+_node )", span)]
