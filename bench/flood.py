@@ -274,8 +274,10 @@ def rate_between(chunks: list[float], start: float, end: float) -> float:
 
 def run(args) -> dict:
     import bench.common as common  # isolation first: ROS_DOMAIN_ID, localhost discovery
+    from bench import outside_load
     from lerobot_ros.sim.default_policy import default_checkpoint
 
+    outside_load.watch()
     directory = Path(args.document).parent if args.smoke else Path(__import__("tempfile").mkdtemp(prefix="flood_"))
     env = dict(os.environ, LEROBOT_ROS_TEST_DOMAIN_ID=os.environ["ROS_DOMAIN_ID"])
     server = common.start_server(directory, "lerobot_flood", {"checkpoint": str(default_checkpoint()),

@@ -82,3 +82,19 @@ def test_flood_benchmark_smoke(tmp_path):
     assert "<!-- bench:flood -->" in text and "python -m bench.flood --smoke" in text
     assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
     assert "re-open was refused with code 12" in text, text
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+def test_abuse_soak_smoke(tmp_path):
+    """bench.abuse_soak --smoke: one abuse cycle against server, sim and executor; nothing crashes, no open for the
+    streaming robot's id is accepted, and its row says so."""
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    document = tmp_path / "reliability.md"
+    try:
+        run = subprocess.run([sys.executable, "-m", "bench.abuse_soak", "--smoke", "--document", str(document)],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"bench.abuse_soak --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    assert run.returncode == 0, f"bench.abuse_soak --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = document.read_text()
+    assert re.search(r"\| 1 \| [0-9.]+ \| 1 \| 0  \| True \| 200 / 0 \|", text), text
