@@ -37,7 +37,7 @@ def commands() -> list[tuple[str, str]]:
         text = page.read_text()
         name = str(page.relative_to(REPO))
         for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):
-            if language in ("bash", "sh", "console", ""):
+            if language in ("bash", "sh", "console"):  # untagged blocks hold output and layouts
                 joined = re.sub(r"\\\n\s*", " ", block)
                 lines = joined.splitlines()
                 if language == "console":  # only the "$ " lines are commands; the rest is their output
