@@ -99,6 +99,7 @@ class _Client:
     over_second: int = -2  # the last whole second the budget was exceeded in
     over_since: int = -1
     closing: str = ""
+    closed_reason: str = ""
     closures: int = 0
     last_closure: float = -math.inf
     reopen_at: float = -math.inf
@@ -197,7 +198,8 @@ class ArrivalGuard:
             backoff = min(self.policy.backoff_max_s, self.policy.backoff_initial_s * 2 ** (client.closures - 1))
             client.last_closure, client.reopen_at = now, now + backoff
             client.closing, client.in_second, client.over_since, client.over_second = "", 0, -1, -2
-            client.last_reason, client.last_at = f"session closed: flood: {reason}", now
+            client.closed_reason = client.last_reason = f"session closed: flood: {reason}"
+            client.last_at = now
             return backoff
 
     def reopen_refusal(self, client_id: str, now: float) -> str | None:
@@ -206,7 +208,8 @@ class ArrivalGuard:
             client = self._clients.get(client_id)
             if client is None or now >= client.reopen_at:
                 return None
-            return (f"client id {client_id!r} had its session closed for flooding ({client.last_reason}); "
+            return (f"client id {client_id!r} had its session closed for flooding "
+                    f"({client.closed_reason.removeprefix('session closed: flood: ')}); "
                     f"it may open a session again in {client.reopen_at - now:.1f} s "
                     f"(backoff {client.reopen_at - client.last_closure:g} s after closure {client.closures})")
 
@@ -236,7 +239,10 @@ class ArrivalGuard:
 
     def report(self, now: float) -> list[ClientRefusals]:
         with self._lock:
-            return [ClientRefusals(client_id, client.refused, client.last_reason, max(0.0, client.reopen_at - now))
+            # During a backoff the closure is the reason that matters (late arrivals only say "no session").
+            return [ClientRefusals(client_id, client.refused,
+                                   client.closed_reason if now < client.reopen_at else client.last_reason,
+                                   max(0.0, client.reopen_at - now))
                     for client_id, client in sorted(self._clients.items()) if client.last_reason]
 
 

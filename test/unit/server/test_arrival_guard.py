@@ -42,8 +42,10 @@ def test_a_sustained_flood_is_marked_for_closure_then_its_client_id_is_refused_f
     assert g.gate("attacker", 102.6) is Gate.DROP, "a session marked for closure is not checked any more"
     assert g.closed("attacker", reason, 103.0) == 5.0
     assert g.due_closures() == []
+    g.refused("attacker", "no_session", "client 'attacker' has no open session", 103.5, {"outcome": "late"})
+    assert g.report(104.0)[0].last_reason.startswith("session closed: flood: observations refused at 5/s")
     refusal = g.reopen_refusal("attacker", 104.0)
-    assert "closed for flooding" in refusal and "again in 4.0 s" in refusal
+    assert "closed for flooding (observations refused at 5/s" in refusal and "again in 4.0 s" in refusal
     assert g.reopen_refusal("attacker", 108.1) is None
     assert g.report(104.0)[0].reopen_refused_for_s == pytest.approx(4.0)
     # Second and third closures: 10 s, then capped at 12 s.

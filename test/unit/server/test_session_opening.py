@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities
+from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities
 from lerobot_ros.server.admission import Refusal, ServerLoad
 from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.sessions import SessionRegistry
@@ -13,7 +13,7 @@ CAPABILITIES = ServerCapabilities(
     model_id="ckpt", model_fingerprint="abc", policy_type="act", action_names=NAMES, state_dim=6,
     cameras=(CameraSpec("observation.images.front", 96, 128),), chunk_size=50, trained_fps=30.0,
 )
-ROBOT = OpenRequest("arm_1", 1, NAMES, 6, ("observation.images.front",), 30.0)
+ROBOT = OpenRequest("arm_1", SCHEMA_VERSION, NAMES, 6, ("observation.images.front",), 30.0)
 ROOM = ServerLoad(ready=True, draining=False, active_sessions=0, max_sessions=2)
 SETTINGS = ServerSettings.from_values({"checkpoint": "/ckpt", "default_task": "reach the cube"})
 
