@@ -125,7 +125,7 @@ def attack(namespace: str, client_id: str, rate: float, seconds: float) -> int:
             elif kind == 2:  # another epoch
                 msg.epoch = 7
                 msg.mac = array.array("B", os.urandom(32))
-            else:  # validly signed, NaN state: admitted, superseding, rejected by the worker
+            else:  # validly signed, NaN state: admitted, superseding a waiting one (or rejected)
                 msg.state = nan_state
                 integrity.sign(msg, key)
             publisher.publish(msg)

@@ -14,10 +14,12 @@ Invariants:
   ``backoff_initial_s`` up to ``backoff_max_s`` (``reopen_refusal``); the
   count of closures is forgotten after ``FORGET_CLOSURES_AFTER`` backoffs
   without one;
-- an observation the worker rejects, and one that supersedes a waiting one
-  (a client with more than one request in flight), count against the same
-  budget as a refusal on arrival (``strike``): a flood with valid MACs is a
-  flood too;
+- an observation that supersedes a waiting one (a client with more than
+  one request in flight) counts against the same budget as a refusal on
+  arrival (``strike``): a flood with valid MACs is a flood too. One the
+  worker rejects does not: a client with one request in flight waits for
+  each answer, so its rejections cost the server no more than its requests,
+  and such a client is never throttled;
 - the audit log gets at most ``FULL_LINES_PER_WINDOW`` full lines per client
   and reason kind in each ``audit_window_s``, then one summary line with the
   count when the window ends (``flush``);
@@ -39,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: Full audit lines per client and reason kind in one window; the rest go into the window's summary line.
-FULL_LINES_PER_WINDOW = 3
+FULL_LINES_PER_WINDOW = 8
 #: A client id's closures are forgotten after this many maximal backoffs without one.
 FORGET_CLOSURES_AFTER = 10
 #: Seconds a client id with no session and no backoff stays in the report after its last refusal.
@@ -154,7 +156,7 @@ class ArrivalGuard:
             self._audit(line)
 
     def strike(self, client_id: str, reason: str, now: float) -> None:
-        """An admitted observation that was rejected by the worker or superseded a waiting one: it counts
+        """An admitted observation that superseded a waiting one (more than one in flight): it counts
         against the budget, not in the report (the client saw the rejection; the report is for arrivals)."""
         with self._lock:
             self._strike(client_id, reason, now, on_arrival=False)

@@ -63,10 +63,6 @@ class ArrivalDesk:
         self.guard.refused(client_id, refusal.kind, str(refusal), now, arrival_refusal_record(request, refusal))
         self.warn(f"observation on the topic of {client_id} refused on arrival: {refusal}")
 
-    def rejected(self, client_id: str, error: str, now: float) -> None:
-        """The worker answered one of the client's observations with STATUS_REJECTED."""
-        self.guard.strike(client_id, f"rejected: {error}", now)
-
     def close_floods(self, end_session: Callable[[object, str], bool], audit: Callable[[dict], None],
                      now: float) -> list[tuple[str, str, float]]:
         """Close the sessions the flood rule marked; return (client id, reason, backoff s) of each."""

@@ -327,8 +327,6 @@ class PolicyServerNode(LifecycleNode):
         if session is not None:
             integrity.sign(msg, session.key)
         self.client_topics.publish(client_id, msg)
-        if msg.status == ActionChunk.STATUS_REJECTED:
-            self.arrivals.rejected(client_id, msg.error, time.monotonic())
 
     def _end_session(self, session: Session, why: str) -> bool:
         if self.sessions.remove(session.client_id, session.session_id) is None:

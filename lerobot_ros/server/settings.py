@@ -94,7 +94,7 @@ PARAMETERS = (
               "Close a session that sent no observation this long after opening; re-opening does not extend it "
               "(seconds)", (more_than(0),), runtime=True),
     Parameter("flood_refusals_per_s", INTEGER, 20,
-              "Observations of one session refused per second (on arrival, rejected, or superseding a waiting one) "
+              "Observations of one session refused per second (on arrival, or superseding a waiting one) "
               "before the rest of that second are dropped unchecked", (at_least(1),), runtime=True),
     Parameter("flood_close_after_s", FLOAT, 2.0,
               "Close a session whose refusals exceeded flood_refusals_per_s this many seconds in a row (seconds)",

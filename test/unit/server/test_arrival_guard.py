@@ -67,7 +67,7 @@ def test_a_client_under_its_budget_is_never_closed_and_others_are_not_affected()
     assert g.gate("honest", 103.0) is Gate.CHECK and g.reopen_refusal("honest", 103.0) is None
 
 
-def test_strikes_from_the_worker_and_superseded_observations_count_against_the_same_budget():
+def test_superseded_observations_count_against_the_same_budget():
     g, _ = guard()
     for i in range(400):  # valid MACs at 100/s: each supersedes a waiting one
         now = 100.0 + i / 100
