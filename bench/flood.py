@@ -346,8 +346,8 @@ closed, >= 95 % after.
 |---|---|---|---|
 {rows}
 
-The flooding session was closed {result['closed_after_s']} s after it opened; its re-open was refused with code
-{result['reopen_refusal']} ("{result['reopen_message']}..."). CPU used by processes outside this run:
+The flooding session was closed {result['closed_after_s']} s after it opened;
+its re-open was refused with code {result['reopen_refusal']} ("{result['reopen_message']}..."). CPU used by processes outside this run:
 {result['other_cores_before']} cores before, {result['other_cores_during']} during (load average
 {result['load_average']}); {'quiet enough to judge (< 0.3 cores)' if quiet else '**disturbed: above 0.3 cores, do not judge this run**'}.
 
