@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import math
+import time
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,5 +253,7 @@ def _summary(client_id: str, kind: str, window: _Window, now: float) -> dict | N
     """The window's summary line, when more happened than its full lines said."""
     if window.count <= window.full_lines:
         return None
-    return {"outcome": "refused_on_arrival_summary", "client_id": client_id, "reason": kind, "count": window.count,
+    # The keys every audit line has (request_path's header), so a reader can filter any line by client.
+    return {"wall_time": round(time.time(), 6), "session": "", "client": client_id,
+            "outcome": "refused_on_arrival_summary", "reason": kind, "count": window.count,
             "window_s": round(now - window.started, 3), "first_error": window.first, "last_error": window.last}

@@ -19,6 +19,7 @@ logger, and the function that ends a session.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 from lerobot_ros.contract import truncated
@@ -73,8 +74,8 @@ class ArrivalDesk:
             if session is not None:
                 end_session(session, why)
             backoff_s = self.guard.closed(client_id, reason, now)
-            audit({"outcome": "session_closed_for_flood", "client_id": client_id,
-                   "session_id": session.session_id if session is not None else "", "error": why,
+            audit({"wall_time": round(time.time(), 6), "session": session.session_id if session is not None else "",
+                   "client": client_id, "outcome": "session_closed_for_flood", "error": why,
                    "reopen_refused_for_s": backoff_s})
             closed.append((client_id, why, backoff_s))
         self.guard.flush(now, {session.client_id for session in self.sessions.sessions()})

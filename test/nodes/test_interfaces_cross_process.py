@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+from lerobot_ros.contract import SCHEMA_VERSION
 from support.paths import PROCESSES
 
 sys.path.insert(0, str(PROCESSES))
@@ -36,7 +37,7 @@ def test_observation_crosses_processes_with_arrays_and_images_intact():
     got = json.loads(out.strip().splitlines()[-1])
 
     assert got["seq"] >= 1
-    assert got["identity"] == [1, "session-1", "arm_left", 3, 2, 123_456_789_012, "pick the red cube"]
+    assert got["identity"] == [SCHEMA_VERSION, "session-1", "arm_left", 3, 2, 123_456_789_012, "pick the red cube"]
     assert got["state_type"] == "array"  # float32[] arrives as array.array: np.frombuffer views it
     np.testing.assert_array_equal(np.array(got["state"], np.float32), observation_sample.STATE)
     assert got["compressed_camera_names"] == ["observation.images.front"]

@@ -89,7 +89,7 @@ def test_the_audit_gets_a_few_full_lines_per_client_and_reason_then_one_summary_
     assert not any(line["outcome"] == "refused_on_arrival_summary" for line in lines), "the window is still open"
     g.flush(111.0)
     summary, = [line for line in lines if line["outcome"] == "refused_on_arrival_summary"]
-    assert summary["client_id"] == "arm" and summary["reason"] == "seq" and summary["count"] == 50
+    assert summary["client"] == "arm" and summary["session"] == "" and summary["reason"] == "seq" and summary["count"] == 50
     assert summary["first_error"] == "seq 0 replays" and summary["last_error"] == "seq 49 replays"
     # The next refusal opens a new window with its own full line.
     g.refused("arm", "seq", "seq 50 replays", 112.0, {"outcome": "refused_on_arrival", "seq": 50})
