@@ -337,12 +337,13 @@ def run(args) -> tuple[dict, list[str]]:
         if figures["growth_mb"] is not None and figures["growth_mb"] > args.max_rss_growth_mb:
             problems.append(f"{name} RSS grew {figures['growth_mb']:.1f} MB (> {args.max_rss_growth_mb} MB)")
     # Starvation on a loaded machine (STALLED, even a timeout streak) is reported, not failed:
-    # the soak is about leaks and losses. DEAD is a failure.
+    # the soak is about leaks and losses. OFFLINE or DEAD (motion stopped) is a failure.
     notes = []
     for name, figures in streams.items():
         left = set(figures.get("states", {})) - {"STREAMING", "DEGRADED"}
-        if "DEAD" in left:
-            problems.append(f"{name} went DEAD: {figures['reasons_not_streaming']}")
+        if left & {"OFFLINE", "DEAD"}:
+            problems.append(f"{name} went {' and '.join(sorted(left & {'OFFLINE', 'DEAD'}))}: "
+                            f"{figures['reasons_not_streaming']}")
         elif left:
             notes.append(f"{name} " + ", ".join(f"{state} x{figures['states'][state]}" for state in sorted(left)))
     if not server_alive or server_exit != 0:

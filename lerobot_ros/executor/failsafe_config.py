@@ -20,7 +20,7 @@ class FailSafeConfig:
 
     degraded_after_s: float  # no chunk merged for this long (queue non-empty) -> DEGRADED
     max_action_age_s: float  # never execute an action whose source observation is older
-    max_offline_s: float  # no successful chunk or handshake for this long -> OFFLINE
+    max_offline_s: float  # no chunk merged for this long (accepted re-handshakes do not count) -> OFFLINE
     timeout_streak_to_reconnect: int = 2  # request timeouts in a row -> RECONNECTING
     heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
     reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt

@@ -124,12 +124,13 @@ _EXECUTOR_LEVELS = {
     "DEGRADED": DiagnosticStatus.WARN,
     "STALLED": DiagnosticStatus.WARN,
     "RECONNECTING": DiagnosticStatus.WARN,
+    "OFFLINE": DiagnosticStatus.ERROR,  # holding, not moving the robot: an operator must look
     "DEAD": DiagnosticStatus.ERROR,
 }
 
 
 def executor_diagnostic(name: str, telemetry: ExecutorTelemetry) -> DiagnosticStatus:
-    """One rqt_robot_monitor entry for an executor: OK while streaming, ERROR once dead."""
+    """One rqt_robot_monitor entry for an executor: OK while streaming, ERROR once OFFLINE or DEAD."""
     level = _EXECUTOR_LEVELS.get(telemetry.state_name, DiagnosticStatus.STALE)
     message = telemetry.state_name + (" (paused)" if telemetry.paused else "")
     if telemetry.reason and telemetry.state_name != "STREAMING":

@@ -18,9 +18,10 @@ fault once, each phase leaving the fleet as the next needs it:
    no chunk, moves to A after its timeout streak;
 3. kill -9 of A: robot 2 moves to C (H never answered it: tried last);
 4. SIGTERM drain of B: robot 1 moves to C while its queue plays on;
-5. kill -9 of C: nothing usable is left; both robots are DEAD once
-   ``max_offline_s`` has passed since their last merged chunk (robot 2 after
-   trying H again: a replica that never answers ends in DEAD, not a loop).
+5. kill -9 of C: nothing usable is left; both robots are OFFLINE (holding,
+   no policy command) once ``max_offline_s`` has passed since their last
+   merged chunk (robot 2 after trying H again: a replica that never answers
+   ends in OFFLINE, not a loop of moves).
 
 Each move records which replica the robot ends on, the time and control ticks
 from the fault to the first chunk merged from it, the empty-queue and
@@ -145,7 +146,7 @@ def other_model_checkpoint(tmp_path_factory):
     return build_act_checkpoint(tmp_path_factory.mktemp("act_other"), seed=1)
 
 
-def test_fleet_places_moves_and_ends_dead_when_nothing_is_left(act_checkpoint, other_model_checkpoint, tmp_path,
+def test_fleet_places_moves_and_ends_offline_when_nothing_is_left(act_checkpoint, other_model_checkpoint, tmp_path,
                                                                ros_node, launched):
     specs = {
         A: dict(max_sessions=2),
@@ -207,7 +208,7 @@ def test_fleet_places_moves_and_ends_dead_when_nothing_is_left(act_checkpoint, o
         assert spin_until(ros_node, lambda: servers[B].process.poll() is not None, 40)
         assert servers[B].process.returncode == 0
 
-        # 5. kill -9 of C: no usable replica is left; DEAD after max_offline_s since the last merged chunk.
+        # 5. kill -9 of C: no usable replica is left; OFFLINE after max_offline_s since the last merged chunk.
         for executor in (exec1, exec2):
             executor.wait(lambda s: s.server_namespace == ns(C) and s.state_name == "STREAMING", 30, "streaming on C")
         servers[C].process.send_signal(signal.SIGKILL)
@@ -215,24 +216,26 @@ def test_fleet_places_moves_and_ends_dead_when_nothing_is_left(act_checkpoint, o
         killed_at = time.monotonic()
         ends = []
         for robot, executor in ((robot1, exec1), (robot2, exec2)):
-            dead = executor.wait(lambda s: s.state_name == "DEAD", MAX_OFFLINE_S + 20, "DEAD")
-            dead_at = time.monotonic()
-            last_merge_at = next(t for t, m in reversed(executor.statuses) if m.chunks_merged < dead.chunks_merged) \
-                if dead.chunks_merged else killed_at
+            offline = executor.wait(lambda s: s.state_name == "OFFLINE", MAX_OFFLINE_S + 20, "OFFLINE")
+            offline_at = time.monotonic()
+            last_merge_at = next(t for t, m in reversed(executor.statuses) if m.chunks_merged < offline.chunks_merged) \
+                if offline.chunks_merged else killed_at
             executor.spin(1.0)
-            after_dead = [c for c in robot.commands() if c["t"] > dead_at + DELIVERY_SLACK_S]
+            # OFFLINE holds position: only holds reach the robot, never a policy command.
+            after_offline = [c for c in robot.commands() if c["t"] > offline_at + DELIVERY_SLACK_S]
             policy_after_kill = [c for c in robot.commands() if c["t"] > killed_at + 4.0 + DELIVERY_SLACK_S
                                  and not is_hold(c["values"])]
-            ends.append({"executor": executor.name, "s_kill_to_dead": round(dead_at - killed_at, 2),
-                         "s_last_chunk_to_dead": round(dead_at - last_merge_at, 2), "reason": dead.reason,
-                         "skipped": list(dead.replicas_skipped), "commands_after_dead": len(after_dead),
+            ends.append({"executor": executor.name, "s_kill_to_offline": round(offline_at - killed_at, 2),
+                         "s_last_chunk_to_offline": round(offline_at - last_merge_at, 2), "reason": offline.reason,
+                         "skipped": list(offline.replicas_skipped), "commands_after_offline": len(after_offline),
                          "stale_policy_commands": len(policy_after_kill)})
-            assert "offline for" in dead.reason and f"max_offline_s {MAX_OFFLINE_S}" in dead.reason, dead.reason
-            assert MAX_OFFLINE_S - 1.0 <= dead_at - last_merge_at <= MAX_OFFLINE_S + 5.0, ends[-1]
-            assert not after_dead and not policy_after_kill, ends[-1]
-        record(CATEGORY, "every replica gone (or hung): DEAD after max_offline_s since the last merged chunk",
-               tried=2, survived=2, lost=0, ends=ends)
-        # Robot 2 tried the hung H again (the only replica left that answers), and still ended DEAD.
+            assert "offline for" in offline.reason and f"max_offline_s {MAX_OFFLINE_S}" in offline.reason, offline.reason
+            assert MAX_OFFLINE_S - 1.0 <= offline_at - last_merge_at <= MAX_OFFLINE_S + 5.0, ends[-1]
+            assert after_offline and all(is_hold(c["values"]) for c in after_offline), ends[-1]
+            assert not policy_after_kill, ends[-1]
+        record(CATEGORY, "every replica gone (or hung): OFFLINE (holding) after max_offline_s since the last "
+               "merged chunk", tried=2, survived=2, lost=0, ends=ends)
+        # Robot 2 tried the hung H again (the only replica left that answers), and still ended OFFLINE.
         # (Its first session on H was the start-up handshake, which is not a re-handshake.)
         assert f"re-handshake: accepted: session opened on {ns(HUNG)}" in exec2.log.read_text()
     finally:
