@@ -42,7 +42,7 @@ from bench.common import median, percentile
 import numpy as np
 
 from lerobot_ros.wire import images
-from lerobot_ros.contract import OpenRequest
+from lerobot_ros.contract import SCHEMA_VERSION, OpenRequest
 from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import Observation
 from lerobot_ros.sim.default_policy import default_checkpoint
@@ -228,7 +228,7 @@ def bare_forward(checkpoint: Path, rtc: bool, device: str, repeats: int, batch: 
     for index in range(batch):
         prefix = rng.normal(size=(HORIZON, len(SO101_JOINT_NAMES))).astype(np.float32) if rtc else None
         frame = ObservationFrame(
-            request=RequestId("bench", f"robot_{index}", 1, 0, 0, 0), schema_version=1, task=TASK,
+            request=RequestId("bench", f"robot_{index}", 1, 0, 0, 0), schema_version=SCHEMA_VERSION, task=TASK,
             state=rng.uniform(-0.5, 0.5, len(SO101_JOINT_NAMES)).astype(np.float32),
             images={camera.name: rng.integers(0, 256, (camera.height, camera.width, 3), np.uint8)
                     for camera in runner.capabilities.cameras},

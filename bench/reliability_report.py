@@ -36,9 +36,10 @@ TEST_FILES = (
     "test/reliability/test_isolation.py",
     "test/reliability/test_security.py",
     "test/reliability/test_hostile.py",
+    "test/reliability/test_flood.py",
 )
 # Categories are listed by the first of these their name starts with, then alphabetically.
-CATEGORY_ORDER = ("fault", "bad input", "isolation", "security", "hostile")
+CATEGORY_ORDER = ("fault", "bad input", "isolation", "security", "hostile", "flood")
 LIST_SHOWN = 6  # items of a recorded list shown in a details cell
 RUN_TIMEOUT_S = 1800
 
