@@ -21,104 +21,57 @@ see arm_1 read arm_2's chunks and answer open_session in the server's place.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
 from support.ros import free_port
 
 from lerobot_ros import names
+from lerobot_ros.zenoh_deployment import issue, make_ca
 
 zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed: the ACL cannot be run in the engine")
-
-CONFIG_DIR = REPO / "config" / "zenoh"
-HASH = "RIHS01_" + "cd" * 32
-DELIVERY_BOUND_S = 5.0  # a permitted message must arrive within this
-SILENCE_S = 1.0  # a denied one must not arrive while permitted traffic on the same sessions flows this long
+from support.zenoh_engine import (CONFIG_DIR, HASH, Inbox, Sessions, answers, chunk_key, deliver,  # noqa: E402
+                                  flatten, get, local_config, observation_key, put)
 
 
-# --- keys, as rmw_zenoh names them ---------------------------------------------------------------
-
-def topic_key(namespace: str, topic: str, type_name: str, domain: int = 0) -> str:
-    return f"{domain}/{namespace}/{topic}/lerobot_ros::msg::dds_::{type_name}_/{HASH}"
-
-
-def observation_key(client_id: str, namespace: str = "lerobot") -> str:
-    return topic_key(namespace, names.observation_topic(client_id), "Observation")
-
-
-def chunk_key(client_id: str, namespace: str = "lerobot") -> str:
-    return topic_key(namespace, names.action_chunk_topic(client_id), "ActionChunk")
-
-
-# --- certificates, made here with the openssl CLI -------------------------------------------------
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
-
-
-def _issue(directory: Path, name: str, common_name: str, alt_names: str) -> None:
-    (directory / f"{name}.ext").write_text(
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=serverAuth,clientAuth\n"
-        f"subjectAltName={alt_names}\n")
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={common_name}", cwd=directory)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=directory)
-
+# --- certificates, made here with the openssl CLI (by the generator's own functions) ----------------
 
 @pytest.fixture(scope="module")
 def tls_dir(tmp_path_factory) -> Path:
     """A private CA, the GPU router's certificate (for 127.0.0.1) and two robots' (CN = client id)."""
     directory = tmp_path_factory.mktemp("zenoh_tls")
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=lerobot_ros test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             cwd=directory)
-    _issue(directory, "router", "gpu0-router", "DNS:localhost,IP:127.0.0.1")
+    make_ca(directory, days=2)
+    issue(directory, directory, "router", "gpu0-router", "DNS:localhost,IP:127.0.0.1", days=2)
     for robot in ("arm_1", "arm_2"):
-        _issue(directory, robot, robot, f"DNS:{robot}")
+        issue(directory, directory, robot, robot, f"DNS:{robot}", days=2)
     return directory
 
 
 # --- the router and its sessions ------------------------------------------------------------------
 
-def _json(config, path):
-    return json.loads(config.get_json(path))
-
-
-def _set(config, path, value) -> None:
-    config.insert_json5(path, json.dumps(value))
-
-
 def router_config(shipped: str, tls_dir: Path, tcp_port: int, tls_port: int) -> "zenoh.Config":
     """The shipped file, with only the listen endpoints, certificate paths and fleet peers changed."""
     config = zenoh.Config.from_file(str(CONFIG_DIR / shipped))
-    _set(config, "listen/endpoints", [f"tcp/127.0.0.1:{tcp_port}", f"tls/127.0.0.1:{tls_port}"])
-    if _json(config, "connect/endpoints"):
-        _set(config, "connect/endpoints", [])  # the other GPU machines of a fleet do not exist here
-    tls = _json(config, "transport/link/tls")
+    put(config, "listen/endpoints", [f"tcp/127.0.0.1:{tcp_port}", f"tls/127.0.0.1:{tls_port}"])
+    if get(config, "connect/endpoints"):
+        put(config, "connect/endpoints", [])  # the other GPU machines of a fleet do not exist here
+    tls = get(config, "transport/link/tls")
     for field in ("root_ca_certificate", "listen_private_key", "listen_certificate",
                   "connect_private_key", "connect_certificate"):
         if tls.get(field):
             name = "ca.pem" if field == "root_ca_certificate" else "router" + Path(tls[field]).suffix
-            _set(config, f"transport/link/tls/{field}", str(tls_dir / name))
+            put(config, f"transport/link/tls/{field}", str(tls_dir / name))
     return config
 
 
 def robot_config(tls_dir: Path, robot: str, tls_port: int) -> "zenoh.Config":
     """A robot's link to the GPU router, as router_robot.json5 makes it: TLS, its own certificate."""
     config = zenoh.Config()
-    _set(config, "mode", "client")
-    _set(config, "connect/endpoints", [f"tls/127.0.0.1:{tls_port}"])
-    _set(config, "scouting/multicast/enabled", False)
-    _set(config, "transport/link/tls", {
+    put(config, "mode", "client")
+    put(config, "connect/endpoints", [f"tls/127.0.0.1:{tls_port}"])
+    put(config, "scouting/multicast/enabled", False)
+    put(config, "transport/link/tls", {
         "root_ca_certificate": str(tls_dir / "ca.pem"),
         "connect_private_key": str(tls_dir / f"{robot}.key"),
         "connect_certificate": str(tls_dir / f"{robot}.pem"),
@@ -127,82 +80,11 @@ def robot_config(tls_dir: Path, robot: str, tls_port: int) -> "zenoh.Config":
     return config
 
 
-def local_config(tcp_port: int) -> "zenoh.Config":
-    """session.json5, the config of every local ROS process, pointed at this router, loopback only."""
-    config = zenoh.Config.from_file(str(CONFIG_DIR / "session.json5"))
-    _set(config, "connect/endpoints", [f"tcp/127.0.0.1:{tcp_port}"])
-    _set(config, "listen/endpoints", ["tcp/127.0.0.1:0"])
-    return config
-
-
-class Inbox:
-    """Samples received by one subscriber, keyed by key expression."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self.keys: list[str] = []
-
-    def __call__(self, sample) -> None:
-        with self._lock:
-            self.keys.append(str(sample.key_expr))
-            self._lock.notify_all()
-
-    def got(self, key: str) -> bool:
-        with self._lock:
-            return key in self.keys
-
-    def wait_for(self, key: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while key not in self.keys:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(left)
-            return True
-
-
-def deliver(publisher, permitted: str, inbox: Inbox, denied=()) -> bool:
-    """Put on ``permitted`` until it arrives in ``inbox``, sending each ``denied`` (session, key) alongside.
-
-    Returns whether ``permitted`` arrived within DELIVERY_BOUND_S. After it
-    arrives the puts go on for SILENCE_S, so that a denied message, sent over
-    sessions and routes shown to work, has had that long to arrive: the
-    caller then checks it did not, with ``inbox.got``.
-    """
-    deadline = time.monotonic() + DELIVERY_BOUND_S
-    arrived = False
-    while time.monotonic() < deadline:
-        publisher.put(permitted, b"permitted")
-        for session, key in denied:
-            session.put(key, b"denied")
-        if not arrived and inbox.wait_for(permitted, 0.05):
-            arrived = True
-            deadline = time.monotonic() + (SILENCE_S if denied else 0.0)
-    return arrived
-
-
 @pytest.fixture
 def sessions():
-    opened = []
-
-    def open_(config):
-        session = zenoh.open(config)
-        opened.append(session)
-        return session
-
-    yield open_
-    for session in reversed(opened):
-        session.close()
-
-
-
-def _flatten(value, prefix=""):
-    if isinstance(value, dict):
-        for name, item in value.items():
-            yield from _flatten(item, f"{prefix}/{name}" if prefix else name)
-    else:
-        yield prefix, value
+    opened = Sessions()
+    yield opened
+    opened.close()
 
 
 # What a test machine must change, and nothing else (the fleet's peers do not exist here).
@@ -217,11 +99,11 @@ TOP_LEVEL = ("mode", "listen", "connect", "scouting", "transport", "access_contr
 def test_the_router_under_test_runs_the_shipped_access_control(shipped, tls_dir):
     original = zenoh.Config.from_file(str(CONFIG_DIR / shipped))
     derived = router_config(shipped, tls_dir, free_port(), free_port())
-    assert _json(derived, "access_control") == _json(original, "access_control")
-    before = dict(item for part in TOP_LEVEL for item in _flatten(_json(original, part), part))
-    after = dict(item for part in TOP_LEVEL for item in _flatten(_json(derived, part), part))
+    assert get(derived, "access_control") == get(original, "access_control")
+    before = dict(item for part in TOP_LEVEL for item in flatten(get(original, part), part))
+    after = dict(item for part in TOP_LEVEL for item in flatten(get(derived, part), part))
     assert {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)} <= CHANGED
-    local = next(subject for subject in _json(derived, "access_control/subjects") if subject["id"] == "local")
+    local = next(subject for subject in get(derived, "access_control/subjects") if subject["id"] == "local")
     assert local["interfaces"] == ["lo"] and local["link_protocols"] == ["tcp"]
 
 
@@ -270,16 +152,9 @@ def test_a_robot_uses_only_its_own_data_plane_in_the_engine(shipped, tls_dir, se
     local.declare_queryable(service, lambda query: query.reply(service, b"server"))
     arm_1.declare_queryable(service, lambda query: query.reply(service, b"forged by arm_1"))
     time.sleep(0.3)  # lets a declaration that were allowed reach the router
-    assert _answers(arm_1, service) == [b"server"], "arm_1 could not call the server's open_session"
-    assert _answers(opened["other_local_process"], service) == [b"server"], \
+    assert answers(arm_1, service) == [b"server"], "arm_1 could not call the server's open_session"
+    assert answers(opened["other_local_process"], service) == [b"server"], \
         "arm_1 answered open_session in the server's place"
-
-
-def _answers(session, selector) -> list[bytes]:
-    """Every reply to one query from every queryable outside ``session``, unconsolidated."""
-    replies = session.get(selector, target=zenoh.QueryTarget.ALL, consolidation=zenoh.ConsolidationMode.NONE,
-                          allowed_destination=zenoh.Locality.REMOTE, timeout=2.0)
-    return sorted(reply.ok.payload.to_bytes() for reply in replies if reply.ok is not None)
 
 
 def test_the_checks_catch_a_tls_robot_on_loopback_trusted_as_local(tls_dir, sessions):
@@ -291,11 +166,11 @@ def test_the_checks_catch_a_tls_robot_on_loopback_trusted_as_local(tls_dir, sess
     """
     def router_as_before(tcp_port, tls_port):
         config = router_config("router_server.json5", tls_dir, tcp_port, tls_port)
-        subjects = _json(config, "access_control/subjects")
+        subjects = get(config, "access_control/subjects")
         for subject in subjects:
             if subject["id"] == "local":
                 subject["link_protocols"] = None
-        _set(config, "access_control/subjects", subjects)
+        put(config, "access_control/subjects", subjects)
         return config
 
     opened = _start(router_as_before, tls_dir, sessions)
@@ -306,4 +181,4 @@ def test_the_checks_catch_a_tls_robot_on_loopback_trusted_as_local(tls_dir, sess
     service = f"0/lerobot/{names.OPEN_SESSION}/lerobot_ros::srv::dds_::OpenSession_/{HASH}"
     arm_1.declare_queryable(service, lambda query: query.reply(service, b"forged by arm_1"))
     time.sleep(0.3)
-    assert _answers(opened["other_local_process"], service) == [b"forged by arm_1"], "the control failed"
+    assert answers(opened["other_local_process"], service) == [b"forged by arm_1"], "the control failed"

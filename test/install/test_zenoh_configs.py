@@ -146,3 +146,38 @@ def test_fleet_routers_peer_and_robots_connect_to_several():
     for pattern in patterns:
         if pattern not in ("**", "@ros2_lv/**"):
             assert any(zenoh.KeyExpr(pattern).intersects(key) for key in real), f"{pattern} matches no fleet entity"
+
+
+ROUTERS = ("router_server.json5", "router_robot.json5", "router_fleet_server.json5", "router_fleet_robot.json5")
+
+
+@pytest.mark.parametrize("name", ROUTERS)
+def test_shipped_routers_are_templates_without_host_names_or_system_paths(name):
+    """Certificate paths and the hosts a router dials are placeholders ({tls_dir}, {server_host}, ...), filled in
+    by lerobot_ros.zenoh_deployment or by hand: nothing of one site (a host name, /etc) is baked in."""
+    config = load(name)
+    tls = json_of(config, "transport/link/tls")
+    for field in ("root_ca_certificate", "listen_private_key", "listen_certificate", "connect_private_key",
+                  "connect_certificate"):
+        if tls.get(field):
+            assert tls[field].startswith("{tls_dir}/"), f"{name}: {field} is {tls[field]!r}"
+    for endpoint in json_of(config, "connect/endpoints") or []:
+        host = endpoint.split("/", 1)[1].rsplit(":", 1)[0]
+        assert re.fullmatch(r"\{\w+\}", host), f"{name}: dials {endpoint!r}, not a placeholder"
+    text = (REPO / "config" / "zenoh" / name).read_text()
+    assert "/etc/" not in text and ".local" not in text, name
+    assert "TEMPLATE" in text, f"{name}: the header should say it is a template"
+
+
+@pytest.mark.parametrize("name", ["router_server.json5", "router_fleet_server.json5"])
+def test_robots_learn_where_the_services_are_but_cannot_declare_them(name):
+    """A robot behind its own router routes service calls by the server's queryable declarations (egress to it);
+    it must never declare one itself (ingress), or it could answer in the server's place."""
+    acl = json_of(load(name), "access_control")
+    policy = next(policy for policy in acl["policies"] if policy["subjects"] == ["robot_arm_1"])
+    rules = [rule for rule in acl["rules"] if rule["id"] in policy["rules"]]
+    namespace = "gpu0/lerobot" if "fleet" in name else "lerobot"
+    service = zenoh.KeyExpr(f"0/{namespace}/{names.OPEN_SESSION}/lerobot_ros::srv::dds_::OpenSession_/{HASH}")
+    declaring = [rule for rule in rules if "declare_queryable" in rule["messages"] and rule["permission"] == "allow"
+                 and any(zenoh.KeyExpr(pattern).intersects(service) for pattern in rule["key_exprs"])]
+    assert declaring and all(rule["flows"] == ["egress"] for rule in declaring), declaring
