@@ -21,7 +21,9 @@ the clean stops, and the commands at the driver: in the robot's joint order
 and units (the hold is the measured position in radians), within the limits
 and the step bound, and, while the policy ran, the server's actions (in
 policy units, read off the session's action_chunk topic) converted by
-``(policy - joint_offset) / joint_scale``.
+``(policy - joint_offset) / joint_scale``. Section 2's "which wins" is checked
+on the sidecar its block writes, through the server's loader: the
+``action_names`` and ``trained_fps`` parameters replace the file's.
 """
 
 from __future__ import annotations
@@ -347,3 +349,21 @@ def test_the_walkthrough_serves_a_checkpoint_without_sidecar_to_a_robot_with_its
     assert matched.sum() >= 30, f"{matched.sum()} of {len(values)} commands are a server action through the mapping"
     # The mapping changed the units: read as policy units, those commands would be far from any action.
     assert (np.abs(policy_rows[nearest[matched]] - values[matched]).max(axis=1) > 0.1).all()
+
+
+def test_the_server_parameters_win_over_the_sidecar_the_page_writes(act_checkpoint, tmp_path):
+    # Section 2's "which wins", on the sidecar its block writes: the parameter's names and fps replace the file's.
+    from lerobot_ros.server.checkpoint import load_policy
+
+    checkpoint = copy_without_sidecar(act_checkpoint, tmp_path / "pretrained_model")
+    block = next(block for block in RUN_BLOCKS if "lerobot_ros.json" in block.body)
+    shell = Shell(block.body.replace(CHECKPOINT, str(checkpoint)), tmp_path, tmp_path / "sidecar.log", background=False)
+    assert shell.process.wait(timeout=BLOCK_TIMEOUT_S) == 0, shell.output()
+    sidecar = json.loads((checkpoint / "lerobot_ros.json").read_text())
+    from_file = load_policy(str(checkpoint), device="cpu").capabilities
+    assert from_file.action_names == tuple(sidecar["action_names"]) and from_file.trained_fps == sidecar["fps"]
+    assert from_file.state_names == tuple(sidecar["state_names"])
+    names = [f"joint_{index}" for index in range(len(sidecar["action_names"]))]
+    given = load_policy(str(checkpoint), device="cpu", action_names=names, trained_fps=15.0).capabilities
+    assert given.action_names == tuple(names) and given.trained_fps == 15.0
+    assert given.state_names == tuple(sidecar["state_names"]), "state_names exist only in the file"
