@@ -181,3 +181,15 @@ def test_robots_learn_where_the_services_are_but_cannot_declare_them(name):
     declaring = [rule for rule in rules if "declare_queryable" in rule["messages"] and rule["permission"] == "allow"
                  and any(zenoh.KeyExpr(pattern).intersects(service) for pattern in rule["key_exprs"])]
     assert declaring and all(rule["flows"] == ["egress"] for rule in declaring), declaring
+
+
+@pytest.mark.parametrize("name", ["router_server.json5", "router_fleet_server.json5"])
+def test_trusted_processes_reach_the_ros_graph(name):
+    """rmw_zenoh's graph lives under @ros2_lv, which "**" does not match (a chunk starting with '@' is verbatim):
+    the rule of the trusted local processes must name it, or robots never discover the server's entities."""
+    acl = json_of(load(name), "access_control")
+    policy = next(policy for policy in acl["policies"] if policy["subjects"] == ["local"])
+    rules = [rule for rule in acl["rules"] if rule["id"] in policy["rules"]]
+    token = zenoh.KeyExpr("@ros2_lv/0/aabbccdd/0/11/MP/%/%/lerobot/status")
+    assert not zenoh.KeyExpr("**").intersects(token)
+    assert _allows(rules, token, "liveliness_token") and _allows(rules, token, "declare_liveliness_subscriber")

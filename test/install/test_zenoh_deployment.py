@@ -146,6 +146,23 @@ def test_the_paths_name_where_the_files_will_live(tmp_path):
     assert tls["connect_private_key"] == f"/opt/zenoh/tls/{robot}.key"
 
 
+def test_a_second_run_adds_robots_under_the_same_ca(tmp_path):
+    """Adding a robot later: the CA is reused, so the certificates already on robots stay valid."""
+    base = [sys.executable, "-m", "lerobot_ros.zenoh_deployment", "--server-host", "h", "--out", str(tmp_path / "out")]
+    run([*base, "--robots", "arm_1"], cwd=tmp_path)
+    first_ca = (tmp_path / "out/ca/ca.pem").read_bytes()
+    deployed = tmp_path / "arm_1.pem"
+    deployed.write_bytes((tmp_path / "out/robots/arm_1/tls/arm_1.pem").read_bytes())
+    assert "reusing the CA" in run([*base, "--robots", "arm_1,arm_2"], cwd=tmp_path).stdout
+    assert (tmp_path / "out/ca/ca.pem").read_bytes() == first_ca
+    for certificate in (deployed, tmp_path / "out/robots/arm_2/tls/arm_2.pem"):
+        subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "out/server/tls/ca.pem"), str(certificate)],
+                       check=True, capture_output=True, timeout=30)
+    subjects = read_json5(tmp_path / "out/server/router.json5")["access_control"]["subjects"]
+    assert [subject["cert_common_names"] for subject in subjects if subject.get("cert_common_names")] == \
+        [["arm_1"], ["arm_2"]]
+
+
 def test_every_robots_acl_is_the_templates_example_with_its_id(tmp_path):
     """One definition: the generated ACL is the template's, with arm_1's entries repeated per robot, nothing else."""
     template = read_json5(CONFIG_DIR / "router_server.json5")["access_control"]
@@ -267,6 +284,17 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
         on_robot[robot] = sessions(local_config(robot_tcp))  # the executor's side, on the robot
     (a, b), robot_a, robot_b = robots, on_robot[robots[0]], on_robot[robots[1]]
 
+    # The ROS graph (rmw_zenoh's liveliness tokens, under @ros2_lv, which "**" does not match) crosses both ways:
+    # without it a robot would not discover the server's services and would wait for them forever.
+    on_server_graph, on_robot_graph = Inbox(), Inbox()
+    robot_a.liveliness().declare_subscriber("@ros2_lv/**", on_robot_graph)
+    local.liveliness().declare_subscriber("@ros2_lv/**", on_server_graph)
+    time.sleep(0.3)  # the liveliness subscribers reach the routers (their history is not asked for)
+    tokens = [local.liveliness().declare_token("@ros2_lv/0/server_entity"),
+              robot_a.liveliness().declare_token("@ros2_lv/0/robot_entity")]
+    assert on_robot_graph.wait_for("@ros2_lv/0/server_entity", DELIVERY_BOUND_S), f"{a} does not see the server's graph"
+    assert on_server_graph.wait_for("@ros2_lv/0/robot_entity", DELIVERY_BOUND_S), f"the server does not see {a}'s graph"
+
     # Observations: each robot's reach the server; robot A's puts on robot B's observation topic do not.
     at_server = Inbox()
     for robot in robots:
@@ -293,6 +321,7 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
     assert answered(robot_a, service) == [b"server"], f"{a} could not call the server's open_session"
     time.sleep(SILENCE_S)  # the time robot A's declaration, were it allowed, has had to reach the server's router
     assert answers(other_local, service) == [b"server"], f"{a} answered in the server's place"
+    del tokens
 
 
 def answered(session, selector) -> list[bytes]:
@@ -323,3 +352,38 @@ def test_a_robot_without_a_valid_certificate_is_refused(deployment, sessions, ce
     refused, _ = robot_router(deployment, robot, **changes)
     assert not connected(sessions(refused), str(server.info.zid()), REFUSED_FOR_S), \
         f"a robot router with {certificate} certificate reached the server's router"
+
+
+def test_a_robot_the_acl_does_not_list_gets_nothing_through(deployment, sessions, tmp_path):
+    """A certificate from the right CA whose common name the server's ACL does not list: the TLS link is up, but
+    nothing crosses it either way; a listed robot on the same router, over the same kind of link, is the control."""
+    from lerobot_ros.zenoh_deployment import issue
+
+    config, server_tcp = server_router(deployment)
+    server = sessions(config)
+    local = sessions(local_config(server_tcp))
+    issue(deployment["out"] / "ca", tmp_path, "arm_9", "arm_9", "DNS:arm_9", days=2)
+    listed = deployment["robots"][0]
+    on_robot = {}
+    for robot, changes in ((listed, {}), ("arm_9", {"connect_private_key": str(tmp_path / "arm_9.key"),
+                                                    "connect_certificate": str(tmp_path / "arm_9.pem")})):
+        router_config, robot_tcp = robot_router(deployment, robot if robot == listed else listed, **changes)
+        router = sessions(router_config)
+        assert connected(router, str(server.info.zid()), CONNECT_BOUND_S), f"{robot}'s TLS link did not come up"
+        on_robot[robot] = sessions(local_config(robot_tcp))
+    at_server, at_listed, at_unlisted = Inbox(), Inbox(), Inbox()
+    local.declare_subscriber(observation_key("arm_9"), at_server)
+    local.declare_subscriber(observation_key(listed), at_server)
+    on_robot["arm_9"].declare_subscriber(chunk_key("arm_9"), at_unlisted)
+    on_robot[listed].declare_subscriber(chunk_key(listed), at_listed)
+    # The ROS graph (rmw_zenoh's liveliness tokens): the listed robot discovers the server's entities, arm_9 does not.
+    token = "@ros2_lv/0/server_entity"
+    on_robot["arm_9"].liveliness().declare_subscriber("@ros2_lv/**", at_unlisted)
+    on_robot[listed].liveliness().declare_subscriber("@ros2_lv/**", at_listed)
+    local.liveliness().declare_token(token)
+    assert deliver(on_robot[listed], observation_key(listed), at_server,
+                   [(on_robot["arm_9"], observation_key("arm_9")), (local, chunk_key("arm_9"))]), "the control failed"
+    assert deliver(local, chunk_key(listed), at_listed), "the control failed"
+    assert at_listed.wait_for(token, DELIVERY_BOUND_S), "the control failed: the listed robot saw no ROS graph"
+    assert not at_server.got(observation_key("arm_9")) and at_unlisted.keys == [], \
+        f"an unlisted robot got through: {at_unlisted.keys}"
