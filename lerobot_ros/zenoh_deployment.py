@@ -32,6 +32,7 @@ import argparse
 import copy
 import ipaddress
 import json
+import os
 import re
 import secrets
 import shutil
@@ -312,13 +313,24 @@ def _is_ip(host: str) -> bool:
         return False
 
 
+def _write_private(path: Path, data: bytes) -> None:
+    """A private key file, never readable by others (not even between its creation and a chmod)."""
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as written:
+        written.write(data)
+
+
 def make_ca(ca_dir: Path, days: int) -> None:
+    """``ca_dir/ca.pem`` and ``ca.key``: a private CA that signs the routers' certificates."""
     ca_dir.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", "ca.key", "-out", "ca.pem", "-days", str(days), "-subj", "/CN=lerobot_ros deployment CA",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             cwd=ca_dir)
-    (ca_dir / "ca.key").chmod(0o600)
+    with tempfile.TemporaryDirectory() as scratch:  # private (0700) while openssl writes the key
+        work = Path(scratch)
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", "ca.key", "-out", "ca.pem", "-days", str(days), "-subj", "/CN=lerobot_ros deployment CA",
+                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                 cwd=work)
+        shutil.copyfile(work / "ca.pem", ca_dir / "ca.pem")
+        _write_private(ca_dir / "ca.key", (work / "ca.key").read_bytes())
 
 
 def issue(ca_dir: Path, into: Path, name: str, common_name: str, alt_names: str, days: int) -> None:
@@ -337,8 +349,7 @@ def issue(ca_dir: Path, into: Path, name: str, common_name: str, alt_names: str,
                  "-set_serial", str(secrets.randbits(120)),
                  "-days", str(days), "-extfile", "leaf.ext", "-out", "leaf.pem", cwd=work)
         shutil.copyfile(work / "leaf.pem", into / f"{name}.pem")
-        shutil.copyfile(work / "leaf.key", into / f"{name}.key")
-    (into / f"{name}.key").chmod(0o600)
+        _write_private(into / f"{name}.key", (work / "leaf.key").read_bytes())
 
 
 # --- the command ----------------------------------------------------------------------------------
