@@ -1,7 +1,7 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
 Each script (bench.server_request_latency, executor_jitter, starvation,
-capacity, batching, compiled_forward) runs as its own process, ``python -m
+capacity, batching, compiled_forward; below them flood, abuse_soak and forward_curve) runs as its own process, ``python -m
 bench.<name>`` from the repository root as documented, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
@@ -12,6 +12,7 @@ are not checked: on a shared 2-core machine they mean nothing at these sizes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -98,3 +99,23 @@ def test_abuse_soak_smoke(tmp_path):
     assert run.returncode == 0, f"bench.abuse_soak --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     text = document.read_text()
     assert re.search(r"\| 1 \| [0-9.]+ \| 1 \| 0  \| True \| 200 / 0 \|", text), text
+
+
+@pytest.mark.timeout(TIMEOUT_S + 30)
+def test_forward_curve_smoke(tmp_path):
+    """bench.forward_curve --small: the GPU script's CPU rehearsal (ACT only: pi0/pi0.5 take minutes on a CPU even
+    at one layer per Gemma); the JSON has a timed point per batch size, the fitted line and a GIL share in [0, 1]."""
+    out = tmp_path / "forward_curve.json"
+    try:
+        run = subprocess.run([sys.executable, "-m", "bench.forward_curve", "--small", "--device", "cpu",
+                              "--policies", "act", "--batches", "1,2", "--repeats", "1", "--warmup", "1",
+                              "--gil-seconds", "0.2", "--out", str(out)],
+                             cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"bench.forward_curve --small did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    assert run.returncode == 0, f"bench.forward_curve exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    act = result["policies"]["act"]
+    assert result["small"] is True and result["versions"]["device"] == "cpu"
+    assert sorted(act["t_ms"]) == ["1", "2"] and all(point["median_ms"] > 0 for point in act["t_ms"].values())
+    assert 0.0 <= act["g"] <= 1.0 and act["parameters_m"] > 1.0
