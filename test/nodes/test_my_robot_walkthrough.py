@@ -44,7 +44,7 @@ import yaml
 from support.doc_commands import FENCE, block_run_by
 from support.paths import REPO
 from support.ros import spin_until
-from support.ros2_cli import ROS2, requires_ros2_tools
+from support.ros2_cli import ROS2, process_group_alive, requires_ros2_tools
 
 from lerobot_ros.processes import stop
 
@@ -161,11 +161,7 @@ class Shell:
         return self.log.read_text(errors="replace")
 
     def group_alive(self) -> bool:
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return process_group_alive(self.process.pid)
 
     def kill(self) -> None:
         if self.group_alive():

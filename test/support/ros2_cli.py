@@ -107,6 +107,15 @@ def stop_daemon() -> None:
     ros2("daemon", "stop", timeout_s=30)
 
 
+def process_group_alive(group_id: int) -> bool:
+    """Whether any process of the group ``group_id`` (a session leader's pid) is still alive."""
+    try:
+        os.killpg(group_id, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 class Ros2Process:
     """A long-running ``ros2 ...`` (launch, run) in its own process group, stopped as a terminal's Ctrl-C does."""
 
@@ -123,11 +132,7 @@ class Ros2Process:
         return self.log_path.read_text(errors="replace")
 
     def group_alive(self) -> bool:
-        try:
-            os.killpg(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return process_group_alive(self.process.pid)
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGINT to the whole process group; wait for it to be empty. Returns ros2's exit code.
