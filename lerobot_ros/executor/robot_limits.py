@@ -12,8 +12,10 @@ from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.node_support import TransitionFailed, parameter_table
 from lerobot_ros.qos import LATCHED_QOS
 
-#: How long configure waits for a latched robot_description (published once, kept for late subscribers).
-DESCRIPTION_WAIT_S = 2.0
+#: How long configure waits for a latched robot_description (published once, kept for late subscribers). Only a
+#: robot without limit parameters waits; long enough for robot_state_publisher started by the same launch and for
+#: discovery on a loaded machine (2 s missed it in a CI run), short enough that a robot without one fails soon.
+DESCRIPTION_WAIT_S = 10.0
 
 
 def required_limits(node, settings: ExecutorSettings) -> ExecutorSettings:

@@ -25,6 +25,9 @@ CATEGORY = "flood: a session refused at a sustained rate"
 ATTACKER = "flood_attacker"
 ROBOTS = ("flood_robot_a", "flood_robot_b")
 BASELINE_S, FLOOD_S = 5.0, 8.0
+# The robots stream this long past the flood, so the rate after the closure is measured over ~8 s, not ~5 (one
+# 1-2 s dip on a loaded 2-core machine took a 5 s window under the bound once in CI).
+AFTER_FLOOD_S = 3.0
 # Shares of each robot's own baseline rate. The flood, the robots and the server share 2 cores in CI,
 # so the bounds are looser than the benchmark's goals (80 % / 95 %, docs/reliability.md#flood).
 BEFORE_BOUND, AFTER_BOUND = 0.5, 0.75
@@ -59,7 +62,9 @@ def test_a_flooding_session_is_closed_with_its_reason_while_two_robots_keep_thei
     statuses: list[ServerStatus] = []
     subscription = ros_node.create_subscription(ServerStatus, f"{policy_server.namespace}/status", statuses.append,
                                                 STATUS_QOS)
-    robots = {name: agent("robot", name, "--hz", "10", "--seconds", str(BASELINE_S + FLOOD_S + 4)) for name in ROBOTS}
+    # The robots' margin covers the attacker's start-up (imports), so they outlast the measured window.
+    robots = {name: agent("robot", name, "--hz", "10", "--seconds", str(BASELINE_S + FLOOD_S + AFTER_FLOOD_S + 8))
+              for name in ROBOTS}
     try:
         spin_until(ros_node, lambda: False, BASELINE_S + 3.0)  # the robots start (imports) and stream
         attacker = agent("attack", ATTACKER, "--rate", "1000", "--seconds", str(FLOOD_S))
@@ -93,7 +98,7 @@ def test_a_flooding_session_is_closed_with_its_reason_while_two_robots_keep_thei
     for name, times in chunks.items():
         baseline = rate(times, opened - BASELINE_S + 1.0, opened)
         before = rate(times, opened, closed) if closed and closed - opened > 0.5 else baseline
-        after = rate(times, (closed or opened) + 0.5, opened + FLOOD_S)
+        after = rate(times, (closed or opened) + 0.5, opened + FLOOD_S + AFTER_FLOOD_S)
         shares[name] = (round(before / baseline, 2), round(after / baseline, 2), round(baseline, 2))
         cases[f"{name}_kept_rate"] = (before >= BEFORE_BOUND * baseline and after >= AFTER_BOUND * baseline,
                                       f"baseline {baseline:.2f} chunks/s, {before / baseline:.0%} while the flood "
