@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from lerobot_ros.contract import truncated
 from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy, Gate
-from lerobot_ros.server.request_path import arrival_refusal_record
+from lerobot_ros.server.request_records import arrival_refusal_record
 from lerobot_ros.server.sessions import SessionRegistry
 from lerobot_ros.wire.data_plane import request_id_of
 

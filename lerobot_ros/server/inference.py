@@ -5,7 +5,9 @@ action steps and tokenizers cache state between pre- and postprocessing;
 sharing them would mix robots); ``policy.reset()`` is only ever called in
 exclusive mode, where one session owns the model; images reach the policy as
 RGB float tensors in [0, 1] at the resolution the policy was trained at.
-Only the inference worker thread calls into this module.
+Which thread calls each method: ``policy_seam.ServedPolicy`` (this class is
+its implementation); what is decided by policy type comes from the family
+record (``policy_families.FAMILIES``).
 
 A request is ``prepare``d with its own session's processors, several
 prepared requests with equal ``batch_key``s share one ``infer`` (a forward
@@ -30,13 +32,8 @@ from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server import batched_rtc
 from lerobot_ros.server.batched_rtc import SamplePrefix, batched_rtc_kwargs
 from lerobot_ros.server.checkpoint import LoadedPolicy
-from lerobot_ros.server.policy_families import EXCLUSIVE, batches_across_sessions
-
-
-@dataclass
-class SessionProcessors:
-    preprocessor: object
-    postprocessor: object
+from lerobot_ros.server.policy_families import EXCLUSIVE, family_of
+from lerobot_ros.server.policy_seam import InferenceResult, SessionProcessors
 
 
 @dataclass
@@ -49,17 +46,6 @@ class PreparedRequest:
     seed: int | None  # the request's noise seed (noise_seed set)
     noise: torch.Tensor | None  # flow-matching noise [1, chunk, max_action_dim] from ``seed``
     preprocess_s: float
-
-
-@dataclass
-class InferenceResult:
-    actions_model: np.ndarray  # [chunk_length, action_dim], before postprocessing
-    actions_robot: np.ndarray  # after postprocessing, robot units
-    preprocess_s: float
-    inference_s: float
-    postprocess_s: float
-    rtc_applied: bool
-    inference_delay_steps: int
 
 
 def request_noise_seed(base_seed: int, request: RequestId) -> int:
@@ -92,11 +78,11 @@ class PolicyRunner:
         self.exclusive = loaded.capabilities.serving_mode == EXCLUSIVE
         self.rtc_active = rtc_enabled and loaded.capabilities.rtc_supported
         self.rtc_execution_horizon = rtc_execution_horizon
-        # Several sessions' requests in one forward pass (request_path.RequestHandler.handle_batch).
-        self.batchable = not self.exclusive and batches_across_sessions(loaded.capabilities.policy_type)
+        self.family = family_of(loaded.capabilities.policy_type)
+        # Several sessions' requests in one forward pass (request_path.RequestHandler.forward).
+        self.batchable = not self.exclusive and self.family.batchable
         config = loaded.config
-        has_noise = hasattr(getattr(loaded.policy, "model", None), "sample_noise") and hasattr(config, "max_action_dim")
-        self._noise_shape = (config.chunk_size, config.max_action_dim) if has_noise else None
+        self._noise_shape = (config.chunk_size, config.max_action_dim) if self.family.noise_input else None
         self._relative_step = self._normalizer_step = None
         self.compiled = ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
         self._model_dtype = next(loaded.policy.parameters()).dtype
@@ -215,11 +201,14 @@ class PolicyRunner:
         return SamplePrefix(prefix[: self.rtc_execution_horizon], frame.inference_delay_steps)
 
     def _request_noise(self, seed: int | None) -> torch.Tensor | None:
-        """Flow-matching noise for one request, drawn from its own seed as the policy itself would draw it."""
+        """Flow-matching noise for one request, as the policy itself draws it (standard normal, float32), from a
+        generator of its own: an admission thread never touches the global RNG another thread may be drawing from."""
         if seed is None or self._noise_shape is None:
             return None
-        torch.manual_seed(seed)
-        return self.loaded.policy.model.sample_noise((1, *self._noise_shape), self.capabilities.device)
+        device = torch.device(self.capabilities.device)
+        generator = torch.Generator(device).manual_seed(seed)
+        return torch.normal(0.0, 1.0, size=(1, *self._noise_shape), dtype=torch.float32, device=device,
+                            generator=generator)
 
     # no_grad, not inference_mode: RTC guidance differentiates through the
     # denoiser inside the call (torch.enable_grad), which inference tensors forbid.
@@ -228,7 +217,7 @@ class PolicyRunner:
         """The session's preprocessing of one request, ready to share a forward pass."""
         started = time.perf_counter()
         batch = processors.preprocessor(self._policy_input(frame, task))
-        if self.exclusive and hasattr(self.loaded.policy, "_queues") and self.capabilities.policy_type == "diffusion":
+        if self.exclusive and self.family.observation_history and hasattr(self.loaded.policy, "_queues"):
             batch = self._feed_observation_history(batch)
         rtc_sample = self._rtc_sample(frame, processors) if rtc and self.rtc_active else None
         seed = None if self.noise_seed is None else request_noise_seed(self.noise_seed, frame.request)
@@ -264,17 +253,17 @@ class PolicyRunner:
         if any(request.rtc is not None for request in prepared):
             samples = [request.rtc or SamplePrefix(None, 0) for request in prepared]
             kwargs = batched_rtc_kwargs(samples, self.rtc_execution_horizon, self.capabilities.device, self._model_dtype)
+        seed = None
         if all(request.noise is not None for request in prepared):
             kwargs["noise"] = torch.cat([request.noise for request in prepared])
-        elif len(prepared) == 1 and prepared[0].seed is not None:
-            torch.manual_seed(prepared[0].seed)  # a family that draws its own randomness (Diffusion)
+        elif len(prepared) == 1:
+            seed = prepared[0].seed  # a family that draws its own randomness inside the forward (Diffusion)
         if self.inject_delay_s:
             time.sleep(self.inject_delay_s)  # counted as inference: it stands for a slower model
-        with self._autocast():
+        with self._autocast(), _seeded(seed, self.capabilities.device):
             actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
-        if actions.device.type == "cuda":
-            torch.cuda.synchronize(actions.device)
-        return actions, time.perf_counter() - started
+        # On the host before the forward is done: a finish never queues behind the next forward on the device.
+        return actions.to("cpu"), time.perf_counter() - started
 
     @torch.no_grad()
     def finish(self, request: PreparedRequest, actions: torch.Tensor, inference_s: float) -> InferenceResult:
@@ -298,6 +287,18 @@ class PolicyRunner:
         request = self.prepare(frame, processors, task, rtc)
         actions, inference_s = self.infer([request])
         return self.finish(request, actions, inference_s)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: str):
+    """The global RNG seeded with ``seed`` for one forward (only the forward thread draws from it), restored after."""
+    if seed is None:
+        yield
+        return
+    devices = [torch.device(device)] if torch.device(device).type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 def batch_key(request: PreparedRequest) -> tuple:

@@ -62,6 +62,7 @@ from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.server.startup import StartupFailed, ready_runner
+from lerobot_ros.server.pipeline import PipelinedWorker, admission_workers
 from lerobot_ros.server.worker import InferenceWorker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
@@ -219,7 +220,7 @@ class PolicyServerNode(LifecycleNode):
         self.get_logger().info(
             f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} "
             f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions, "
-            f"up to {self.max_batch_size} per forward pass) "
+            f"up to {self.max_batch_size} per forward pass, {self._worker_shape()}) "
             f"at {self.namespace_name()}"
         )
 
@@ -288,6 +289,11 @@ class PolicyServerNode(LifecycleNode):
                 "node name or service_name"
             )
 
+    def _worker_shape(self) -> str:
+        if not self.settings.pipeline:
+            return "serial: one thread runs every stage"
+        return f"pipelined: {admission_workers(self.settings.admission_workers)} admission threads, forward, finish"
+
     def _start_worker(self):
         handler = RequestHandler(
             self.runner,
@@ -298,7 +304,11 @@ class PolicyServerNode(LifecycleNode):
             capture=self.observability.capture_write,
             limits=self.limits,
         )
-        worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
+        if self.settings.pipeline:
+            workers = admission_workers(self.settings.admission_workers)
+            worker = PipelinedWorker(self.scheduler, handler, self.stats, self.get_logger(), workers)
+        else:
+            worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
         worker.start()
         return worker
 

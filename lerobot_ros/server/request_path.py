@@ -1,4 +1,4 @@
-"""From a deposited Observation message to a published ActionChunk.
+"""From a deposited Observation message to a published ActionChunk, in three stages.
 
 Invariants: a bad observation is answered with a REJECTED chunk that says
 what was expected and what arrived, is counted and audited, and leaves the
@@ -6,7 +6,18 @@ session working; an observation from an older episode or a closed session
 never produces actions; an exception in inference is answered with a FAILED
 chunk and never ends the worker. Every request gets exactly one audit line,
 and a request's chunk is the one it would get alone, whoever shares its
-forward pass (``handle_batch``; the line and the chunk say the batch size).
+forward pass (the line and the chunk say the batch size).
+
+The stages, each a method of ``RequestHandler`` that the pipeline
+(pipeline.py) runs on its own thread and the serial worker (worker.py)
+runs in turn (``handle_batch``):
+
+1. ``admit``: decode, validate and preprocess one observation with its
+   session's processors (or answer it without running it);
+2. ``forward``: the forward passes of admitted requests, one per group of
+   stackable inputs; nothing else;
+3. ``finish`` then ``answer``: postprocess each row with its session's
+   postprocessor, check it, publish, audit and capture.
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,14 +36,13 @@ from lerobot_ros.wire.data_plane import (
     ChunkReply,
     DataPlaneError,
     ObservationFrame,
-    RequestId,
     RequestLimits,
     chunk_to_msg,
     observation_from_msg,
-    observation_record,
     request_id_of,
 )
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.server.request_records import StageWaits, audit_record, capture_record
 from lerobot_ros.server.scheduler import Ready
 from lerobot_ros.server.sessions import EpisodeMove, Session, SessionRegistry
 
@@ -94,7 +104,7 @@ class Outcome:
     """What happened to one request, for the audit line and the counters."""
 
     reply: ChunkReply
-    outcome: str  # "ok", "rejected", "failed", "dropped"
+    outcome: str  # "ok", "rejected", "failed", "dropped", "superseded"
 
 
 @dataclass
@@ -106,14 +116,22 @@ class Answered:
 
 
 @dataclass
-class _Request:
-    """One request on its way through ``handle_batch``."""
+class ServedRequest:
+    """One request on its way through the stages: what it is, what became of it, and when."""
 
     ready: Ready
     reply: ChunkReply
     outcome: str = "ok"
     frame: ObservationFrame | None = None
     prepared: PreparedRequest | None = None
+    admitted_at: float = 0.0  # monotonic: the admission stage ended
+    forward_started_at: float = 0.0
+    forwarded_at: float = 0.0  # its forward pass returned (or it never needed one)
+    host_cpu_s: float = 0.0  # CPU seconds of its admission stage (the pipeline measures it)
+
+    @property
+    def key(self):
+        return self.ready.key
 
     def refuse(self, outcome: str, error: str) -> None:
         self.outcome, self.prepared = outcome, None
@@ -126,9 +144,23 @@ class _Request:
         self.refuse("failed", f"{type(error).__name__}: {error}")
         self.reply.status, self.reply.batch_size = ActionChunk.STATUS_FAILED, 0
 
+    def supersede(self) -> None:
+        """A newer observation of its session arrived while this one was prepared: never forwarded, never answered."""
+        self.refuse("superseded", "a newer observation of this session arrived before the forward pass")
+
+
+@dataclass
+class Forward:
+    """One forward pass's requests and what it returned: actions [n, chunk, dim] and seconds; no actions
+    where its lone request failed (the failure is on the request)."""
+
+    requests: list[ServedRequest]
+    actions: object | None
+    inference_s: float
+
 
 class RequestHandler:
-    """Turns one scheduler hand-off into one reply; owns no thread."""
+    """The request path's stages; owns no thread (the worker or the pipeline runs them)."""
 
     def __init__(
         self,
@@ -155,18 +187,25 @@ class RequestHandler:
         return self.handle_batch([ready], refusal).outcomes[0]
 
     def handle_batch(self, batch: list[Ready], refusal: str | None = None) -> Answered:
-        """Answer observations of distinct sessions, sharing forward passes where their inputs stack.
+        """Answer observations of distinct sessions, every stage in turn on the caller's thread (the serial path).
 
         Each is decoded, checked and preprocessed with its own session's
         processors; one that is refused is answered on its own and never
         enters a forward pass. If a shared forward pass raises, its requests
         are run one at a time, so one bad request cannot fail the others.
         """
-        requests = [self._admit(ready, refusal) for ready in batch]
-        forwards = self._infer([request for request in requests if request.prepared is not None])
-        return Answered([self._answer(request) for request in requests], forwards)
+        requests = [self.admit(ready, refusal) for ready in batch]
+        forwards = []
+        for forward in self.forward([request for request in requests if request.prepared is not None]):
+            self.finish(forward)
+            if forward.actions is not None:
+                forwards.append(len(forward.requests))
+        return Answered([self.answer(request) for request in requests], forwards)
 
-    def _admit(self, ready: Ready, refusal: str | None) -> _Request:
+    # ---- stage 1: admission ----------------------------------------------
+
+    def admit(self, ready: Ready, refusal: str | None = None) -> ServedRequest:
+        """Decode, check and preprocess one observation; a refused one comes back without ``prepared``."""
         taken = time.monotonic()
         request = request_id_of(ready.item)
         if len(request.session_id) > self.limits.max_id_chars or len(request.client_id) > self.limits.max_id_chars:
@@ -188,91 +227,107 @@ class RequestHandler:
             max_sessions=maximum,
             pending_requests=pending,
         )
-        pending_request = _Request(ready, reply)
+        served = ServedRequest(ready, reply)
         session = self.sessions.get(ready.key)
         if session is None:
             # Closed or collected while the observation waited: nobody listens.
-            pending_request.refuse("dropped", f"client {ready.key!r} has no open session")
+            served.refuse("dropped", f"client {ready.key!r} has no open session")
         elif refusal is not None:
-            pending_request.refuse("rejected", refusal)
+            served.refuse("rejected", refusal)
         else:
-            decode_started = time.perf_counter()
-            try:
-                frame = pending_request.frame = observation_from_msg(
-                    ready.item, len(self.capabilities.action_names), self.limits, self._camera_sizes
-                )
-                check_observation(frame, self.capabilities, session)
-                # An observation of a newer episode may overtake its ResetEpisode call.
-                move, episode = self.sessions.advance_episode(session, frame.request.episode)
-                if move is EpisodeMove.OVER:
-                    raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {episode}")
-                if self.sessions.claim_processor_reset(session):
-                    self.runner.reset_session(session.processors)
-                decoded = time.perf_counter() - decode_started
-                pending_request.prepared = self.runner.prepare(
-                    frame, session.processors, frame.task or session.task, session.rtc_enabled
-                )
-                reply.preprocess_s = decoded
-            except (ObservationRejected, DataPlaneError) as error:
-                pending_request.refuse("rejected", str(error))
-            except Exception as error:  # noqa: BLE001 - one failed request must not end the worker
-                pending_request.fail(error)
-        return pending_request
+            self._prepare(served, session)
+        served.admitted_at = served.forwarded_at = time.monotonic()
+        return served
 
-    def _infer(self, requests: list[_Request]) -> list[int]:
-        """Run the admitted requests, one forward pass per group of stackable inputs; the sizes run."""
-        groups: dict[tuple, list[_Request]] = {}
+    def _prepare(self, served: ServedRequest, session: Session) -> None:
+        decode_started = time.perf_counter()
+        try:
+            frame = served.frame = observation_from_msg(
+                served.ready.item, len(self.capabilities.action_names), self.limits, self._camera_sizes
+            )
+            check_observation(frame, self.capabilities, session)
+            # An observation of a newer episode may overtake its ResetEpisode call.
+            move, episode = self.sessions.advance_episode(session, frame.request.episode)
+            if move is EpisodeMove.OVER:
+                raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {episode}")
+            if self.sessions.claim_processor_reset(session):
+                self.runner.reset_session(session.processors)
+            decoded = time.perf_counter() - decode_started
+            served.prepared = self.runner.prepare(frame, session.processors, frame.task or session.task,
+                                                  session.rtc_enabled)
+            served.reply.preprocess_s = decoded
+        except (ObservationRejected, DataPlaneError) as error:
+            served.refuse("rejected", str(error))
+        except Exception as error:  # noqa: BLE001 - one failed request must not end the worker
+            served.fail(error)
+
+    # ---- stage 2: forward ------------------------------------------------
+
+    def forward(self, requests: list[ServedRequest]) -> Iterator[Forward]:
+        """The forward passes of admitted requests, one per group of stackable inputs, each yielded as it returns.
+
+        If a shared pass raises, its requests run one at a time, so one bad
+        request cannot fail the others; a lone request that raises is failed.
+        """
+        groups: dict[tuple, list[ServedRequest]] = {}
         for request in requests:
             groups.setdefault(self.runner.batch_key(request.prepared), []).append(request)
-        forwards: list[int] = []
         for group in groups.values():
-            if not self._run_group(group, forwards) and len(group) > 1:
-                for request in group:  # one bad request must not fail the others
-                    self._run_group([request], forwards)
-        return forwards
+            forward = self._forward_group(group)
+            if forward.actions is None and len(group) > 1:
+                for request in group:
+                    yield self._forward_group([request])
+            else:
+                yield forward
 
-    def _run_group(self, group: list[_Request], forwards: list[int]) -> bool:
-        """One forward pass for ``group``, its size appended to ``forwards``; False if it raised.
-
-        A lone request that raises is failed with the error; a larger group is
-        only logged, for the caller to rerun one request at a time.
-        """
+    def _forward_group(self, group: list[ServedRequest]) -> Forward:
+        started = time.monotonic()
+        for request in group:
+            request.forward_started_at = started
         try:
             actions, inference_s = self.runner.infer([request.prepared for request in group])
         except Exception as error:  # noqa: BLE001 - one failed forward must not end the worker
             if len(group) == 1:
                 group[0].fail(error)
             else:
-                log.exception("a forward pass of %d requests failed; running them one at a time", len(group))
-            return False
-        forwards.append(len(group))
-        for row, request in enumerate(group):
-            self._finish(request, actions[row : row + 1], inference_s, len(group))
-        return True
+                log.error("a forward pass of %d requests failed; running them one at a time", len(group), exc_info=error)
+            return Forward(group, None, 0.0)
+        finally:
+            returned = time.monotonic()
+            for request in group:
+                request.forwarded_at = returned
+        return Forward(group, actions, inference_s)
 
-    def _finish(self, request: _Request, actions, inference_s: float, batch_size: int) -> None:
-        reply = request.reply
-        try:
-            result = self.runner.finish(request.prepared, actions, inference_s)
-            if not np.isfinite(result.actions_robot).all():
-                raise FloatingPointError("the policy produced non-finite actions")
-        except Exception as error:  # noqa: BLE001
-            request.fail(error)
+    # ---- stage 3: finish and answer --------------------------------------
+
+    def finish(self, forward: Forward) -> None:
+        """Each row of a forward pass through its own session's postprocessor, checked finite."""
+        if forward.actions is None:
             return
-        reply.actions_model, reply.actions_robot = result.actions_model, result.actions_robot
-        reply.preprocess_s += result.preprocess_s
-        reply.inference_s = result.inference_s
-        reply.postprocess_s = result.postprocess_s
-        reply.rtc_applied = result.rtc_applied
-        reply.inference_delay_steps = result.inference_delay_steps
-        reply.batch_size = batch_size
+        size = len(forward.requests)
+        for row, request in enumerate(forward.requests):
+            reply = request.reply
+            try:
+                result = self.runner.finish(request.prepared, forward.actions[row : row + 1], forward.inference_s)
+                if not np.isfinite(result.actions_robot).all():
+                    raise FloatingPointError("the policy produced non-finite actions")
+            except Exception as error:  # noqa: BLE001
+                request.fail(error)
+                continue
+            reply.actions_model, reply.actions_robot = result.actions_model, result.actions_robot
+            reply.preprocess_s += result.preprocess_s
+            reply.inference_s = result.inference_s
+            reply.postprocess_s = result.postprocess_s
+            reply.rtc_applied = result.rtc_applied
+            reply.inference_delay_steps = result.inference_delay_steps
+            reply.batch_size = size
 
-    def _answer(self, request: _Request) -> Outcome:
-        """Publish, audit and capture one request's reply."""
+    def answer(self, request: ServedRequest, finish_started_at: float | None = None) -> Outcome:
+        """Publish, audit and capture one request's reply (a superseded one is audited, never published)."""
         ready, reply = request.ready, request.reply
         outcome = request.outcome
         publish_started = time.perf_counter()
-        if outcome != "dropped":
+        if outcome not in ("dropped", "superseded"):
             try:
                 # To the topic the observation arrived on, whatever the message claims.
                 self.publish(ready.key, chunk_to_msg(reply))
@@ -280,8 +335,12 @@ class RequestHandler:
                 log.exception("chunk for client %s seq %d could not be published", ready.key, reply.request.seq)
                 outcome, reply.error = "failed", f"publishing the chunk failed: {type(error).__name__}: {error}"
         publish_s = time.perf_counter() - publish_started
-        self._record(audit_record(reply, outcome, publish_s), self.audit, "audit")
-        if self.capture is not None:
+        waits = StageWaits(
+            forward_wait_s=max(0.0, request.forward_started_at - request.admitted_at) if request.forward_started_at else 0.0,
+            finish_wait_s=max(0.0, (finish_started_at or request.forwarded_at) - request.forwarded_at),
+        )
+        self._record(audit_record(reply, outcome, publish_s, waits), self.audit, "audit")
+        if self.capture is not None and outcome != "superseded":
             self._record(capture_record(ready.item, request.frame, reply, outcome), self.capture, "capture")
         return Outcome(reply, outcome)
 
@@ -292,61 +351,3 @@ class RequestHandler:
             sink(record)
         except Exception:  # noqa: BLE001
             log.exception("%s record for client %s seq %s could not be written", what, record.get("client"), record.get("seq"))
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 3)
-
-
-def _request_header(request: RequestId, outcome: str) -> dict:
-    """The fields every audit line starts with: when, whose request, and what became of it."""
-    return {
-        "wall_time": round(time.time(), 6),
-        "session": request.session_id,
-        "client": request.client_id,
-        "seq": request.seq,
-        "episode": request.episode,
-        "epoch": request.epoch,
-        "outcome": outcome,
-    }
-
-
-def audit_record(reply: ChunkReply, outcome: str, publish_s: float) -> dict:
-    record = _request_header(reply.request, outcome) | {
-        "queue_wait_ms": _ms(reply.queue_wait_s),
-        "preprocess_ms": _ms(reply.preprocess_s),
-        "inference_ms": _ms(reply.inference_s),
-        "postprocess_ms": _ms(reply.postprocess_s),
-        "publish_ms": _ms(publish_s),
-        "superseded": reply.superseded,
-        "rtc_applied": reply.rtc_applied,
-        "inference_delay_steps": reply.inference_delay_steps,
-        "batch_size": reply.batch_size,
-    }
-    if reply.error:
-        record["error"] = reply.error
-    return record
-
-
-def arrival_refusal_record(request: RequestId, refusal: str) -> dict:
-    """The audit line of an observation refused on arrival (never queued, never answered)."""
-    return _request_header(request, "refused_on_arrival") | {"error": refusal}
-
-
-def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:
-    """A self-contained request/response pair for offline replay (no pickle)."""
-    record = {
-        "request": observation_record(
-            msg, frame.prefix_model if frame is not None else None, frame.prefix_robot if frame is not None else None
-        ),
-        "response": {
-            "outcome": outcome,
-            "status": reply.status,
-            "error": reply.error,
-            "actions_model": reply.actions_model,
-            "actions_robot": reply.actions_robot,
-            "rtc_applied": reply.rtc_applied,
-            "inference_ms": _ms(reply.inference_s),
-        },
-    }
-    return record

@@ -19,7 +19,13 @@ never waits). Sessions chosen during the window stay in their mailboxes until th
 window closes, so a newer observation still wins. ``max_batch_size`` 1 is
 plain round-robin.
 
-``Scheduler`` is the seam: the worker only calls ``take_batch``; ROS
+One request in flight per session (the pipeline, pipeline.py): ``hold``
+takes one observation and keeps its session out of every later take until
+``release``; observations arriving meanwhile wait in its mailbox, newest
+winning. So a session's processors never run on two threads at once, and
+``has_newer`` tells a stage that the request it holds has been overtaken.
+
+``Scheduler`` is the seam: the workers only take and release; ROS
 callbacks only call ``deposit``.
 """
 
@@ -47,6 +53,9 @@ class Scheduler(Protocol):
     def deposit(self, key: Hashable, item: Any) -> bool: ...
     def take(self, timeout_s: float) -> Ready | None: ...
     def take_batch(self, timeout_s: float) -> list[Ready]: ...
+    def hold(self, timeout_s: float) -> Ready | None: ...
+    def release(self, key: Hashable, superseded: bool = False) -> None: ...
+    def has_newer(self, key: Hashable) -> bool: ...
     def remove(self, key: Hashable) -> None: ...
     def pending(self) -> int: ...
     def close(self) -> list[Ready]: ...
@@ -73,6 +82,10 @@ class Mailbox:
         self._item, self._full, self._deposited_at = item, True, now
         return replaced
 
+    def count_superseded(self) -> None:
+        """One more observation of this session dropped: reported with the next one taken."""
+        self._superseded += 1
+
     def take(self, key: Hashable) -> Ready:
         ready = Ready(key, self._item, self._deposited_at, self._superseded)
         self._item, self._full, self._superseded = None, False, 0
@@ -89,6 +102,7 @@ class RoundRobinScheduler:
         self._mailboxes: dict[Hashable, Mailbox] = {}
         self._order: list[Hashable] = []  # rotation; the front is served first
         self._orphans: deque[Ready] = deque()  # waiting when their session was removed
+        self._held: set[Hashable] = set()  # sessions with a request in the pipeline (``hold``)
         self._closed = False
 
     def set_batching(self, max_batch_size: int, batch_window_s: float) -> None:
@@ -120,6 +134,29 @@ class RoundRobinScheduler:
         empty after ``timeout_s`` without any, or once closed. An orphan comes alone."""
         return self._take(timeout_s, self.max_batch_size, self.batch_window_s)
 
+    def hold(self, timeout_s: float) -> Ready | None:
+        """Like ``take``, and its session is taken by nobody until ``release``: one request in flight per session."""
+        batch = self._take(timeout_s, 1, 0.0)
+        if batch:
+            with self._condition:
+                self._held.add(batch[0].key)
+        return batch[0] if batch else None
+
+    def release(self, key: Hashable, superseded: bool = False) -> None:
+        """The held request of ``key`` is answered (or, ``superseded``, dropped for a newer one, which counts it)."""
+        with self._condition:
+            self._held.discard(key)
+            mailbox = self._mailboxes.get(key)
+            if superseded and mailbox is not None:
+                mailbox.count_superseded()
+            self._condition.notify()
+
+    def has_newer(self, key: Hashable) -> bool:
+        """Whether an observation of ``key`` waits that arrived after the one taken."""
+        with self._condition:
+            mailbox = self._mailboxes.get(key)
+            return mailbox is not None and mailbox.full
+
     def _take(self, timeout_s: float, size: int, window_s: float) -> list[Ready]:
         deadline = self._clock() + timeout_s
         with self._condition:
@@ -142,7 +179,8 @@ class RoundRobinScheduler:
             return []
 
     def _ready_keys(self, count: int, exclude) -> list[Hashable]:
-        return [key for key in self._order if self._mailboxes[key].full and key not in exclude][:count]
+        return [key for key in self._order
+                if self._mailboxes[key].full and key not in exclude and key not in self._held][:count]
 
     def _take_chosen(self, chosen: list[Hashable]) -> list[Ready]:
         # A session removed during the window left an orphan instead; it is answered next.
@@ -170,6 +208,7 @@ class RoundRobinScheduler:
         observations still waiting, so a draining server can answer them."""
         with self._condition:
             self._closed = True
+            self._held.clear()
             waiting = list(self._orphans)
             self._orphans.clear()
             for key in self._order:

@@ -71,6 +71,13 @@ PARAMETERS = (
     Parameter("batch_window_ms", FLOAT, 0.0,
               "Micro-batching: how long to wait after the first ready observation for others to join its "
               "forward pass (milliseconds); 0: take only those ready now", (at_least(0),), runtime=True),
+    Parameter("pipeline", BOOL, True,
+              "Admission (decode, validate, preprocess), forward and finish (postprocess, sign, publish, audit) on "
+              "threads of their own, so the forward thread only runs forwards; false: one thread runs every stage in "
+              "turn"),
+    Parameter("admission_workers", INTEGER, 0,
+              "Pipeline: threads that decode and preprocess observations; 0: one per usable core beside the "
+              "forward thread's, at least 1 and at most 4", (at_least(0),)),
     Parameter("warmup_inferences", INTEGER, 2,
               "Requests run through the full request path before the server advertises", (at_least(0),)),
     Parameter("torch_threads", INTEGER, 1,

@@ -30,6 +30,21 @@ class StartupFailed(RuntimeError):
     """The policy cannot be served; the message says why."""
 
 
+# Bench-only: a benchmark that models an accelerator replaces the forward of the runner this process
+# builds, and nothing else (bench/modeled_accelerator.py). Never set by the product.
+_forward_override = None
+
+
+def override_forward(make_forward) -> None:
+    """Bench-only hook: ``make_forward(runner)`` returns the ``infer`` the runner serves with.
+
+    Called before the server starts (bench/modeled_accelerator.py runs the product's server main after it);
+    decoding, the checkpoint's pre- and postprocessors, signing and publishing stay the product's own.
+    """
+    global _forward_override
+    _forward_override = make_forward
+
+
 def ready_runner(settings: ServerSettings, log):
     """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
@@ -84,6 +99,9 @@ def load_runner(settings: ServerSettings, log):
         noise_seed=settings.noise_seed if settings.noise_seed >= 0 else None,
         inject_delay_s=settings.inject_delay_s,
     )
+    if _forward_override is not None:
+        runner.infer = _forward_override(runner)
+        log.warning(f"benchmark: the forward is modeled ({runner.infer.__doc__ or 'bench hook'}), not the policy's")
     if settings.compile_mode != "none":
         try:
             runner.compile_forward(settings.compile_mode, settings.compile_backend)

@@ -1,21 +1,35 @@
-"""The inference worker: the one thread that owns the model.
+"""The serial inference worker: one thread runs every stage of a batch in turn (``pipeline: false``).
 
 Invariant: ROS callbacks never run inference; they deposit observations and
 return. This thread takes them from the scheduler (a batch of distinct
-sessions at a time) and runs the request path. ``stop`` lets the request in flight finish (and its chunk be
-published), then answers the observations still waiting with a refusal
-(audited; their robots stop waiting at once) before the thread ends; an
-exception in one request is logged and never ends the thread.
+sessions at a time) and runs the request path. ``stop`` lets the request in
+flight finish (and its chunk be published), then answers the observations
+still waiting with a refusal (audited; their robots stop waiting at once)
+before the thread ends; an exception in one request is logged and never ends
+the thread. The pipelined worker (pipeline.py) is the default; this one is
+what it is measured against.
 """
 
 from __future__ import annotations
 
 import threading
 
+from lerobot_ros.server.request_path import Outcome
 from lerobot_ros.server.scheduler import Ready, Scheduler
 
-_POLL_S = 0.2
+POLL_S = 0.2
 DRAINING = "the server is shutting down: this observation was not run"
+
+
+def report_outcome(stats, logger, key, outcome: Outcome) -> None:
+    """Count one answered request; warn about a refused or failed one. A superseded one is counted with the
+    next request of its session (the mailbox carries the count), not here."""
+    reply = outcome.reply
+    if outcome.outcome == "superseded":
+        return
+    stats.record(outcome.outcome, reply.inference_s, reply.superseded, reply.batch_size)
+    if outcome.outcome in ("rejected", "failed"):
+        logger.warning(f"{outcome.outcome} observation seq {reply.request.seq} from {key}: {reply.error}")
 
 
 class InferenceWorker(threading.Thread):
@@ -30,7 +44,7 @@ class InferenceWorker(threading.Thread):
 
     def run(self) -> None:
         while not self._stopping.is_set():
-            batch = self.scheduler.take_batch(_POLL_S)
+            batch = self.scheduler.take_batch(POLL_S)
             if batch:
                 self._answer(batch)
         if self._waiting_at_stop:
@@ -46,10 +60,7 @@ class InferenceWorker(threading.Thread):
         for size in answered.forwards:
             self.stats.record_forward(size)
         for ready, outcome in zip(batch, answered.outcomes):
-            reply = outcome.reply
-            self.stats.record(outcome.outcome, reply.inference_s, reply.superseded, reply.batch_size)
-            if outcome.outcome in ("rejected", "failed"):
-                self.logger.warning(f"{outcome.outcome} observation seq {reply.request.seq} from {ready.key}: {reply.error}")
+            report_outcome(self.stats, self.logger, ready.key, outcome)
 
     def stop(self) -> None:
         """Finish the request in flight, refuse the waiting ones, take no more."""

@@ -64,6 +64,11 @@ def offline(act_checkpoint):
     return _offline_runner(act_checkpoint)
 
 
+# The pipeline's stages, each timed on every audit line (the server runs pipelined by default).
+STAGE_TIMES = {"queue_wait_ms", "preprocess_ms", "forward_wait_ms", "inference_ms", "finish_wait_ms", "postprocess_ms",
+               "publish_ms"}
+
+
 def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, ros_node, offline):
     robots = [RobotClient(ros_node, client_id) for client_id in ROBOTS]
     frame = np.full((96, 128, 3), 90, np.uint8)  # one image for all: only the state tells them apart
@@ -118,6 +123,9 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
             if sorted(line["seq"] for line in lines) != sorted(sent[robot.client_id]):
                 audit_problems.append(f"{robot.client_id}: audited seqs {sorted(line['seq'] for line in lines)}")
             batch_sizes += [line["batch_size"] for line in lines]
+            unstaged = [line["seq"] for line in lines if not STAGE_TIMES <= line.keys()]
+            if unstaged:
+                audit_problems.append(f"{robot.client_id}: seqs {unstaged} lack the stage times {sorted(STAGE_TIMES)}")
             if any(line["outcome"] != "ok" for line in lines):
                 audit_problems.append(f"{robot.client_id}: outcomes {[line['outcome'] for line in lines]}")
             # The robot's session id under any other client name would be a crossing.
@@ -215,7 +223,7 @@ def test_the_relative_checkpoint_really_carries_linked_stateful_steps(relative_c
     relative = next(step for step in loaded.preprocessor.steps if type(step).__name__ == "RelativeActionsProcessorStep")
     absolute = next(step for step in loaded.postprocessor.steps if isinstance(step, AbsoluteActionsProcessorStep))
     assert relative.enabled and absolute.enabled and absolute.relative_step is relative
-    from lerobot_ros.server.inference import SessionProcessors
+    from lerobot_ros.server.policy_seam import SessionProcessors
 
     harness = Harness(runner)
     msg = harness.observation(state=np.full(6, 0.3, np.float32))
