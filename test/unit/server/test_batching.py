@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from support.request_harness import Harness
 
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.wire.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk
 
 ACT_TOLERANCE = 1e-5
@@ -131,6 +131,44 @@ def _smolvla_harness(smolvla, rtc):
     harness = Harness(runner)
     harness.sessions.remove(harness.session.client_id, harness.session.session_id)
     return harness
+
+
+def test_requests_prepared_side_by_side_never_draw_under_each_others_seed(smolvla):
+    """Admission threads prepare concurrently: each request's noise comes from its own generator, and preparing
+    leaves the global RNG (which the forward thread may be drawing from) untouched."""
+    import threading
+
+    import torch
+
+    harness = _smolvla_harness(smolvla, rtc=False)
+    runner = harness.runner
+    session = harness.open("arm_seeded", task=TASK)
+    before = torch.get_rng_state()
+    runner.prepare(observation_from_msg(harness.observation(session, seq=3), 6), session.processors, TASK, False)
+    assert torch.equal(torch.get_rng_state(), before), "prepare drew from or reseeded the global RNG"
+
+    seeds = [101, 202, 303, 404]
+    alone = {seed: runner._request_noise(seed) for seed in seeds}
+    assert not torch.equal(alone[101], alone[202])
+    mismatches, stop = [], threading.Event()
+
+    def draw(seed):
+        for _ in range(40):
+            if not torch.equal(runner._request_noise(seed), alone[seed]):
+                mismatches.append(seed)
+
+    def global_rng_user():  # another thread seeding and drawing from the global RNG meanwhile
+        while not stop.is_set():
+            torch.manual_seed(7)
+            torch.randn(64)
+    threads = [threading.Thread(target=draw, args=(seed,)) for seed in seeds] + [threading.Thread(target=global_rng_user)]
+    for thread in threads:
+        thread.start()
+    for thread in threads[:-1]:
+        thread.join(60)
+    stop.set()
+    threads[-1].join(10)
+    assert mismatches == []
 
 
 @pytest.mark.parametrize("rtc", [False, True], ids=["without_rtc", "with_rtc"])
