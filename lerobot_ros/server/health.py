@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 
 from lerobot_ros.server.arrival_guard import ClientRefusals
+from lerobot_ros.server.capacity_gate import CapacityReport
 from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
 from lerobot_ros.telemetry import ServerHealth, ServerStats
 
@@ -34,6 +35,11 @@ SERVER_METRICS = (
     ("lerobot_ros_max_batch_size", "Most requests one forward pass may take", "gauge", "max_batch_size"),
     ("lerobot_ros_batch_size_mean", "Mean requests per forward pass over a recent window", "gauge", "batch_size_mean"),
     ("lerobot_ros_forwards_total", "Forward passes run", "counter", "forwards"),
+    ("lerobot_ros_headroom_robots", "More robots at the policy's rate that fit latency_budget_ms (-1: unknown)", "gauge",
+     "headroom_robots"),
+    ("lerobot_ros_predicted_p95_ms", "p95 round trip the capacity model predicts for the open sessions (ms)", "gauge",
+     "predicted_p95_ms"),
+    ("lerobot_ros_latency_budget_ms", "Admission latency budget (ms; 0: off)", "gauge", "latency_budget_ms"),
     ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
 )
 
@@ -59,9 +65,11 @@ def server_health(
     stats: ServerStats,
     max_batch_size: int = 1,
     refusals: list[ClientRefusals] | tuple[ClientRefusals, ...] = (),
+    capacity: CapacityReport | None = None,
 ) -> ServerHealth:
     """The server's state and the worker's counters as one snapshot."""
     p50, p95 = stats.inference_percentiles_ms()
+    capacity = capacity or CapacityReport(-1, 0.0, 0.0)
     return ServerHealth(
         instance_id=instance_id,
         server_namespace=server_namespace,
@@ -81,6 +89,9 @@ def server_health(
         max_batch_size=max_batch_size,
         batch_size_mean=stats.batch_size_mean(),
         forwards=stats.forwards,
+        headroom_robots=capacity.headroom_robots,
+        predicted_p95_ms=capacity.predicted_p95_ms,
+        latency_budget_ms=capacity.latency_budget_ms,
         refused_client_ids=tuple(entry.client_id for entry in refusals),
         refused_on_arrival=tuple(entry.refused for entry in refusals),
         refused_last_reasons=tuple(entry.last_reason for entry in refusals),

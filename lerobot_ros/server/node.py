@@ -62,6 +62,8 @@ from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.server.startup import StartupFailed, ready_runner
+from lerobot_ros.server.capacity import ServiceCurve
+from lerobot_ros.server.capacity_gate import CapacityGate
 from lerobot_ros.server.pipeline import PipelinedWorker, admission_workers
 from lerobot_ros.server.worker import InferenceWorker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
@@ -152,11 +154,13 @@ class PolicyServerNode(LifecycleNode):
 
     def load_policy(self):
         try:
-            self.runner = ready_runner(self.settings, self.get_logger())
+            curve = ServiceCurve()
+            self.runner = ready_runner(self.settings, self.get_logger(), on_forward=curve.record_forward)
         except StartupFailed as error:
             raise TransitionFailed(str(error)) from error
         self.capabilities = self.runner.capabilities
         self.capabilities_msg = control_plane.capabilities_to_msg(self.capabilities)
+        self.capacity = CapacityGate(self.capabilities, curve)
         self.scheduler = RoundRobinScheduler()
         self._apply_settings(self.settings)
 
@@ -171,6 +175,8 @@ class PolicyServerNode(LifecycleNode):
         # Exclusive mode has one session; a family whose chunks would depend on batch partners runs alone.
         self.max_batch_size = settings.max_batch_size if self.runner.batchable else 1
         self.scheduler.set_batching(self.max_batch_size, settings.batch_window_ms / 1000.0)
+        self.capacity.configure(settings.latency_budget_ms if settings.pipeline else 0.0, self.max_batch_size,
+                                admission_workers(settings.admission_workers))
         self.guard.policy = flood_policy(settings)
         self.arrivals = ArrivalDesk(
             self.sessions, self.guard, lambda client_id, msg: self.scheduler.deposit(client_id, msg),
@@ -306,7 +312,8 @@ class PolicyServerNode(LifecycleNode):
         )
         if self.settings.pipeline:
             workers = admission_workers(self.settings.admission_workers)
-            worker = PipelinedWorker(self.scheduler, handler, self.stats, self.get_logger(), workers)
+            worker = PipelinedWorker(self.scheduler, handler, self.stats, self.get_logger(), workers,
+                                     self.capacity.curve.record_forward, self.capacity.curve.record_host)
         else:
             worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
         worker.start()
@@ -370,7 +377,9 @@ class PolicyServerNode(LifecycleNode):
         load = ServerLoad(ready=self.ready, draining=self.draining, max_sessions=self.max_sessions,
                           active_sessions=self.sessions.count(excluding_client=request.client_id))
         decision = decide_open(control_plane.open_request_from_msg(request), request.owner_secret,
-                               self.capabilities, load, self.sessions, self.settings)
+                               self.capabilities, load, self.sessions, self.settings,
+                               latency_refusal=lambda open_request, rtc: self.capacity.refusal(
+                                   open_request.fps, rtc, self.sessions.sessions(), open_request.client_id))
         session = decision.session
         if session is None:
             return self._refuse_open(request.client_id, response, decision.refusal, decision.message,
@@ -431,6 +440,7 @@ class PolicyServerNode(LifecycleNode):
             stats=self.stats,
             max_batch_size=self.max_batch_size,
             refusals=self.guard.report(time.monotonic()),
+            capacity=self.capacity.report(self.sessions.sessions()),
         )
 
     def status_msg(self) -> ServerStatus:

@@ -11,6 +11,7 @@ and the data plane.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lerobot_ros.contract import OpenRequest, ServerCapabilities
@@ -32,14 +33,19 @@ class OpenDecision:
 
 
 def decide_open(request: OpenRequest, owner_secret: str, capabilities: ServerCapabilities, load: ServerLoad,
-                sessions: SessionRegistry, settings: ServerSettings, now_s: float | None = None) -> OpenDecision:
-    """Admit ``request`` against the policy and the load, then claim its client id in ``sessions``."""
+                sessions: SessionRegistry, settings: ServerSettings, now_s: float | None = None,
+                latency_refusal: Callable[[OpenRequest, bool], str | None] | None = None) -> OpenDecision:
+    """Admit ``request`` against the policy and the load (the session count, then ``latency_refusal``: the
+    capacity model's predicted p95 against the budget), then claim its client id in ``sessions``."""
     admission = admit(capabilities, request, load, strict_fps=settings.strict_fps)
     if not admission.accepted:
         message = admission.message
         if admission.refusal is Refusal.CAPACITY:
             message += "; " + when_a_slot_frees(sessions, settings)
         return OpenDecision(None, admission.refusal, message, load.active_sessions)
+    too_slow = latency_refusal(request, admission.rtc_enabled) if latency_refusal is not None else None
+    if too_slow:
+        return OpenDecision(None, Refusal.CAPACITY, too_slow, load.active_sessions)
     session = Session(
         client_id=request.client_id,
         task=admission.task or settings.default_task,

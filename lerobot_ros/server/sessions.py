@@ -49,6 +49,7 @@ import enum
 import hmac
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,10 @@ from lerobot_ros.wire.data_plane import integrity
 # A router restart or a blip drops graph information for a moment (rmw_zenoh
 # liveliness); only an absence lasting this long counts as the robot gone.
 PUBLISHER_GONE_GRACE_S = 3.0
+
+
+#: Accepted observations remembered per session for its observed rate.
+ARRIVALS_KEPT = 64
 
 
 @dataclass
@@ -89,9 +94,18 @@ class Session:
     # An episode boundary passed or the session is new; the worker resets
     # the processors before the next request.
     processors_stale: bool = True
+    # When its recent accepted observations arrived: the rate it really asks at (capacity_gate.py).
+    arrivals: deque = field(default_factory=lambda: deque(maxlen=ARRIVALS_KEPT), repr=False)
 
     def __post_init__(self) -> None:
         self.last_seen = self.last_seen or self.opened_at
+
+    def observed_rate_hz(self, now: float, window_s: float = 10.0) -> float:
+        """Accepted observations per second over the recent window; 0 until a few seconds of them are seen."""
+        recent = [at for at in self.arrivals if now - at <= window_s]
+        if len(recent) < 3 or recent[-1] - recent[0] < 1.0:
+            return 0.0
+        return (len(recent) - 1) / (recent[-1] - recent[0])
 
     @property
     def key(self) -> bytes:
@@ -286,6 +300,7 @@ class SessionRegistry:
             if late is not None:
                 return late
             session.epoch, session.last_seq, session.last_seen = msg.epoch, msg.seq, now
+            session.arrivals.append(now)
             return None
 
     def idle(self, now: float, idle_timeout_s: float) -> list[Session]:

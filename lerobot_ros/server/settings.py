@@ -71,6 +71,9 @@ PARAMETERS = (
     Parameter("batch_window_ms", FLOAT, 0.0,
               "Micro-batching: how long to wait after the first ready observation for others to join its "
               "forward pass (milliseconds); 0: take only those ready now", (at_least(0),), runtime=True),
+    Parameter("latency_budget_ms", FLOAT, 0.0,
+              "Admit a robot only while the predicted p95 round trip of every admitted robot stays within this "
+              "(milliseconds; pipeline only); 0: admit by max_sessions alone", (at_least(0),), runtime=True),
     Parameter("pipeline", BOOL, True,
               "Admission (decode, validate, preprocess), forward and finish (postprocess, sign, publish, audit) on "
               "threads of their own, so the forward thread only runs forwards; false: one thread runs every stage in "

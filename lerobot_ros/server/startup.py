@@ -45,10 +45,11 @@ def override_forward(make_forward) -> None:
     _forward_override = make_forward
 
 
-def ready_runner(settings: ServerSettings, log):
+def ready_runner(settings: ServerSettings, log, on_forward=None):
     """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
-    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger).
+    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger); ``on_forward(batch_size,
+    seconds)`` hears each warm-up forward.
     Both steps run on a passing thread, never on the caller's (see the module docstring).
     """
     problem = local_checkpoint_problem(settings.checkpoint)
@@ -58,7 +59,7 @@ def ready_runner(settings: ServerSettings, log):
     def load_and_warm_up():
         use_torch_threads(settings.torch_threads)
         runner = load_runner(settings, log)
-        warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log)
+        warm_up_runner(runner, settings.warmup_inferences, settings.default_task, log, on_forward)
         return runner
 
     return run_on_passing_thread(load_and_warm_up, name="lerobot_ros-load")
@@ -115,11 +116,11 @@ def load_runner(settings: ServerSettings, log):
     return runner
 
 
-def warm_up_runner(runner, count: int, default_task: str, log) -> None:
+def warm_up_runner(runner, count: int, default_task: str, log, on_forward=None) -> None:
     """``count`` requests through the full request path, each one's duration logged."""
     log.info(f"warming up ({count} requests through the full request path)")
     try:
-        durations = warm_up(runner, count, default_task)
+        durations = warm_up(runner, count, default_task, on_forward)
     except RuntimeError as error:
         raise StartupFailed(f"warm-up failed: {error}") from error
     if durations:

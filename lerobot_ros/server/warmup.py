@@ -55,11 +55,17 @@ def synthetic_observation(
     return observation_to_msg(OutgoingObservation(request, session.task, np.zeros(capabilities.state_dim, np.float32), frames, {}, **rtc))
 
 
-def warm_up(runner, count: int, task: str = "") -> list[float]:
+def warm_up(runner, count: int, task: str = "", on_forward=None) -> list[float]:
     """Run ``count`` requests through the full request path, then, for a compiled forward that batches,
-    forward passes of two sessions (see the module docstring); return each forward's duration (s)."""
+    forward passes of two sessions (see the module docstring); return each round's duration (s).
+    ``on_forward(batch_size, seconds)`` hears each forward (the capacity model's first samples)."""
     batched = (2 if runner.rtc_active else 1) if count and runner.compiled and runner.batchable else 0
-    return [seconds for seconds, _ in synthetic_rounds(runner, count, task, batched)]
+    durations = []
+    for seconds, outcomes in synthetic_rounds(runner, count, task, batched):
+        durations.append(seconds)
+        if on_forward is not None:
+            on_forward(outcomes[0].reply.batch_size, outcomes[0].reply.inference_s)
+    return durations
 
 
 def synthetic_rounds(runner, count: int, task: str = "", batched: int = 0) -> Iterator[tuple[float, list]]:

@@ -179,3 +179,47 @@ def test_cuda_requested_without_cuda_is_a_clear_error(act_checkpoint):
         pytest.skip("this machine has CUDA")
     with pytest.raises(CheckpointError, match="CUDA is not available here"):
         load_policy(str(act_checkpoint), device="cuda:0")
+
+
+def _status(ros_node):
+    client = ros_node.create_client(GetStatus, "/lerobot/get_status")
+    try:
+        return call(ros_node, client, GetStatus.Request()).status
+    finally:
+        ros_node.destroy_client(client)
+
+
+def test_a_latency_budget_refuses_the_robot_it_cannot_hold_and_status_shows_the_headroom(policy_server, ros_node):
+    """The capacity model across processes: a budget below one forward refuses even the first robot with the
+    predicted p95 against the budget; a generous one admits it; status shows budget, headroom and prediction."""
+    from lerobot_ros.srv import OpenSession
+    from support.lifecycle import set_parameters
+    from support.robot_client import RobotClient
+
+    def status_with_budget(budget_ms):  # the figures are recomputed at most once a second
+        statuses = []
+        spin_until(ros_node, lambda: statuses.append(_status(ros_node)) or statuses[-1].latency_budget_ms == budget_ms,
+                   15)
+        return statuses[-1]
+    try:
+        assert all(result.successful for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=1.0))
+        tight = status_with_budget(1.0)
+        assert tight.latency_budget_ms == 1.0 and tight.headroom_robots == 0, tight
+        refused = RobotClient(ros_node, "capacity_arm").open()
+        assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_CAPACITY, refused.message
+        assert "exceeds latency_budget_ms 1 " in refused.message and "predicted p95 round trip" in refused.message
+        assert "forward t(b) =" in refused.message, refused.message
+
+        assert all(result.successful for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=60000.0))
+        robot = RobotClient(ros_node, "capacity_arm")
+        accepted = robot.open()
+        assert accepted.accepted, accepted.message
+        try:
+            assert robot.request(robot.observation(1)).status == 0
+            roomy = status_with_budget(60000.0)
+            assert roomy.headroom_robots > 0 and roomy.predicted_p95_ms > 0, roomy
+        finally:
+            robot.close()
+    finally:
+        set_parameters(ros_node, "/lerobot", latency_budget_ms=0.0)
+    assert status_with_budget(0.0).headroom_robots == -1
