@@ -17,11 +17,11 @@ serve and advertise; deactivate = refuse new sessions and drain; cleanup =
 release); this class supplies the steps. With ``autostart`` (default true)
 it configures and activates itself at start-up (node_support.run_autostart).
 Runtime parameters are applied by ``_apply_settings`` (node_support).
-Callbacks only validate and deposit; one inference worker thread owns the
-model. The rules live in plain modules this node forwards to: sessions.py
-(sessions, episodes, expiry), client_topics.py (each client's topics),
-admission.py, request_path.py (one observation to one chunk), health.py
-(what every status report says), observability.py (audit, capture, HTTP).
+Callbacks only validate and deposit; the worker (pipeline.py: admission,
+forward and finish threads; worker.py with ``pipeline: false``) runs the
+request path (request_path.py), and only its forward thread runs the model.
+The rules live in plain modules this node forwards to: sessions.py, client_topics.py,
+session_opening.py (admission.py, capacity_gate.py), health.py and observability.py.
 SIGTERM/SIGINT: the shutdown transition's work (heartbeat stops first, new
 sessions are refused, the in-flight request is finished and published),
 then the node exits.
@@ -29,16 +29,13 @@ then the node exits.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 import uuid
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from rclpy.executors import SingleThreadedExecutor
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from rclpy.node import Node
 
 from lerobot_ros import names
 from lerobot_ros.wire import control_plane
@@ -64,20 +61,14 @@ from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.server.startup import StartupFailed, ready_runner
 from lerobot_ros.server.capacity import ServiceCurve
 from lerobot_ros.server.capacity_gate import CapacityGate
-from lerobot_ros.server.pipeline import PipelinedWorker, admission_workers
-from lerobot_ros.server.worker import InferenceWorker
+from lerobot_ros.server.duplicate_check import live_server_heard
+from lerobot_ros.server.pipeline import admission_workers, build_worker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
 
 NODE_NAME = "lerobot"
 
 GC_PERIOD_S = 1.0
-#: How long a starting server listens for another live server's heartbeat on its namespace (at least).
-DUPLICATE_LISTEN_MIN_S = 1.5
-#: How long after joining the graph a starting server looks for another one's heartbeat publisher
-#: (seconds): discovery on a loaded machine takes a while, and checking at once let a second
-#: server start unnoticed in CI.
-DUPLICATE_DISCOVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
 
 
@@ -100,7 +91,7 @@ class PolicyServerNode(LifecycleNode):
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(self._create_client_topics, self._destroy_client_topics)
         self.guard = ArrivalGuard(FloodPolicy(), lambda record: self.observability.audit.write(record))
-        self.worker: InferenceWorker | None = None
+        self.worker = None  # InferenceWorker or PipelinedWorker while serving
         self._drain_spin = None  # while a signal's drain runs: spins the executor, so requests are refused meanwhile
 
     @property
@@ -224,11 +215,9 @@ class PolicyServerNode(LifecycleNode):
         self.worker = self._start_worker()
         self.heartbeat_timer = self.create_timer(self.settings.heartbeat_period_s, self.on_heartbeat)
         self.get_logger().info(
-            f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} "
-            f"(fingerprint {self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions, "
-            f"up to {self.max_batch_size} per forward pass, {self._worker_shape()}) "
-            f"at {self.namespace_name()}"
-        )
+            f"ready: serving {self.capabilities.policy_type} as {self.capabilities.serving_mode} (fingerprint "
+            f"{self.capabilities.model_fingerprint}, up to {self.max_sessions} sessions, up to {self.max_batch_size} "
+            f"per forward pass, {self.worker.shape}) at {self.namespace_name()}")
 
     def refuse_new_sessions(self) -> None:
         self.draining = True
@@ -261,44 +250,15 @@ class PolicyServerNode(LifecycleNode):
         return name + ("/" + self.settings.service_name if self.settings.service_name else "")
 
     def refuse_a_second_instance(self) -> None:
-        """Stop before advertising if a live server already serves this namespace.
-
-        Live means its heartbeat is heard: a server killed with -9 leaves its
-        entities in the graph for a while, and its restart must not be refused.
-        A probe node with its own executor listens: configure may run inside
-        this node's executor (the lifecycle service), which cannot spin again.
-        """
+        """Stop before advertising if a live server already serves this namespace (duplicate_check.py)."""
         topic = self.resolve_topic_name(self.prefix + names.STATUS)
-        heard: list[ServerStatus] = []
-        probe = Node(f"{self.get_name()}_duplicate_check", namespace=self.get_namespace(), context=self.context,
-                     start_parameter_services=False, enable_rosout=False)
-        executor = SingleThreadedExecutor(context=self.context)
-        executor.add_node(probe)
-        probe.create_subscription(ServerStatus, topic, heard.append, STATUS_QOS)
-        try:
-            # A new participant learns the graph over a moment: wait for a publisher that far.
-            discovered_by = self._joined_graph_at + DUPLICATE_DISCOVERY_S
-            while probe.count_publishers(topic) == 0:
-                if time.monotonic() >= discovered_by:
-                    return
-                executor.spin_once(timeout_sec=0.1)
-            deadline = time.monotonic() + max(DUPLICATE_LISTEN_MIN_S, 3 * self.settings.heartbeat_period_s)
-            while not heard and time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.1)
-        finally:
-            executor.shutdown(timeout_sec=1.0)
-            probe.destroy_node()
-        if heard:
+        heard = live_server_heard(self, topic, self._joined_graph_at, self.settings.heartbeat_period_s)
+        if heard is not None:
             raise TransitionFailed(
-                f"another policy_server_node (instance {heard[0].instance_id}) already serves "
-                f"{heard[0].server_namespace}: refusing to start a second one there; give this one another "
+                f"another policy_server_node (instance {heard.instance_id}) already serves "
+                f"{heard.server_namespace}: refusing to start a second one there; give this one another "
                 "node name or service_name"
             )
-
-    def _worker_shape(self) -> str:
-        if not self.settings.pipeline:
-            return "serial: one thread runs every stage"
-        return f"pipelined: {admission_workers(self.settings.admission_workers)} admission threads, forward, finish"
 
     def _start_worker(self):
         handler = RequestHandler(
@@ -310,12 +270,8 @@ class PolicyServerNode(LifecycleNode):
             capture=self.observability.capture_write,
             limits=self.limits,
         )
-        if self.settings.pipeline:
-            workers = admission_workers(self.settings.admission_workers)
-            worker = PipelinedWorker(self.scheduler, handler, self.stats, self.get_logger(), workers,
-                                     self.capacity.curve.record_forward, self.capacity.curve.record_host)
-        else:
-            worker = InferenceWorker(self.scheduler, handler, self.stats, self.get_logger())
+        worker = build_worker(self.settings.pipeline, self.settings.admission_workers, self.scheduler, handler,
+                              self.stats, self.get_logger(), self.capacity.curve)
         worker.start()
         return worker
 
@@ -457,14 +413,9 @@ class PolicyServerNode(LifecycleNode):
     def on_diagnostics(self) -> None:
         health = self.health()
         level, message = diagnostic_summary(health)
-        status = control_plane.diagnostic_status(
-            f"{self.get_name()}: policy server", self.capabilities.model_fingerprint,
-            getattr(DiagnosticStatus, level.name), message,
-            control_plane.health_values(health) | {"policy_type": self.capabilities.policy_type},
-        )
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics_pub.publish(array)
+        self.diagnostics_pub.publish(control_plane.server_diagnostics(
+            health, f"{self.get_name()}: policy server", self.capabilities.policy_type,
+            self.capabilities.model_fingerprint, level.name, message, self.get_clock().now().to_msg()))
 
     def health_snapshot(self) -> HealthSnapshot:
         return health_snapshot(self.health(), self.capabilities.policy_type, self.capabilities.model_fingerprint)

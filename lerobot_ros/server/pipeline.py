@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from lerobot_ros.server.request_path import Forward, RequestHandler, ServedRequest
 from lerobot_ros.server.scheduler import Ready, Scheduler
-from lerobot_ros.server.worker import DRAINING, POLL_S, report_outcome
+from lerobot_ros.server.worker import DRAINING, POLL_S, InferenceWorker, report_outcome
 
 _STOP_POLL_S = 0.02
 
@@ -49,6 +49,16 @@ def admission_workers(configured: int) -> int:
     if configured > 0:
         return configured
     return max(1, min(4, len(os.sched_getaffinity(0)) - 1))
+
+
+def build_worker(pipelined: bool, configured_workers: int, scheduler: Scheduler, handler: RequestHandler, stats,
+                 logger, curve=None):
+    """The pipelined worker feeding ``curve`` (capacity.ServiceCurve) with forward and host times, or the serial one."""
+    if not pipelined:
+        return InferenceWorker(scheduler, handler, stats, logger)
+    return PipelinedWorker(scheduler, handler, stats, logger, admission_workers(configured_workers),
+                           curve.record_forward if curve is not None else None,
+                           curve.record_host if curve is not None else None)
 
 
 class PreparedQueue:
@@ -105,6 +115,10 @@ class PipelinedWorker:
                                             daemon=True) for i in range(admission_workers)]
         self._forward = threading.Thread(target=self._forward_loop, name="lerobot_ros-inference", daemon=True)
         self._finish = threading.Thread(target=self._finish_loop, name="lerobot_ros-finish", daemon=True)
+
+    @property
+    def shape(self) -> str:
+        return f"pipelined: {len(self._admission)} admission threads, forward, finish"
 
     @property
     def threads(self) -> list[threading.Thread]:

@@ -42,6 +42,8 @@ class InferenceWorker(threading.Thread):
         self._stopping = threading.Event()
         self._waiting_at_stop: list[Ready] = []
 
+    shape = "serial: one thread runs every stage"
+
     def run(self) -> None:
         while not self._stopping.is_set():
             batch = self.scheduler.take_batch(POLL_S)

@@ -12,7 +12,7 @@ import array
 import dataclasses
 
 from builtin_interfaces.msg import Duration
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
 from lerobot_ros.contract import CameraSpec, OpenRequest, ServerCapabilities
 from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
@@ -90,6 +90,16 @@ def diagnostic_status(name: str, hardware_id: str, level: bytes, message: str, v
         message=message,
         values=[KeyValue(key=key, value=_diagnostic_text(value)) for key, value in values.items()],
     )
+
+
+def server_diagnostics(health: ServerHealth, name: str, policy_type: str, fingerprint: str, level_name: str,
+                       message: str, stamp) -> DiagnosticArray:
+    """The policy server's /diagnostics array: one entry, the health's values and the policy type."""
+    status = diagnostic_status(name, fingerprint, getattr(DiagnosticStatus, level_name), message,
+                               health_values(health) | {"policy_type": policy_type})
+    array = DiagnosticArray(status=[status])
+    array.header.stamp = stamp
+    return array
 
 
 def _diagnostic_text(value) -> str:
