@@ -248,3 +248,44 @@ def test_admission_workers_default_from_the_usable_cores():
     assert admission_workers(0) == max(1, min(4, cores - 1))
     with pytest.raises(ValueError, match="admission_workers must be >= 1"):
         PipelinedWorker(RoundRobinScheduler(), None, None, None, 0)
+
+
+def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
+    """An underestimated rate: ``arm`` floods valid observations back to back while ``b`` asks one at a time.
+    ``arm`` gets at most one request per forward; every request of ``b`` is answered within the forward in
+    progress and its own (plus one for its admission), never skipped."""
+    r = Rig(workers=1)
+    r.runner.forward_s = 0.01
+    answered_at = {}
+    audit = r.harness.handler.audit
+
+    def timed_audit(line):
+        answered_at[(line["client"], line["seq"])] = time.monotonic()
+        audit(line)
+    r.harness.handler.audit = timed_audit
+    stop = threading.Event()
+
+    def flood():
+        seq = 0
+        while not stop.is_set():
+            r.send("arm", seq=seq)
+            seq += 1
+            time.sleep(0.0005)
+    flooder = threading.Thread(target=flood)
+    flooder.start()
+    try:
+        sent_at = {}
+        for seq in range(15):
+            sent_at[seq] = time.monotonic()
+            r.send("b", seq=seq)
+            r.runner.wait_for(lambda: ("b", seq) in answered_at)
+    finally:
+        stop.set()
+        flooder.join(10.0)
+        r.stop()
+    forward_starts = [event.at for event in r.runner.events if event.stage == "forward" and event.phase == "start"]
+    waited = [sum(sent_at[seq] < start < answered_at[("b", seq)] for start in forward_starts) for seq in range(15)]
+    assert all(r.audited("b", seq)[0]["outcome"] == "ok" for seq in range(15))
+    assert max(waited) <= 3, f"forwards b waited through: {waited}"
+    flood_served = sum(1 for line in r.harness.audit if line["client"] == "arm" and line["outcome"] == "ok")
+    assert flood_served >= 5 and r.stats.observations_superseded > flood_served  # it really flooded; newest won
