@@ -1,7 +1,8 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
 Each script (bench.server_request_latency, executor_jitter, starvation,
-capacity, batching, compiled_forward; below them flood, abuse_soak and forward_curve) runs as its own process, ``python -m
+capacity, batching, compiled_forward, accelerator_capacity; below them flood,
+abuse_soak and forward_curve) runs as its own process, ``python -m
 bench.<name>`` from the repository root as documented, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
 in time; the test checks its exit code, its section (command line, a table,
@@ -28,12 +29,15 @@ SCRIPTS = {
     "capacity": "bench_capacity.png",
     "batching": "bench_batching.png",
     "compiled_forward": "bench_compiled_forward.png",
+    "accelerator_capacity": "bench_accelerator_capacity.png",
 }
 #: A table row that shows the smoke run did what it is there for, beyond writing a section.
 OUTCOMES = {
     "executor_jitter": r"30 Hz policy interpolated \| [1-9]\d* / \d+ \([1-9]\d*\) \|",  # both streams received
     "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",  # replace mode ran with RTC active
     "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",  # dynamo compiled graphs
+    # two paced robots answered through the modeled accelerator, none failed
+    "accelerator_capacity": r"\| 2 \| serial \| \d+ / \d+ / \d+ ms \| \d+ ms \| [0-9.]+ \| [0-9.]+ \| \d+ % \|.*\| 0 \| [0-9.]+ cores",
 }
 TIMEOUT_S = 300
 

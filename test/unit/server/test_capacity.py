@@ -37,9 +37,10 @@ def model_of(t0=T0, k=K, host=HOST, max_batch_size=64, workers=1, cores=2.0):
 
 def hand_p95(total_rate, t0=T0, k=K, host=HOST, servers=2.0):
     """The docstring's formula, written out again, with one host time for mean and p95."""
-    batch = max(1.0, total_rate * t0 / (1.0 - total_rate * k))
+    batch = total_rate * t0 / (1.0 - total_rate * k)
+    tail = min(64.0, max(1.0, batch + 1.645 * batch ** 0.5))
     rho = total_rate * host / servers
-    return host + 2.0 * (t0 + k * batch) + rho / (1.0 - rho) * host
+    return host + 2.0 * (t0 + k * tail) + rho / (1.0 - rho) * host
 
 
 def robots_within(budget_s, rate):
