@@ -136,10 +136,7 @@ class RoundRobinScheduler:
 
     def hold(self, timeout_s: float) -> Ready | None:
         """Like ``take``, and its session is taken by nobody until ``release``: one request in flight per session."""
-        batch = self._take(timeout_s, 1, 0.0)
-        if batch:
-            with self._condition:
-                self._held.add(batch[0].key)
+        batch = self._take(timeout_s, 1, 0.0, hold=True)
         return batch[0] if batch else None
 
     def release(self, key: Hashable, superseded: bool = False) -> None:
@@ -157,12 +154,15 @@ class RoundRobinScheduler:
             mailbox = self._mailboxes.get(key)
             return mailbox is not None and mailbox.full
 
-    def _take(self, timeout_s: float, size: int, window_s: float) -> list[Ready]:
+    def _take(self, timeout_s: float, size: int, window_s: float, hold: bool = False) -> list[Ready]:
         deadline = self._clock() + timeout_s
         with self._condition:
             while not self._closed:
                 if self._orphans:
-                    return [self._orphans.popleft()]
+                    orphan = self._orphans.popleft()
+                    if hold:
+                        self._held.add(orphan.key)
+                    return [orphan]
                 chosen = self._ready_keys(size, ())
                 if chosen:
                     window_end = self._clock() + window_s
@@ -171,7 +171,10 @@ class RoundRobinScheduler:
                            and (remaining := window_end - self._clock()) > 0):
                         self._condition.wait(remaining)
                         chosen += self._ready_keys(size - len(chosen), chosen)
-                    return self._take_chosen(chosen)
+                    taken = self._take_chosen(chosen)
+                    if hold:  # under the same lock as the take: no second thread can take the session meanwhile
+                        self._held.update(ready.key for ready in taken)
+                    return taken
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     return []
