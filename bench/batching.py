@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
-from bench.common import median, percentile
+from bench.common import median, open_session_retrying, percentile
 
 import numpy as np
 
@@ -104,13 +104,7 @@ class LoadRobot(threading.Thread):
             client_id=client_id, schema_version=Observation.CURRENT_SCHEMA_VERSION, action_names=SO101_JOINT_NAMES,
             state_dim=len(SO101_JOINT_NAMES), camera_names=tuple(cameras), fps=FPS, task=TASK, rtc_requested=rtc,
         )
-        for _ in range(3):  # on an overloaded machine an OpenSession can go unanswered; a re-open replaces it
-            grant = self.session.open_session(request, timeout_s=30.0)
-            if not isinstance(grant, str) or "did not reply" not in grant:
-                break
-        if isinstance(grant, str):
-            raise RuntimeError(f"{client_id}: no session: {grant}")
-        self.session_id = grant.session_id
+        self.session_id = open_session_retrying(self.session, request, client_id).session_id
         rng = np.random.default_rng(index)
         height, width = DEFAULT_IMAGE_SHAPE
         self.frames = {name: images.rgb_to_compressed(rng.integers(0, 256, (height, width, 3), np.uint8), 90)

@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from bench.common import open_session_retrying
 from lerobot_ros.contract import OpenRequest
 from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.trigger import request_threshold_s
@@ -134,13 +135,7 @@ class PacedRobot(threading.Thread):
         request = OpenRequest(client_id=client_id, schema_version=Observation.CURRENT_SCHEMA_VERSION,
                               action_names=tuple(action_names), state_dim=len(action_names),
                               camera_names=tuple(cameras), fps=FPS, task=TASK, rtc_requested=False)
-        for _ in range(3):  # on an overloaded machine an OpenSession can go unanswered; a re-open replaces it
-            grant = self.session.open_session(request, timeout_s=30.0)
-            if not isinstance(grant, str) or "did not reply" not in grant:
-                break
-        if isinstance(grant, str):
-            raise RuntimeError(f"{client_id}: no session: {grant}")
-        self.session_id = grant.session_id
+        self.session_id = open_session_retrying(self.session, request, client_id).session_id
         self.rng = np.random.default_rng(index)
         self.state = self.rng.uniform(-0.5, 0.5, len(action_names)).astype(np.float32)
         self.halt, self.go, self.idle, self.stopped = threading.Event(), threading.Event(), threading.Event(), False

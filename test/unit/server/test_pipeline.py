@@ -53,6 +53,17 @@ class Rig:
         self.runner.wait_for(lambda: self.audited(client, seq))
         return self.audited(client, seq)[0]
 
+    def audit_times(self) -> dict:
+        """(client, seq) -> when its audit line was written, filled from now on."""
+        written_at = {}
+        audit = self.harness.handler.audit
+
+        def timed_audit(line):
+            written_at[(line["client"], line["seq"])] = time.monotonic()
+            audit(line)
+        self.harness.handler.audit = timed_audit
+        return written_at
+
     def chunks(self, client):
         return [chunk for key, chunk in self.harness.published if key == client]
 
@@ -143,13 +154,7 @@ def test_an_observation_overtaken_while_prepared_is_never_forwarded(rig):
 
 def test_one_session_is_never_twice_in_the_pipeline(rig):
     r = rig(workers=3)
-    audited_at = {}
-    audit = r.harness.handler.audit
-
-    def timed_audit(line):
-        audited_at[(line["client"], line["seq"])] = time.monotonic()
-        audit(line)
-    r.harness.handler.audit = timed_audit
+    audited_at = r.audit_times()
     flood = threading.Thread(target=lambda: [r.send("arm", seq=seq) for seq in range(400)])
     flood.start()
     for seq in range(20):
@@ -256,13 +261,7 @@ def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
     progress and its own (plus one for its admission), never skipped."""
     r = Rig(workers=1)
     r.runner.forward_s = 0.01
-    answered_at = {}
-    audit = r.harness.handler.audit
-
-    def timed_audit(line):
-        answered_at[(line["client"], line["seq"])] = time.monotonic()
-        audit(line)
-    r.harness.handler.audit = timed_audit
+    answered_at = r.audit_times()
     stop = threading.Event()
 
     def flood():
