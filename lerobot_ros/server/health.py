@@ -1,7 +1,7 @@
 """The policy server's health, assembled once for every place that reports it.
 
 Invariant: the ~/status heartbeat, GetStatus, /diagnostics and the HTTP
-/healthz and /metrics endpoint all read the same ``ServerHealth`` snapshot,
+/healthz, /livez and /metrics endpoint all read the same ``ServerHealth`` snapshot,
 so they never disagree; "rejected" as reported counts failed requests too.
 
 Plain Python: the node converts the results to messages.
@@ -112,7 +112,8 @@ def diagnostic_summary(health: ServerHealth) -> tuple[DiagnosticLevel, str]:
 
 
 def health_snapshot(health: ServerHealth, policy_type: str, model_fingerprint: str) -> HealthSnapshot:
-    """What the HTTP endpoint serves: readiness for /healthz, SERVER_METRICS for /metrics."""
+    """What the HTTP endpoint serves: readiness for /healthz (liveness, /livez, is that any snapshot is made),
+    SERVER_METRICS for /metrics."""
     return HealthSnapshot(
         ready=health.ready,
         draining=health.draining,

@@ -1,9 +1,13 @@
 """Optional HTTP health and metrics endpoint for the policy server.
 
 Invariants protected here:
-- ``GET /healthz`` answers 200 only when the server is ready and not
-  draining, so a load balancer or orchestrator never routes to a server
+- ``GET /healthz`` (readiness) answers 200 only when the server is ready and
+  not draining, so a load balancer or orchestrator never routes to a server
   that would refuse or drop the request; any other state is a 503 naming it;
+- ``GET /livez`` (liveness) answers 200 whenever the server can report its
+  state at all, whatever that state is (inactive, not ready, draining): an
+  orchestrator restarts a process only for being wedged or broken, never for
+  draining or for being switched inactive; a snapshot that raises is a 500;
 - ``GET /metrics`` is valid Prometheus text exposition format 0.0.4, written
   by ``prometheus_client`` from a registry private to the endpoint (never the
   process-global one): names and label names are checked here, one type and
@@ -30,7 +34,14 @@ from prometheus_client.metrics_core import Metric as MetricFamily
 
 from lerobot_ros.server.audit import json_safe
 
-__all__ = ["HealthEndpoint", "HealthSnapshot", "Metric", "PROMETHEUS_CONTENT_TYPE", "render_prometheus"]
+__all__ = [
+    "LIVENESS_PATH", "METRICS_PATH", "PATHS", "PROMETHEUS_CONTENT_TYPE", "READINESS_PATH", "HealthEndpoint",
+    "HealthSnapshot", "Metric", "render_prometheus",
+]
+
+#: Readiness (200 only when serving), liveness (200 in every state the server can report) and the metrics.
+READINESS_PATH, LIVENESS_PATH, METRICS_PATH = "/healthz", "/livez", "/metrics"
+PATHS = (READINESS_PATH, LIVENESS_PATH, METRICS_PATH)
 
 # What generate_latest writes (its default escaping keeps names in the 0.0.4 alphabet).
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -157,23 +168,27 @@ def _make_handler(snapshot: Callable[[], HealthSnapshot], registry: CollectorReg
 
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
             path = urlsplit(self.path).path
-            if path not in ("/healthz", "/metrics"):
-                self._send(404, f"not found: {path}; expected /healthz or /metrics\n", "text/plain; charset=utf-8")
+            if path not in PATHS:
+                self._send(404, f"not found: {path}; expected {', '.join(PATHS)}\n", "text/plain; charset=utf-8")
                 return
             try:
-                if path == "/metrics":
+                if path == METRICS_PATH:
                     self._send(200, generate_latest(registry).decode("utf-8"), PROMETHEUS_CONTENT_TYPE)
                     return
                 current = _checked(snapshot)
                 status = current.status
+                if path == LIVENESS_PATH:
+                    # Alive in every state; "readiness" says which, "status" last so detail cannot override it.
+                    self._send_json(200, {**current.detail, "readiness": status, "status": "alive"})
+                    return
                 # "status" last so detail cannot claim "ok" for a 503.
                 self._send_json(200 if status == "ok" else 503, {**current.detail, "status": status})
             except Exception as error:  # noqa: BLE001 - any failure is reported, never fatal
                 message = f"health snapshot failed: {type(error).__name__}: {error}"
-                if path == "/healthz":
-                    self._send_json(500, {"status": "error", "error": message})
-                else:
+                if path == METRICS_PATH:
                     self._send(500, message + "\n", "text/plain; charset=utf-8")
+                else:
+                    self._send_json(500, {"status": "error", "error": message})
 
     return HealthHandler
 
@@ -187,7 +202,7 @@ class _Server6(_Server):
 
 
 class HealthEndpoint:
-    """Serves /healthz and /metrics from ``snapshot()`` on a daemon thread."""
+    """Serves /healthz, /livez and /metrics from ``snapshot()`` on a daemon thread."""
 
     def __init__(self, host: str, port: int, snapshot: Callable[[], HealthSnapshot]) -> None:
         if not 0 <= port <= 65535:

@@ -194,6 +194,9 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
     base = f"http://127.0.0.1:{policy_server.http_port}"
     with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
         assert response.status == 200 and json.loads(response.read())["status"] == "ok"
+    with urllib.request.urlopen(base + "/livez", timeout=5) as response:  # the liveness probe of deploy/kubernetes
+        alive = json.loads(response.read())
+        assert response.status == 200 and (alive["status"], alive["readiness"]) == ("alive", "ok"), alive
     with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
         metrics = response.read().decode()
     served = next(line for line in metrics.splitlines() if line.startswith("lerobot_ros_requests_served_total "))

@@ -102,6 +102,38 @@ def test_healthz_503_not_ready_and_draining(served):
     assert json.loads(body)["model_id"] == "act_so101"
 
 
+@pytest.mark.parametrize(("ready", "draining", "readiness"),
+                         [(True, False, "ok"), (False, False, "not_ready"), (True, True, "draining")])
+def test_livez_is_200_in_every_state_the_server_reports(served, ready, draining, readiness):
+    endpoint, snapshots = served
+    snapshots.ready, snapshots.draining = ready, draining
+    status, content_type, body = _get(endpoint, "/livez")
+    assert status == 200 and content_type == "application/json"
+    assert json.loads(body) == {"status": "alive", "readiness": readiness, "model_id": "act_so101", "queue_depth": 2,
+                                "latency_ms": None}
+    # The readiness probe of the same state: only "ok" is 200, so the two probes must not share a path.
+    assert _get(endpoint, "/healthz")[0] == (200 if readiness == "ok" else 503)
+
+
+def test_livez_is_500_when_the_state_cannot_be_read(served):
+    endpoint, snapshots = served
+    snapshots.fail_with = RuntimeError("sessions lock wedged")
+    status, _, body = _get(endpoint, "/livez")
+    assert status == 500
+    assert json.loads(body) == {"status": "error", "error": "health snapshot failed: RuntimeError: sessions lock wedged"}
+    snapshots.fail_with = None
+    assert _get(endpoint, "/livez")[0] == 200
+
+
+def test_livez_detail_cannot_override_status():
+    def claims_dead() -> HealthSnapshot:
+        return HealthSnapshot(ready=True, draining=False, detail={"status": "dead", "readiness": "bogus"})
+
+    with HealthEndpoint("127.0.0.1", 0, claims_dead) as endpoint:
+        status, _, body = _get(endpoint, "/livez")
+    assert status == 200 and json.loads(body) == {"status": "alive", "readiness": "ok"}
+
+
 def test_detail_cannot_override_status():
     def claims_ok() -> HealthSnapshot:
         return HealthSnapshot(ready=False, draining=False, detail={"status": "ok"})
@@ -150,7 +182,7 @@ def test_empty_metrics_is_an_empty_body(served):
 def test_unknown_path_is_404(served):
     endpoint, _ = served
     status, _, body = _get(endpoint, "/favicon.ico")
-    assert status == 404 and "/healthz or /metrics" in body
+    assert status == 404 and "expected /healthz, /livez, /metrics" in body
 
 
 def test_snapshot_error_is_500_and_server_keeps_serving(served):
