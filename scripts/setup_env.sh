@@ -139,7 +139,7 @@ echo "lerobot_ros: installing dependencies ($profile profile; the first run down
 if [ "$profile" = dev ]; then
   # compat mode puts the checkout on sys.path through a .pth file, so the
   # package and the generated interfaces in site-packages form one package.
-  pip_install "$venv/bin/python" -e "$root[ros-wheels,interfaces-build,server,record,test,demo,bench]" --config-settings editable_mode=compat
+  pip_install "$venv/bin/python" -e "$root[ros-wheels,interfaces-build,server,record,test,demo,bench,kubernetes]" --config-settings editable_mode=compat
 else
   pip_install "$venv/bin/python" "$root[ros-wheels,interfaces-build,test]"
 fi
