@@ -45,7 +45,7 @@ incl. their unpickle); their prepare + preprocess, inference, postprocess;
 the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
 unpickle + aggregate. Overhead = round trip - inference, per request.
 
-usage: python -m bench.server_request_latency [--requests 30] [--policies 96x128,480x640] [--torch-threads 1] [--smoke]
+usage: python -m bench.server_request_latency [--requests 30] [--policies 96x128,480x640] [--torch-threads 1] [--worker pipeline|serial] [--smoke]
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ class EchoFloor:
 
 
 def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, echo: EchoFloor, tmp: Path, trained: tuple[int, int], count: int,
-              sizes: list[tuple[tuple[int, int], int, int]], bare: dict, device: str, torch_threads: int) -> list[dict]:
+              sizes: list[tuple[tuple[int, int], int, int]], bare: dict, device: str, torch_threads: int,
+              pipeline: bool = True) -> list[dict]:
     """One checkpoint (policy trained at ``trained``, ``count`` cameras), its three servers started once, fed each
     frame size in ``sizes`` ((height, width), warm-up, measured) in turn: one result per frame size."""
     cameras = [f"observation.images.cam{i}" for i in range(count)]
@@ -206,7 +207,8 @@ def run_group(node, peer: GrpcPeer, zenoh: ZenohPeer, echo: EchoFloor, tmp: Path
     server = common.start_server(tmp, f"bench_latency_{tag}", {"checkpoint": str(checkpoint), "audit_log": str(audit),
                                                                "session_idle_timeout_s": 3600.0,
                                                                "session_first_observation_timeout_s": 3600.0,
-                                                               "device": device, "torch_threads": torch_threads})
+                                                               "device": device, "torch_threads": torch_threads,
+                                                               "pipeline": pipeline})
     ours_client = None
     measured = []  # per frame size: (its sequence numbers, ours, theirs, draft, the ROS 2 floor)
     try:
@@ -356,6 +358,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=30,
                         help="measured requests per stack at every frame size (30 at least for a p95)")
     common.add_output_arguments(parser)
+    parser.add_argument("--worker", choices=("pipeline", "serial"), default="pipeline",
+                        help="our server's worker: the pipeline (the default) or the serial one (pipeline:=false)")
     parser.add_argument("--device", default="cpu", help="where all three stacks and the bare model run (cpu, cuda)")
     parser.add_argument("--frames", default="", help="only these frame sizes, e.g. 480x640,720x1280 (default: all)")
     parser.add_argument("--cameras", default="", help="only these camera counts, e.g. 3 (default: 1 and 3)")
@@ -388,7 +392,7 @@ def main() -> None:
         try:
             for trained, count, sizes in groups:
                 results += run_group(node, peer, zenoh, echo, tmp, trained, count, sizes, bare, args.device,
-                                     args.torch_threads)
+                                     args.torch_threads, pipeline=args.worker == "pipeline")
                 print(f"done {', '.join(r['label'] for r in results[-len(sizes):])} "
                       f"({time.monotonic() - started:.0f} s)", flush=True)
         finally:
@@ -466,7 +470,7 @@ send; frames smaller than a policy's own are not sent to it. Each checkpoint's t
 get every frame size in turn. Requests alternate between the stacks, one in flight; measured requests per stack
 and configuration in the last row of the ratio table, after 1-2 warm-up requests at each frame size. Every stack
 and the bare model run torch with {args.torch_threads} intra-op thread(s) (ours: its `torch_threads` parameter,
-the peers and the bare model: OMP_NUM_THREADS). Medians (p95); overhead = round trip - the policy forward, per request
+the peers and the bare model: OMP_NUM_THREADS); our server runs its {args.worker} worker. Medians (p95); overhead = round trip - the policy forward, per request
 (the Zenoh draft's forward is timed inside its process by bench/zenoh_peer.py). Load average (1 min)
 {load_before:.1f} before, {load_after:.1f} after (2 cores, shared with other engineers' runs); the whole
 matrix took {elapsed:.0f} s.
@@ -487,6 +491,7 @@ the rest is the machine's load during the run.
         " --smoke" if args.smoke else (f" --requests {args.requests}" if args.requests != 30 else "") + (f" --frames {args.frames}" if args.frames else "")
         + (f" --cameras {args.cameras}" if args.cameras else "") + (f" --policies {args.policies}" if args.policies else "")
         + (f" --torch-threads {args.torch_threads}" if args.torch_threads != 1 else "")
+        + (f" --worker {args.worker}" if args.worker != "pipeline" else "")
         + (f" --device {args.device}" if args.device != "cpu" else ""))
     common.write_section("server_request_latency", command, body, document=document)
 

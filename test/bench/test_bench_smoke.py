@@ -1,7 +1,7 @@
 """The benchmark scripts keep working: each runs with ``--smoke`` (tiny sizes).
 
 Each script (bench.server_request_latency, executor_jitter, starvation,
-capacity, batching, compiled_forward, accelerator_capacity; below them flood,
+capacity, batching, compiled_forward, accelerator_capacity, admission_workers; below them flood,
 abuse_soak and forward_curve) runs as its own process, ``python -m
 bench.<name>`` from the repository root as documented, one after the other,
 writing its section and plot into a temporary folder (never docs/), bounded
@@ -30,6 +30,7 @@ SCRIPTS = {
     "batching": "bench_batching.png",
     "compiled_forward": "bench_compiled_forward.png",
     "accelerator_capacity": "bench_accelerator_capacity.png",
+    "admission_workers": "bench_admission_workers.png",
 }
 #: A table row that shows the smoke run did what it is there for, beyond writing a section.
 OUTCOMES = {
@@ -37,6 +38,8 @@ OUTCOMES = {
     "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",  # replace mode ran with RTC active
     "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",  # dynamo compiled graphs
     # two paced robots answered through the modeled accelerator, none failed
+    # both admission variants prepared requests beside the modeled forward
+    "admission_workers": r"\| threads \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*(.|\n)*\| processes \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*",
     "accelerator_capacity": r"\| 2 \| serial \| \d+ / \d+ / \d+ ms \| \d+ ms \| [0-9.]+ \| [0-9.]+ \| \d+ % \|.*\| 0 \| [0-9.]+ cores",
 }
 TIMEOUT_S = 300
