@@ -434,7 +434,7 @@ class ExecutorCore(SessionVerbs):
                 other_server_instance=session.other_instance,
                 task=session.task or self.settings.task,
                 **{name: self._counts[name] for name in COUNTERS},
-                replicas=self.settings.replicas,
+                replicas=session.fleet.replicas,
                 replica_moves=session.fleet.moves,
                 last_move_reason=session.fleet.last_move,
                 replicas_skipped=session.fleet.skipped,

@@ -10,9 +10,13 @@ Invariants:
   built: a different model is never executed (one server: DEAD; a fleet:
   that replica is skipped and reported, see ``replicas.py``);
 * with several replicas, every handshake is a placement: all are asked for
-  their status (the replica being left last), and sessions are tried on the
-  candidates ``replicas.choose`` ranks until one is granted, so a refusal
-  for capacity or drain moves on to the next replica at once.
+  their status at once, in one round bounded by ``replica_status_timeout_s``
+  (the replica being left in a second round, only when no other takes the
+  robot), and sessions are tried on the candidates ``replicas.choose`` ranks
+  until one is granted, so a refusal for capacity or drain moves on to the
+  next replica at once. Discovered replicas (``server_namespaces: [auto]``)
+  are read from the link at every placement, so a server that joined after
+  start-up is a candidate of the next move.
 
 Plain Python: the ROS calls go through a ``SessionOpener`` (the session
 clients, or a fake in tests); the outcome is reported to the executor core
@@ -35,17 +39,22 @@ from lerobot_ros.executor.state_machine import ExecutorState
 
 
 class SessionOpener(Protocol):
-    """What the handshake needs from ROS, per replica namespace (in ``namespaces``, the configured order).
+    """What the handshake needs from ROS, per replica namespace (in ``namespaces``: the configured order, or
+    the replicas discovery knows now, read afresh by every placement).
 
     Each call is bounded by ``timeout_s``; errors are returned as text.
     """
 
     namespaces: tuple[str, ...]
+    discovers: bool  # the replicas are found on the graph (server_namespaces [auto])
 
-    def get_status(self, namespace: str, timeout_s: float) -> ServerView | str: ...
+    def get_statuses(self, namespaces: tuple[str, ...] | list[str],
+                     timeout_s: float) -> list[tuple[str, ServerView | str]]:
+        """Every one of ``namespaces`` asked at once (``status_round.ask_all``), the round bounded by ``timeout_s``."""
 
     def wait_for_discovery(self, timeout_s: float) -> None:
-        """Return once every replica's services are known to this process, or after ``timeout_s``."""
+        """Return once every replica's services are known to this process (discovering: once some replica is
+        and the set stopped changing), or after ``timeout_s``."""
 
     def open_session(
         self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
@@ -127,12 +136,16 @@ def handshake(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaratio
     The first placement of a fleet waits for all replicas to be discovered
     together first (at most what asking each in turn could cost): a fresh
     process learns of the servers one by one, and a replica not yet known
-    would be skipped for a later one in the list that is.
+    would be skipped for a later one in the list that is. Discovering
+    replicas, it waits (at most ``handshake_timeout_s``) until some server is
+    found and the set stops changing.
     """
     settings = core.settings
     first = core.identity.model is None
     deadline = time.monotonic() + settings.handshake_timeout_s
-    if first and len(link.namespaces) > 1:
+    if first and link.discovers:
+        link.wait_for_discovery(settings.handshake_timeout_s)
+    elif first and len(link.namespaces) > 1:
         link.wait_for_discovery(min(settings.handshake_timeout_s,
                                     settings.replica_status_timeout_s * len(link.namespaces)))
     while True:
@@ -153,8 +166,9 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
     """One placement: a final result (a session, or DEAD), or what failed and whether a replica did not answer.
 
     The replica being left is asked only when no other one takes the robot:
-    it would rank last anyway, and a killed one answers nothing (each
-    unanswered call costs ``replica_status_timeout_s``).
+    it would rank last anyway, and a killed one answers nothing (an
+    unanswered round costs ``replica_status_timeout_s``). No replica known
+    (discovery found none yet) counts as unanswered, so a start-up waits.
     """
     settings, identity = core.settings, core.identity
     rounds = [[namespace for namespace in link.namespaces if namespace != identity.replica]]
@@ -170,8 +184,7 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
         return core.check_model(offered.capabilities, clock())
 
     for namespaces in rounds:
-        for namespace in namespaces:
-            view = link.get_status(namespace, status_timeout)
+        for namespace, view in link.get_statuses(namespaces, status_timeout):
             views.append((namespace, view))
             # One server serving another model now: DEAD (a fleet skips that replica instead).
             changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
@@ -195,7 +208,7 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
         if isinstance(asked, HandshakeResult):
             return asked
         tried.extend(asked)
-    unanswered = any(isinstance(view, str) or not view.ready for _, view in views)
+    unanswered = not views or any(isinstance(view, str) or not view.ready for _, view in views)
     return placement, tried, unanswered
 
 

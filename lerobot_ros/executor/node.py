@@ -26,6 +26,7 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   ~/change_state, ~/get_state, ...       lifecycle_msgs (rclpy's lifecycle services)
   <replica>/status                       lerobot_ros/ServerStatus (sub, per replica; heartbeat watchdog, drains)
   <replica>/get_status, open_session, close_session, reset_episode   (service clients, per replica)
+                                         (server_namespaces [auto]: replicas found on the graph, server_link.py)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads (docs/architecture.md has the whole picture): the control loop
@@ -62,7 +63,6 @@ from rclpy.timer import Timer
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
-from lerobot_ros import names
 from lerobot_ros.executor import recovery
 from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
@@ -219,11 +219,9 @@ class ChunkExecutorNode(LifecycleNode):
         keep(self.command_pub)
         self.control_period_s = 1.0 / settings.command_rate_hz
 
-        # Server side: heartbeat watchdog of every replica (the data plane was created by the handshake).
-        for namespace in settings.replicas:
-            keep(self.create_subscription(
-                ServerStatus, names.in_namespace(namespace, names.STATUS),
-                lambda msg, namespace=namespace: self.on_heartbeat(namespace, msg), STATUS_QOS))
+        # Server side: heartbeat watchdog of every replica, discovered ones included (the link owns them; the
+        # data plane was created by the handshake).
+        self.link.watch_heartbeats(self.on_heartbeat)
 
         # Operator and telemetry.
         keep(self.create_service(Trigger, "~/pause", self.on_pause))
@@ -335,7 +333,8 @@ class ChunkExecutorNode(LifecycleNode):
     def _check_only(self) -> None:
         """handshake_only: get_status and the contract check, then exit (0 accepted, 1 refused)."""
         robot = RobotDeclaration(self.settings.mapping.policy_names, self.settings.camera_names, self.settings.state_dim)
-        session = SessionClient(self, self.settings.replicas[0], self.settings.client_id)
+        namespace = self.settings.replicas[0] if self.settings.replicas else self.settings.server_namespace
+        session = SessionClient(self, namespace, self.settings.client_id)
         view = session.get_status(self.settings.handshake_timeout_s)
         if isinstance(view, str):
             self._refuse(view)
@@ -405,6 +404,8 @@ class ChunkExecutorNode(LifecycleNode):
     def destroy_node(self) -> None:
         # Also reached without a drain: never destroy entities under a running worker or control loop.
         self.stop_streaming()
+        if getattr(self, "link", None) is not None:
+            self.link.stop_discovery()  # its thread reads the graph: it ends before the node does
         # The status thread must end before the interpreter does: finalization kills a thread
         # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
         self._stop_status()

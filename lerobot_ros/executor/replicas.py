@@ -34,6 +34,8 @@ from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView
 NOT_READY = "server answers but does not serve (inactive, or being activated)"
 #: GetStatus says draining: shutting down, or deactivated (an inactive server keeps the flag).
 DRAINING = "server is draining (deactivated or shutting down)"
+#: Discovery knows no replica: no heartbeat publisher of the fleet is on the graph.
+NONE_FOUND = "no policy server of the fleet found on the ROS graph (no <namespace>/status heartbeat publisher)"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class Placement:
 
     def refusal(self) -> str:
         """Why no replica can take the robot (only meaningful without candidates)."""
+        if not self.skipped:
+            return NONE_FOUND
         if len(self.skipped) == 1:
             return self.skipped[0].reason  # one server: its reason, as the single-server executor always said
         return "no usable replica: " + "; ".join(str(each) for each in self.skipped)
@@ -133,9 +137,10 @@ def _most_served_model(views: Sequence[tuple[str, ServerView | str]], robot: Rob
 
 
 class FleetRecord:
-    """The executor's moves between replicas, for ~/status; not thread-safe (the core's lock guards it)."""
+    """The executor's replicas and moves between them, for ~/status; not thread-safe (the core's lock guards it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: tuple[str, ...] = ()) -> None:
+        self.replicas = replicas  # the configured ones, or those discovery knows now
         self.moves = 0
         self.last_move = ""  # "<from> -> <to>: <why the old session was left>"
         self.skipped: tuple[str, ...] = ()  # the latest placement's, each "namespace: why"

@@ -11,6 +11,15 @@ epoch checks drop it. The old replica's data plane is kept, not destroyed:
 destroying entities from the worker thread while the executor spins them has
 crashed rclpy, and the old server closes the session after its
 ``session_idle_timeout_s`` without observations.
+
+With ``server_namespaces: [auto]`` the replicas are discovered
+(``discovery.py``): a thread of its own reads the graph every
+``discovery_period_s`` (one ``get_topic_names_and_types`` and a publisher
+count per heartbeat topic: bounded cost, nothing sent on the network); a
+replica found gets its session client and heartbeat subscription at once;
+one that left is no candidate of the next placement, but its entities are
+kept (never destroyed while the node spins, as above) and reused if it
+returns. A placement asks every candidate at once (``status_round.py``).
 """
 
 from __future__ import annotations
@@ -19,36 +28,48 @@ import threading
 import time
 from collections.abc import Callable
 
+import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
+from lerobot_ros import names
 from lerobot_ros.contract import OpenRequest
+from lerobot_ros.executor.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.discovery import Change, ReplicaDiscovery, heartbeat_topics
 from lerobot_ros.executor.handshake_types import ServerView, SessionGrant
 from lerobot_ros.executor.pending_request import PendingRequest
 from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.executor.status_round import ask_all
 from lerobot_ros.wire.data_plane import observation_to_msg
 from lerobot_ros.wire.images import ImageError
-from lerobot_ros.msg import Observation
+from lerobot_ros.msg import Observation, ServerStatus
+from lerobot_ros.qos import STATUS_QOS
 from lerobot_ros.executor.session_client import SessionClient
 
 #: How often the start-up discovery wait looks at the graph (seconds).
 DISCOVERY_POLL_S = 0.05
-
+#: Discovering: the first placement begins once some replica is known and the set did not change for this long.
+DISCOVERY_QUIET_S = 0.5
+DISCOVERY_JOIN_TIMEOUT_S = 2.0
 
 class RosServerLink:
     def __init__(self, node: Node, settings: ExecutorSettings, core: ExecutorCore) -> None:
-        self.settings = settings
-        self.namespaces = settings.replicas
+        self.node, self.settings, self.core = node, settings, core
         self.stopping = threading.Event()  # one for all clients: a shutdown ends every wait
         # Their own callback group: a response must be handled even while a
         # service callback of the node (awaiting one of these calls) is running.
-        group = MutuallyExclusiveCallbackGroup()
-        self._clients = {namespace: SessionClient(node, namespace, settings.client_id, sink=core, callback_group=group)
-                         for namespace in self.namespaces}
-        for client in self._clients.values():
-            client.stopping = self.stopping
-        self._current = self.namespaces[0]
+        self._group = MutuallyExclusiveCallbackGroup()
+        self._lock = threading.Lock()  # clients, heartbeat subscriptions, the replica list
+        self._clients: dict[str, SessionClient] = {}
+        self._heartbeats: dict[str, object] = {}
+        self._on_heartbeat: Callable[[str, ServerStatus], None] | None = None
+        self._spinning = False
+        self.discovers = settings.fleet.discovers
+        self._discovery = ReplicaDiscovery(settings.fleet, time.monotonic()) if self.discovers else None
+        self._add(settings.replicas)
+        self._namespaces: tuple[str, ...] = settings.replicas  # discovering: () until refreshed
+        self._current = settings.replicas[0] if settings.replicas else ""
         self._open_request = OpenRequest(
             client_id=settings.client_id,
             schema_version=Observation.CURRENT_SCHEMA_VERSION,
@@ -59,6 +80,79 @@ class RosServerLink:
             task=settings.task,
             rtc_requested=settings.rtc_requested,
         )
+        self._poll: ControlLoop | None = None
+        if self.discovers:
+            self.refresh()
+            self._poll = ControlLoop(1.0 / settings.discovery_period_s, lambda now_s: self.refresh(),
+                                     self._on_poll_error, name="lerobot_ros_discovery")
+            self._poll.start()
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """The replicas a placement may use now: the configured ones, or those discovery knows."""
+        with self._lock:
+            return self._namespaces
+
+    # ------------------------------------------------------------ discovery
+
+    def refresh(self) -> Change:
+        """Read the graph once (discovering only): replicas found get their entities, the list is replaced."""
+        if self._discovery is None or self.stopping.is_set():
+            return Change()
+        node = self.node
+        graph = node.get_topic_names_and_types()
+        heartbeats = set(heartbeat_topics(graph, self._discovery.spec))
+        # A heartbeat topic counts only with a publisher: subscribers (ours among them) keep a topic listed.
+        snapshot = [(topic, types) for topic, types in graph if topic in heartbeats and node.count_publishers(topic)]
+        with self._lock:
+            change = self._discovery.update(snapshot, time.monotonic())
+            if not change:
+                return change
+            self._add(change.added)
+            self._namespaces = namespaces = self._discovery.replicas
+        self.core.replicas_found(namespaces)
+        for namespace in change.added:
+            node.get_logger().info(f"replica {namespace} found on the graph: a placement candidate from now on")
+        for namespace in change.removed:
+            node.get_logger().info(f"replica {namespace} left the graph: no longer a placement candidate")
+        return change
+
+    def _add(self, namespaces) -> None:
+        """Entities for new replicas (under the lock, or before any other thread exists)."""
+        for namespace in namespaces:
+            if namespace not in self._clients:
+                client = SessionClient(self.node, namespace, self.settings.client_id, sink=self.core,
+                                       callback_group=self._group)
+                client.stopping, client.spinning = self.stopping, self._spinning
+                self._clients[namespace] = client
+            self._subscribe_heartbeat(namespace)
+
+    def _subscribe_heartbeat(self, namespace: str) -> None:
+        if self._on_heartbeat is None or namespace in self._heartbeats:
+            return
+        callback = self._on_heartbeat
+        self._heartbeats[namespace] = self.node.create_subscription(
+            ServerStatus, names.in_namespace(namespace, names.STATUS),
+            lambda msg, namespace=namespace: callback(namespace, msg), STATUS_QOS)
+
+    def watch_heartbeats(self, on_heartbeat: Callable[[str, ServerStatus], None]) -> None:
+        """Subscribe every replica's heartbeat (``<replica>/status``), and each discovered one's from now on."""
+        with self._lock:
+            self._on_heartbeat = on_heartbeat
+            for namespace in self._clients:
+                self._subscribe_heartbeat(namespace)
+
+    def _on_poll_error(self, error: BaseException) -> None:
+        self.node.get_logger().error(f"replica discovery failed: {type(error).__name__}: {error}",
+                                     throttle_duration_sec=5.0)
+
+    def stop_discovery(self) -> None:
+        """End the graph polls (before the node's entities go); idempotent."""
+        poll, self._poll = self._poll, None
+        if poll is not None:
+            poll.stop()
+            if poll is not threading.current_thread():
+                poll.join(timeout=DISCOVERY_JOIN_TIMEOUT_S)
 
     @property
     def session(self) -> SessionClient:
@@ -66,23 +160,47 @@ class RosServerLink:
         return self._clients[self._current]
 
     def destroy(self) -> None:
-        """Destroy every replica client's entities (cleanup); ends their waits first."""
+        """Destroy every replica client's entities and heartbeat subscriptions (cleanup); ends waits and polls first."""
         self.stopping.set()
-        for client in self._clients.values():
+        self.stop_discovery()
+        with self._lock:
+            clients, subscriptions = list(self._clients.values()), list(self._heartbeats.values())
+            self._heartbeats.clear()
+            self._on_heartbeat = None
+        for subscription in subscriptions:
+            self.node.destroy_subscription(subscription)
+        for client in clients:
             client.destroy()
 
     def mark_spinning(self) -> None:
         """An executor spins the node from now on: calls only wait for their futures."""
-        for client in self._clients.values():
-            client.spinning = True
+        with self._lock:
+            self._spinning = True
+            for client in self._clients.values():
+                client.spinning = True
 
     def get_status(self, namespace: str, timeout_s: float) -> ServerView | str:
         return self._clients[namespace].get_status(timeout_s)
 
+    def get_statuses(self, namespaces, timeout_s: float) -> list[tuple[str, ServerView | str]]:
+        """All at once (``status_round``); while nothing spins the node, this thread spins it for the round."""
+        if len(namespaces) <= 1:  # one call: it spins the node itself when it must
+            return [(namespace, self.get_status(namespace, timeout_s)) for namespace in namespaces]
+        with self._lock:
+            clients, pumped = dict(self._clients), not self._spinning
+        pump = (lambda wait_s: rclpy.spin_once(self.node, timeout_sec=wait_s)) if pumped else None
+        return ask_all(lambda namespace: clients[namespace].get_status(timeout_s, wait_only=pumped),
+                       namespaces, timeout_s, pump=pump)
+
     def wait_for_discovery(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while not self.stopping.is_set() and time.monotonic() < deadline:
-            if all(client.discovered() for client in self._clients.values()):
+            if self._discovery is not None:
+                self.refresh()
+            with self._lock:
+                clients = [self._clients[namespace] for namespace in self._namespaces]
+                settled = self._discovery is None or self._discovery.settled(time.monotonic(), DISCOVERY_QUIET_S)
+            if settled and all(client.discovered() for client in clients):
                 return
             time.sleep(DISCOVERY_POLL_S)
 

@@ -128,8 +128,10 @@ class SessionClient:
         """Whether this process knows the server's GetStatus service now (no waiting)."""
         return self._get_status.service_is_ready()
 
-    def get_status(self, timeout_s: float) -> ServerView | str:
-        response = self._call(self._get_status, GetStatus.Request(), timeout_s, idempotent=True)
+    def get_status(self, timeout_s: float, wait_only: bool = False) -> ServerView | str:
+        """The server's status, or why there is none. ``wait_only``: another thread spins the node meanwhile
+        (a status round of several replicas), so this one only waits for the answer."""
+        response = self._call(self._get_status, GetStatus.Request(), timeout_s, idempotent=True, wait_only=wait_only)
         if isinstance(response, str):
             return response
         status = response.status
@@ -213,7 +215,7 @@ class SessionClient:
                                     session_secret=self.secret_of(session_id))
 
     def _call(self, client, request, timeout_s: float, idempotent: bool = False,
-              spin_once: Callable[[], None] | None = None):
+              spin_once: Callable[[], None] | None = None, wait_only: bool = False):
         """The response, or the reason there is none (text)."""
         deadline = time.monotonic() + timeout_s
         if not client.wait_for_service(timeout_sec=timeout_s):
@@ -221,7 +223,7 @@ class SessionClient:
         while True:
             attempt_end = min(deadline, time.monotonic() + RESEND_S) if idempotent else deadline
             future = client.call_async(request)
-            self._wait(future, attempt_end, spin_once)
+            self._wait(future, attempt_end, spin_once, wait_only)
             if future.done() and future.result() is not None:
                 return future.result()
             future.cancel()
@@ -231,11 +233,12 @@ class SessionClient:
             if time.monotonic() >= deadline:
                 return f"{client.srv_name} did not reply within {timeout_s:g} s"
 
-    def _wait(self, future: Future, until: float, spin_once: Callable[[], None] | None) -> None:
+    def _wait(self, future: Future, until: float, spin_once: Callable[[], None] | None,
+              wait_only: bool = False) -> None:
         if spin_once is not None:
             while not future.done() and time.monotonic() < until:
                 spin_once()
-        elif self.spinning:
+        elif self.spinning or wait_only:
             done = threading.Event()
             future.add_done_callback(lambda _: done.set())
             while not done.is_set() and not self.stopping.is_set() and time.monotonic() < until:

@@ -79,7 +79,7 @@ class SessionState:
         self.identity = SessionIdentity()
         self.default_task = task
         self.task = task
-        self.fleet = FleetRecord()
+        self.fleet = FleetRecord(replicas)
         self.other_instance = ""  # a second server instance heard on the namespace meanwhile
         self.handshake_failures = 0
         self._replicas = replicas
@@ -91,8 +91,13 @@ class SessionState:
 
     @property
     def replica(self) -> str:
-        """The replica the session is (or will be) on: the first configured one until a session opens."""
-        return self.identity.replica or self._replicas[0]
+        """The replica the session is (or will be) on: the first configured one until a session opens
+        ("" before then when the replicas are discovered)."""
+        return self.identity.replica or self._first
+
+    @property
+    def _first(self) -> str:
+        return self._replicas[0] if self._replicas else ""
 
     # ------------------------------------------------------------ opening
 
@@ -156,7 +161,7 @@ class SessionState:
         ``streaming``: chunks are accepted now, so an announced drain moves the
         robot (once the request in flight is answered: the drain still delivers it).
         """
-        if (replica or self._replicas[0]) != self.replica:
+        if (replica or self._first) != self.replica:
             return Heard.IGNORED, ""
         known = self.identity.instance_id
         if known and instance_id == known:

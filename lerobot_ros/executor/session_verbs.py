@@ -50,7 +50,7 @@ class SessionVerbs:
         """
         with self._lock:
             difference = self._session.model_difference(capabilities)
-            if difference and len(self.settings.replicas) == 1:
+            if difference and not self.settings.is_fleet:
                 self._failsafe.on_model_changed(now_s, difference)
             return difference
 
@@ -58,7 +58,7 @@ class SessionVerbs:
         """A session is open (the first, or a re-opened one, maybe on another replica); the queue stays
         (same model), so playback goes on through a move."""
         with self._lock:
-            fresh_queue = self._session.opened(grant, instance_id, now_s, replica or self.settings.replicas[0],
+            fresh_queue = self._session.opened(grant, instance_id, now_s, replica or self._session.replica,
                                                self._failsafe.reason)
             if fresh_queue:
                 self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
@@ -77,6 +77,11 @@ class SessionVerbs:
         """Replicas whose latest session with this robot never answered with a chunk (placed last)."""
         with self._lock:
             return self._session.fleet.unanswered
+
+    def replicas_found(self, replicas: tuple[str, ...]) -> None:
+        """The replicas discovery knows now (for ~/status; the placement reads them from the link)."""
+        with self._lock:
+            self._session.fleet.replicas = replicas
 
     def replicas_skipped(self, skipped: tuple[str, ...]) -> None:
         """The latest placement's skipped replicas, each "namespace: why" (for ~/status)."""

@@ -20,6 +20,7 @@ from functools import cached_property
 from lerobot_ros.contract import client_id_problem, sanitize_client_id
 from lerobot_ros.wire.images import CAMERA_TRANSPORTS
 from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
+from lerobot_ros.executor.discovery import FleetSpec, fleet_problem, fleet_spec
 from lerobot_ros.executor.joint_mapping import JointMapping, mapping_problem
 from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
 from lerobot_ros.parameters import (
@@ -51,23 +52,22 @@ def _client_id(name: str, value: str) -> str | None:
     return f"'{name}': {problem}" if problem else None
 
 
-def _each_absolute(name: str, values) -> str | None:
-    relative = [value for value in values if not value.startswith("/")]
-    return f"'{name}' has {relative}, expected absolute names like /lerobot_gpu0" if relative else None
-
-
 _LIMIT_CHECKS = (no_nan("use .inf / -.inf for 'no limit' on one joint"),)
 
 PARAMETERS = (
     Parameter("server_namespace", STRING, "/lerobot", "Namespace of the policy server's services, e.g. /lerobot",
               (absolute_name("/lerobot"),)),
     Parameter("server_namespaces", STRING_LIST, [""],
-              "Ordered replica namespaces serving the same model (a fleet, e.g. [/gpu0, /gpu1]); "
+              "Ordered replica namespaces serving the same model (a fleet, e.g. [/gpu0, /gpu1]); [auto]: every "
+              "server found on the ROS graph, [auto:/prefix]: those under /prefix, found while running; "
               "empty: server_namespace alone. When set, server_namespace is not used",
-              (_each_absolute, distinct("server namespace"))),
+              (fleet_problem, distinct("server namespace"))),
     Parameter("replica_status_timeout_s", FLOAT, 1.0,
-              "Bound of each replica's get_status (seconds); at start-up every replica is asked again "
-              "until handshake_timeout_s", (positive(),)),
+              "Bound of a placement's get_status round, all replicas asked at once (seconds); at start-up "
+              "they are asked again until handshake_timeout_s", (positive(),)),
+    Parameter("discovery_period_s", FLOAT, 1.0,
+              "With server_namespaces [auto]: how often the ROS graph is read for servers joining or "
+              "leaving the fleet (seconds)", (positive(),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
               (optional(_client_id),)),  # empty: generated from the host name
@@ -273,10 +273,20 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
         """Commands per second: ``control_rate_hz``, or ``fps`` when it is 0."""
         return self.control_rate_hz or self.fps
 
+    @cached_property
+    def fleet(self) -> FleetSpec:
+        """What ``server_namespaces`` asks for: a fixed list (``server_namespace`` alone when empty), or discovery."""
+        return fleet_spec(self.server_namespaces or (self.server_namespace,))
+
     @property
     def replicas(self) -> tuple[str, ...]:
-        """The server namespaces this robot may use, in order (one: the simple single-server case)."""
-        return self.server_namespaces or (self.server_namespace,)
+        """The configured server namespaces, in order (one: the simple single-server case); () when discovered."""
+        return self.fleet.listed
+
+    @property
+    def is_fleet(self) -> bool:
+        """Several replicas, or discovered ones: a replica serving another model is skipped, never fatal."""
+        return self.fleet.discovers or len(self.fleet.listed) > 1
 
     @property
     def state_dim(self) -> int:
@@ -299,7 +309,7 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             reconnect_backoff_initial_s=self.reconnect_backoff_initial_s,
             reconnect_backoff_max_s=self.reconnect_backoff_max_s,
-            move_at_once=len(self.replicas) > 1,
+            move_at_once=self.is_fleet,
             auto_resume=self.auto_resume,
         )
 

@@ -18,6 +18,7 @@ from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import handshake
 from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
+from lerobot_ros.executor.status_round import ask_all
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.parameters import defaults
 
@@ -66,6 +67,7 @@ class FakeLink:
         self.inactive = False  # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
 
     namespaces = ("/lerobot",)
+    discovers = False
 
     #: What policy_server_node's OpenSession answers while inactive (server/lifecycle.not_serving_reason).
     INACTIVE = ("the server is inactive (lifecycle state 'inactive'): it serves again once activated "
@@ -75,6 +77,9 @@ class FakeLink:
         if self.inactive:
             return ServerView(False, self.instance, self.capabilities, draining=True)
         return ServerView(True, self.instance, self.capabilities)
+
+    def get_statuses(self, namespaces, timeout_s):
+        return ask_all(lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s)
 
     def wait_for_discovery(self, timeout_s):
         pass  # every fake replica is known at once

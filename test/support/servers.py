@@ -27,8 +27,12 @@ def start_server(checkpoint, directory: Path, ros_node, node_name: str = "lerobo
     return wait_for_server(spawn_server(checkpoint, directory, node_name, **parameters), ros_node)
 
 
-def spawn_server(checkpoint, directory: Path, node_name: str = "lerobot", **parameters) -> ServerProcess:
-    """Start policy_server_node without waiting (several start in parallel; then ``wait_for_server`` each)."""
+def spawn_server(checkpoint, directory: Path, node_name: str = "lerobot", ros_namespace: str = "",
+                 **parameters) -> ServerProcess:
+    """Start policy_server_node without waiting (several start in parallel; then ``wait_for_server`` each).
+
+    ``ros_namespace`` (e.g. /fleet): the node's ROS namespace, so its entities are under <ros_namespace>/<node_name>.
+    """
     from lerobot_ros.processes import spawn_node
 
     server = ServerProcess(
@@ -37,11 +41,12 @@ def spawn_server(checkpoint, directory: Path, node_name: str = "lerobot", **para
         audit=directory / f"{node_name}_audit.jsonl",
         capture=directory / f"{node_name}_capture",
         http_port=parameters.pop("http_port", 0),
-        namespace=f"/{node_name}",
+        namespace=f"{ros_namespace.rstrip('/')}/{node_name}",
     )
     parameters = {"checkpoint": str(checkpoint), "audit_log": str(server.audit), "http_port": server.http_port, **parameters}
     with server.log.open("w") as log:
-        server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name)
+        server.process = spawn_node("lerobot_ros.server.node", parameters, log=log, node_name=node_name,
+                                    namespace=ros_namespace)
     return server
 
 
