@@ -84,9 +84,12 @@ PARAMETERS = (
     Parameter("warmup_inferences", INTEGER, 2,
               "Requests run through the full request path before the server advertises", (at_least(0),)),
     Parameter("torch_threads", INTEGER, 1,
-              "CPU threads of one forward pass (torch intra-op threads); 0: torch's default, one per core. 1 was "
-              "4-20x faster than 2 on a 2-core machine shared with other work (docs/benchmarks.md); raise it on a "
-              "CPU server with cores to itself", (at_least(0),)),
+              "CPU threads of torch's operations in this process (intra-op threads: the forward on a CPU, the "
+              "admission pool's preprocessing everywhere); 0: torch's default, one per core. On a quiet 2-core "
+              "machine torch's default made a small ACT forward 6-15 % slower and a 3-camera one 8-26 % faster; "
+              "on a GPU server the CPU threads only serve preprocessing, where a team per admission thread "
+              "oversubscribes the cores, so 1 stays the default (docs/benchmarks.md, server_request_latency). Try 0 "
+              "on a CPU-only server with cores to itself and a large forward", (at_least(0),)),
     Parameter("compile_mode", STRING, "none",
               "torch.compile the policy's forward: none, default, reduce-overhead (CUDA graphs), max-autotune or "
               "max-autotune-no-cudagraphs; the warm-up compiles (minutes on a CPU). Off by default: on a CPU only a "
