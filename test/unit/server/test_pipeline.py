@@ -168,7 +168,9 @@ def test_one_session_is_never_twice_in_the_pipeline(rig):
                            if event.stage == "prepare" and event.phase == "start" and event.clients == (client,))
         assert len(intervals) > (1 if client == "arm" else 19)
         assert all(end <= next_start for (_, end), (next_start, _) in zip(intervals, intervals[1:])), client
-    assert all(chunk.actions_robot[0] == chunk.seq for chunk in r.chunks("arm"))
+    # The stop drains: under load, flood observations still in the mailbox are answered REJECTED without actions.
+    answered = [chunk for chunk in r.chunks("arm") if chunk.status == ActionChunk.STATUS_OK]
+    assert answered and all(chunk.actions_robot[0] == chunk.seq for chunk in answered)
 
 
 def test_stop_delivers_what_every_stage_holds_and_refuses_what_waits(rig):
