@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.doc_commands import block_run_by, words
+from support.doc_commands import block_run_by, without, words
 from support.paths import REPO
 
 from lerobot_ros.json5_reader import read_json5
@@ -402,19 +402,6 @@ def test_the_secrets_command_refuses_a_router_the_certificate_does_not_name(rend
 
 
 # --- the routers' config in the real Zenoh engine -----------------------------------------------------------
-
-def without(argv: list[str], *names_: str) -> list[str]:
-    """argv without the options ``names_`` and their values."""
-    kept, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in names_:
-            skip = True
-        else:
-            kept.append(word)
-    return kept
-
 
 def pod_network_address() -> str:
     """An address of this machine that is not loopback: a link from it arrives the way a pod's does."""

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.doc_commands import block_run_by, words
+from support.doc_commands import block_run_by, without, words
 from support.paths import REPO
 from support.ros import free_port
 
@@ -55,19 +55,6 @@ def page_command() -> list[str]:
 
 def option(argv: list[str], name: str) -> list[str]:
     return [argv[index + 1] for index, word in enumerate(argv) if word == name]
-
-
-def without(argv: list[str], *names_: str) -> list[str]:
-    """argv without the options ``names_`` and their values."""
-    kept, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in names_:
-            skip = True
-        else:
-            kept.append(word)
-    return kept
 
 
 def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:

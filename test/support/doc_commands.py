@@ -192,3 +192,16 @@ def block_run_by(page: Path | str, test_file: Path | str, root: Path = REPO) -> 
 def pages(root: Path = REPO) -> list[Path]:
     """README.md and every page under docs/."""
     return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def without(argv: list[str], *names_: str) -> list[str]:
+    """argv without the options ``names_`` and their values."""
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in names_:
+            skip = True
+        else:
+            kept.append(word)
+    return kept
