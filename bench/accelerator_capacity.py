@@ -63,7 +63,7 @@ from bench import common  # first: it isolates the ROS graph and keeps the Hub o
 from bench.common import median, percentile
 
 from bench import outside_load
-from bench.batching import Spinner
+from bench.common import Spinner
 from bench.modeled_accelerator import ENVIRONMENT, PROFILES, Curve
 from lerobot_ros.server.capacity import TAIL_Z
 from bench.paced_robots import BUFFER_S, CHUNK, FPS, MARGIN, TASK, Fleet, encoded_cameras, request_rate

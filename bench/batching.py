@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
-from bench.common import median, open_session_retrying, percentile
+from bench.common import Spinner, median, open_session_retrying, percentile
 
 import numpy as np
 
@@ -145,39 +145,6 @@ class LoadRobot(threading.Thread):
         self.session.close_session(self.session_id, timeout_s=10.0)
         with spinner.paused():  # rclpy refuses entities destroyed while another thread waits on them
             self.session.destroy()
-
-
-class Spinner(threading.Thread):
-    """Spins the load client's node; ``paused`` holds it between two spins (for destroying entities)."""
-
-    def __init__(self, node) -> None:
-        super().__init__(name="spinner", daemon=True)
-        from rclpy.executors import SingleThreadedExecutor
-
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(node)
-        self.lock = threading.Lock()
-        self.running = True
-
-    def run(self) -> None:
-        from rclpy._rclpy_pybind11 import InvalidHandle
-
-        while self.running:
-            with self.lock:
-                try:
-                    self.executor.spin_once(timeout_sec=0.02)
-                except InvalidHandle:
-                    # The executor's pending wait still named an entity a closed robot destroyed;
-                    # its next spin builds a fresh wait set.
-                    continue
-
-    def paused(self) -> threading.Lock:
-        return self.lock
-
-    def stop(self) -> None:
-        self.running = False
-        self.join(timeout=5)
-        self.executor.shutdown()
 
 
 def sweep_point(node, spinner: Spinner, namespace: str, tag: str, count: int, rtc: bool, cameras, seconds: float, settle_s: float,

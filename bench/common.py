@@ -19,7 +19,10 @@ touches docs/.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,9 @@ from bench import outside_load  # noqa: E402
 from bench.report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
 
 TICKS = os.sysconf("SC_CLK_TCK")
+# SIGUSR1 prints every thread's stack to stderr: a run that stops making progress shows where it waits
+# (the smoke tests send it before they kill a script that overran its time).
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 # ---------------------------------------------------------------- arguments
@@ -257,6 +263,63 @@ class Watcher:
         self._thread.join(timeout=5)
         self._executor.remove_node(self.node)
         self.node.destroy_node()
+
+
+class Spinner(threading.Thread):
+    """Spins a load client's node in its own thread; ``paused()`` holds it between two spins, so a
+    robot can destroy its entities (rclpy refuses that while another thread waits on them).
+
+    The pause is requested before the lock is taken, and the spinner does not take the lock again
+    while a request is pending: a plain lock is not fair, and a thread that re-takes it microseconds
+    after releasing it can starve a waiter indefinitely on a busy machine (the batching smoke hung so).
+    """
+
+    def __init__(self, node) -> None:
+        super().__init__(name="spinner", daemon=True)
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(node)
+        self._lock = threading.Lock()
+        self._pause_requests = 0
+        self._requests_lock = threading.Lock()
+        self._no_request = threading.Event()
+        self._no_request.set()
+        self.running = True
+
+    def run(self) -> None:
+        from rclpy._rclpy_pybind11 import InvalidHandle
+
+        while self.running:
+            self._no_request.wait(timeout=0.1)
+            if not self._no_request.is_set():
+                continue
+            with self._lock:
+                try:
+                    self.executor.spin_once(timeout_sec=0.02)
+                except InvalidHandle:
+                    # The executor's pending wait still named an entity a closed robot destroyed;
+                    # its next spin builds a fresh wait set.
+                    continue
+
+    @contextlib.contextmanager
+    def paused(self):
+        with self._requests_lock:
+            self._pause_requests += 1
+            self._no_request.clear()
+        try:
+            with self._lock:  # waits for the spin in progress (at most its 20 ms timeout)
+                yield
+        finally:
+            with self._requests_lock:
+                self._pause_requests -= 1
+                if not self._pause_requests:
+                    self._no_request.set()
+
+    def stop(self) -> None:
+        self.running = False
+        self.join(timeout=5)
+        self.executor.shutdown()
 
 
 def counters(status) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -45,6 +46,40 @@ OUTCOMES = {
 TIMEOUT_S = 300
 
 
+def run_bench(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m <argv>`` from the repository root, bounded by TIMEOUT_S, in its own process group.
+
+    A script that overruns gets SIGUSR1 first (bench.common prints every thread's stack on it), so
+    the failure shows where it waited; then its whole group is killed, the servers it started
+    included, so they cannot load the rest of the suite. The group is killed after a normal exit
+    too: nothing a script leaves behind outlives its test.
+    """
+    process = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        try:
+            process.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(process.pid)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{argv[0]} did not finish in {TIMEOUT_S} s:\n{stdout[-3000:]}\n"
+                    f"its threads when stopped:\n{stderr[-6000:]}")
+    finally:
+        kill_group(process.pid)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def kill_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.mark.timeout(TIMEOUT_S + 30)
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_benchmark_script_smoke(tmp_path, name):
@@ -52,14 +87,7 @@ def test_benchmark_script_smoke(tmp_path, name):
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     document = tmp_path / "benchmarks.md"
     docs_before = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
-    try:
-        run = subprocess.run(
-            [sys.executable, "-m", f"bench.{name}", "--smoke", "--document", str(document),
-             "--plot-dir", str(tmp_path)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"bench.{name} --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    run = run_bench([f"bench.{name}", "--smoke", "--document", str(document), "--plot-dir", str(tmp_path)], env)
     assert run.returncode == 0, f"bench.{name} --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     text = document.read_text()
     assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
@@ -80,11 +108,7 @@ def test_flood_benchmark_smoke(tmp_path):
     was closed and its re-open refused, with a share before and after the closure for each robot."""
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     document = tmp_path / "reliability.md"
-    try:
-        run = subprocess.run([sys.executable, "-m", "bench.flood", "--smoke", "--document", str(document)],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"bench.flood --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    run = run_bench(["bench.flood", "--smoke", "--document", str(document)], env)
     assert run.returncode == 0, f"bench.flood --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     text = document.read_text()
     assert "<!-- bench:flood -->" in text and "python -m bench.flood --smoke" in text
@@ -98,11 +122,7 @@ def test_abuse_soak_smoke(tmp_path):
     streaming robot's id is accepted, and its row says so."""
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     document = tmp_path / "reliability.md"
-    try:
-        run = subprocess.run([sys.executable, "-m", "bench.abuse_soak", "--smoke", "--document", str(document)],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"bench.abuse_soak --smoke did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    run = run_bench(["bench.abuse_soak", "--smoke", "--document", str(document)], env)
     assert run.returncode == 0, f"bench.abuse_soak --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     text = document.read_text()
     assert re.search(r"\| 1 \| [0-9.]+ \| 1 \| 0  \| True \| 200 / 0 \|", text), text
@@ -113,13 +133,8 @@ def test_forward_curve_smoke(tmp_path):
     """bench.forward_curve --small: the GPU script's CPU rehearsal (ACT only: pi0/pi0.5 take minutes on a CPU even
     at one layer per Gemma); the JSON has a timed point per batch size, the fitted line and a GIL share in [0, 1]."""
     out = tmp_path / "forward_curve.json"
-    try:
-        run = subprocess.run([sys.executable, "-m", "bench.forward_curve", "--small", "--device", "cpu",
-                              "--policies", "act", "--batches", "1,2", "--repeats", "1", "--warmup", "1",
-                              "--gil-seconds", "0.2", "--out", str(out)],
-                             cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"bench.forward_curve --small did not finish in {TIMEOUT_S} s:\n{str(error.stdout)[-3000:]}")
+    run = run_bench(["bench.forward_curve", "--small", "--device", "cpu", "--policies", "act", "--batches", "1,2",
+                     "--repeats", "1", "--warmup", "1", "--gil-seconds", "0.2", "--out", str(out)])
     assert run.returncode == 0, f"bench.forward_curve exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     result = json.loads(out.read_text())
     act = result["policies"]["act"]
