@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 #: The interface version this package speaks: msg/Observation.msg's CURRENT_SCHEMA_VERSION, kept here
 #: too so plain-Python code (launch plans, admission) can read it without message packages;
 #: test_contract.py ties the two.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: A client id becomes one ROS name segment of the data plane topics.
 CLIENT_ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 CLIENT_ID_MAX_LENGTH = 64
@@ -91,6 +91,8 @@ class OpenRequest:
     fps: float
     task: str = ""
     rtc_requested: bool = False
+    # A warm standby session: the robot's failover place on this replica (OpenSession.srv, server/sessions.py).
+    standby: bool = False
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def test_refusal_codes_equal_the_service_constants():
         ({"client_id": "arm/1"}, ROOM, Refusal.BAD_CLIENT_ID, "'arm/1'"),
         ({"client_id": ""}, ROOM, Refusal.BAD_CLIENT_ID, "empty"),
         ({"client_id": "a" * 65}, ROOM, Refusal.BAD_CLIENT_ID, "65 characters"),
-        ({"schema_version": 1}, ROOM, Refusal.SCHEMA_VERSION, "expected 3..3 (the robot speaks lerobot_ros interfaces of schema version 1, this server schema version 3"),
+        ({"schema_version": 1}, ROOM, Refusal.SCHEMA_VERSION, "expected 4..4 (the robot speaks lerobot_ros interfaces of schema version 1, this server schema version 4"),
         ({"action_names": NAMES[::-1]}, ROOM, Refusal.ACTION_NAMES, str(list(NAMES))),
         ({"action_names": NAMES[:5]}, ROOM, Refusal.ACTION_NAMES, "6 names expected, 5 arrived"),
         ({"state_dim": 7}, ROOM, Refusal.STATE_DIM, "policy expects 6, robot sends 7"),

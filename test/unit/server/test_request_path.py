@@ -49,7 +49,7 @@ def _truncated_jpeg():
         (lambda h: h.observation(state=np.zeros(5)), "state has 5 values; the policy expects 6"),
         (lambda h: h.observation(state=[0, 0, np.nan, 0, 0, 0]), "not finite at indices [2]"),
         (lambda h: h.observation(state=[0, 0, 0, np.inf, 0, 0]), "not finite at indices [3]"),
-        (lambda h: h.observation(schema_version=9), "schema version 9; expected 3..3"),
+        (lambda h: h.observation(schema_version=9), "schema version 9; expected 4..4"),
         (lambda h: h.observation(compressed_camera_names=["observation.images.wrist"]), "missing ['observation.images.front']"),
         (lambda h: h.observation(compressed_camera_names=[], compressed_images=[]), "missing"),
         (lambda h: h.observation(session_id="bogus"), "'bogus' is not this client's open session"),

@@ -77,6 +77,10 @@ def test_open_request_round_trip():
 
     request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
     assert control_plane.open_request_from_msg(control_plane.open_request_to_msg(request)) == request
+    standby = OpenRequest("arm_1", 4, ("a",), 1, (), 30.0, standby=True)
+    msg = control_plane.open_request_to_msg(standby)
+    assert msg.standby and not control_plane.open_request_to_msg(request).standby
+    assert control_plane.open_request_from_msg(msg) == standby
 
 
 def test_server_stats_count_outcomes_and_window_inference_times():
