@@ -8,6 +8,8 @@ Invariants:
   aggregate (``ArrivalGuard``) and logged at most once a second;
 - the order of the work is cheapest first: the flood gate (a dict look-up),
   then the session's cheap checks, then the MAC (``SessionRegistry.admit_observation``);
+- the observation that promotes a standby session is reported once, by
+  ``promoted``, after it was admitted;
 - a session the flood rule marks is closed from the garbage-collection timer
   (``close_floods``), with its reason in the log, the audit and the status,
   never from inside its own subscription's callback.
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from lerobot_ros.contract import truncated
 from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy, Gate
 from lerobot_ros.server.request_records import arrival_refusal_record
-from lerobot_ros.server.sessions import SessionRegistry
+from lerobot_ros.server.sessions import Session, SessionRegistry
 from lerobot_ros.wire.data_plane import request_id_of
 
 
@@ -48,11 +50,13 @@ class ArrivalDesk:
     count_rejected: Callable[[], None]
     warn: Callable[[str], None]  # throttled by the caller
     max_id_chars: int = 128
+    # Called with a standby session its first admitted observation promoted (log and audit it).
+    promoted: Callable[[Session], None] | None = None
 
     def on_observation(self, client_id: str, msg, now: float) -> None:
         if self.guard.gate(client_id, now) is Gate.DROP:
             return
-        refusal = self.sessions.admit_observation(client_id, msg, now)
+        refusal = self.sessions.admit_observation(client_id, msg, now, self.promoted)
         if refusal is None:
             if self.deposit(client_id, msg):
                 self.guard.strike(client_id, "superseded: an observation arrived while the previous one still "

@@ -5,8 +5,11 @@ measured, nothing is refused here (the session count limit decides); a
 robot is counted at the rate it declares (its fps, the policy's chunk, RTC
 or append) or at the rate it is observed asking, whichever is higher, so a
 robot that asks faster than declared shrinks the headroom instead of hiding
-in it. The headroom is counted in robots like a probe: the policy's trained
-rate (or 30 Hz), its chunk, RTC when the server offers it. Plain Python.
+in it. A warm standby (sessions.py) has asked nothing yet and is counted
+at its declared rate like any robot: the place it reserves is taken from the
+headroom, and promoting it never pushes the server past its budget. The
+headroom is counted in robots like a probe: the policy's trained rate (or
+30 Hz), its chunk, RTC when the server offers it. Plain Python.
 """
 
 from __future__ import annotations

@@ -9,12 +9,26 @@ Plain Python: the node converts the results to messages.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
 from lerobot_ros.server.arrival_guard import ClientRefusals
 from lerobot_ros.server.capacity_gate import CapacityReport
 from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
 from lerobot_ros.telemetry import ServerHealth, ServerStats
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyServerHealth(ServerHealth):
+    """``ServerHealth`` with the server-only fields of ServerStatus that it does not hold yet.
+
+    Every field still has its name in the message (``control_plane.server_status_to_msg``,
+    ``health_values``); these could move into ``telemetry.ServerHealth`` unchanged.
+    """
+
+    # Sessions waiting as warm standbys (sessions.py), included in active_sessions.
+    standby_sessions: int = 0
+
 
 # Past this share of wall time in inference the worker is close to capacity.
 BUSY_UTILIZATION = 0.8
@@ -25,6 +39,9 @@ SERVER_METRICS = (
     ("lerobot_ros_draining", "1 while shutting down", "gauge", "draining"),
     ("lerobot_ros_active_sessions", "Open sessions", "gauge", "active_sessions"),
     ("lerobot_ros_max_sessions", "Session capacity", "gauge", "max_sessions"),
+    ("lerobot_ros_standby_sessions",
+     "Sessions held as warm standbys: failover places reserved (included in active_sessions)", "gauge",
+     "standby_sessions"),
     ("lerobot_ros_pending_requests", "Observations waiting for the inference worker", "gauge", "pending_requests"),
     ("lerobot_ros_utilization", "Share of recent wall time spent in inference", "gauge", "utilization"),
     ("lerobot_ros_requests_served_total", "Requests answered with a chunk", "counter", "requests_served"),
@@ -66,11 +83,12 @@ def server_health(
     max_batch_size: int = 1,
     refusals: list[ClientRefusals] | tuple[ClientRefusals, ...] = (),
     capacity: CapacityReport | None = None,
-) -> ServerHealth:
+    standby_sessions: int = 0,
+) -> PolicyServerHealth:
     """The server's state and the worker's counters as one snapshot."""
     p50, p95 = stats.inference_percentiles_ms()
     capacity = capacity or CapacityReport(-1, 0.0, 0.0)
-    return ServerHealth(
+    return PolicyServerHealth(
         instance_id=instance_id,
         server_namespace=server_namespace,
         heartbeat_seq=heartbeat_seq,
@@ -79,6 +97,7 @@ def server_health(
         uptime_s=uptime_s,
         active_sessions=active_sessions,
         max_sessions=max_sessions,
+        standby_sessions=standby_sessions,
         pending_requests=pending_requests,
         utilization=stats.utilization(),
         requests_served=stats.requests_served,
@@ -108,7 +127,9 @@ def diagnostic_summary(health: ServerHealth) -> tuple[DiagnosticLevel, str]:
     backing_off = [client for client, left in zip(health.refused_client_ids, health.reopen_refused_for_s) if left > 0]
     if backing_off:
         return DiagnosticLevel.WARN, f"closed for flooding, reopen refused for now: {', '.join(backing_off)}"
-    return DiagnosticLevel.OK, f"serving {health.active_sessions}/{health.max_sessions} sessions"
+    standbys = getattr(health, "standby_sessions", 0)
+    return DiagnosticLevel.OK, (f"serving {health.active_sessions}/{health.max_sessions} sessions"
+                                + (f" ({standbys} of them standbys)" if standbys else ""))
 
 
 def health_snapshot(health: ServerHealth, policy_type: str, model_fingerprint: str) -> HealthSnapshot:

@@ -47,13 +47,14 @@ from lerobot_ros.server.admission import Refusal, ServerLoad
 from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy
 from lerobot_ros.server.arrivals import ArrivalDesk, flood_policy
 from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
-from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
+from lerobot_ros.server.health import PolicyServerHealth, diagnostic_summary, health_snapshot, server_health
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
 from lerobot_ros.wire.data_plane import RequestLimits, integrity
 from lerobot_ros.server.request_path import RequestHandler
+from lerobot_ros.server.request_records import standby_promotion_record
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
@@ -64,7 +65,7 @@ from lerobot_ros.server.capacity_gate import CapacityGate
 from lerobot_ros.server.duplicate_check import live_server_heard
 from lerobot_ros.server.pipeline import admission_workers, build_worker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
+from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerStats
 
 NODE_NAME = "lerobot"
 
@@ -172,7 +173,8 @@ class PolicyServerNode(LifecycleNode):
         self.arrivals = ArrivalDesk(
             self.sessions, self.guard, lambda client_id, msg: self.scheduler.deposit(client_id, msg),
             lambda: self.stats.record("rejected", 0.0, 0),
-            lambda text: self.get_logger().warning(text, throttle_duration_sec=1.0), self.limits.max_id_chars)
+            lambda text: self.get_logger().warning(text, throttle_duration_sec=1.0), self.limits.max_id_chars,
+            promoted=self._on_standby_promoted)
 
     def open_observability(self):
         self.observability = Observability.open(
@@ -294,6 +296,13 @@ class PolicyServerNode(LifecycleNode):
     def _on_observation(self, client_id: str, msg: Observation) -> None:
         self.arrivals.on_observation(client_id, msg, time.monotonic())
 
+    def _on_standby_promoted(self, session: Session) -> None:
+        """A standby's first observation was admitted: it is an ordinary session now (sessions.py)."""
+        waited_s = time.monotonic() - session.opened_at
+        self.get_logger().info(f"standby session of {session.client_id} promoted ({session.session_id}, "
+                               f"after {waited_s:.1f} s as a standby)")
+        self.observability.audit.write(standby_promotion_record(session.session_id, session.client_id, waited_s))
+
     def _publish_chunk(self, client_id: str, msg: ActionChunk) -> None:
         """Sign the chunk with the client's open session's secret, then publish it on its topic."""
         session = self.sessions.get(client_id)
@@ -356,7 +365,7 @@ class PolicyServerNode(LifecycleNode):
         response.session_idle_timeout_s = self.settings.session_idle_timeout_s
         response.active_sessions = self.sessions.count()
         self.get_logger().info(
-            f"session {session.session_id} opened for {request.client_id}"
+            f"{'standby ' if session.standby else ''}session {session.session_id} opened for {request.client_id}"
             + (" (replacing its previous session)" if decision.replaced else "")
             + (f"; warnings: {'; '.join(decision.warnings)}" if decision.warnings else "")
         )
@@ -382,7 +391,7 @@ class PolicyServerNode(LifecycleNode):
 
     # ---- observability --------------------------------------------------
 
-    def health(self) -> ServerHealth:
+    def health(self) -> PolicyServerHealth:
         return server_health(
             instance_id=self.instance_id,
             server_namespace=self.namespace_name(),
@@ -392,6 +401,7 @@ class PolicyServerNode(LifecycleNode):
             uptime_s=time.monotonic() - self.started,
             active_sessions=self.sessions.count(),
             max_sessions=self.max_sessions,
+            standby_sessions=self.sessions.standby_count(),
             pending_requests=self.scheduler.pending(),
             stats=self.stats,
             max_batch_size=self.max_batch_size,

@@ -5,6 +5,8 @@ request, what became of it) and names each stage's duration, so a slow
 request shows where its time went: the mailbox wait, the admission stage
 (decode, validation, preprocessing), the wait for the forward thread, the
 forward, the wait for the finish thread, postprocessing and publishing.
+Session events that belong to no one request (a standby's promotion) share
+its first fields: when, which session, whose, what happened.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ def audit_record(reply: ChunkReply, outcome: str, publish_s: float, waits: Stage
 def arrival_refusal_record(request: RequestId, refusal: str) -> dict:
     """The audit line of an observation refused on arrival (never queued, never answered)."""
     return _request_header(request, "refused_on_arrival") | {"error": refusal}
+
+
+def standby_promotion_record(session_id: str, client_id: str, waited_s: float) -> dict:
+    """The audit line of a standby session its first admitted observation made an ordinary one."""
+    return {"wall_time": round(time.time(), 6), "session": session_id, "client": client_id,
+            "outcome": "standby_promoted", "standby_for_s": round(waited_s, 3)}
 
 
 def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:

@@ -4,8 +4,10 @@ Invariant: a session enters the registry only when the server is serving,
 ``admission.admit`` accepted the robot and ``SessionRegistry.claim`` gave it
 the client id; every refusal says why and carries the count of other
 clients' sessions the robot is told about. A full server also says when a
-slot frees. No ROS here: the node turns the decision into the service reply
-and the data plane.
+slot frees. A standby is admitted by the same decision, counted like any
+robot (a standby that would not fit the budget now would not fit when it is
+promoted either). No ROS here: the node turns the decision into the service
+reply and the data plane.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def decide_open(request: OpenRequest, owner_secret: str, capabilities: ServerCap
         fps=request.fps,
         rtc_enabled=admission.rtc_enabled,
         opened_at=time.monotonic() if now_s is None else now_s,
+        standby=request.standby,
     )
     claim = sessions.claim(session, owner_secret, session.opened_at, settings.session_idle_timeout_s)
     if claim.refusal:

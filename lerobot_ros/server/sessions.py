@@ -10,7 +10,12 @@ Invariants:
   observation publisher has left the graph. A session that has not streamed
   yet may be replaced by anyone (a squatter cannot lock its robot out), and
   its replacement keeps its opening time: re-opening never extends a
-  session that never streamed;
+  session that never streamed. A standby (below) is such a session too: a
+  stranger may replace it, which costs its robot only the reserved place
+  (on failover the robot finds its standby gone and places itself as on
+  any replica loss); a standby neither takes nor hands on an opening time,
+  since its wait is bounded by its robot's presence on the graph, not by a
+  time;
 - no refusal, log line or status echoes another session's id or secret;
 - a removal names the session it means, so a late close or garbage
   collection of an old session never removes its replacement;
@@ -37,7 +42,18 @@ Invariants:
   ``first_observation_timeout_s`` of opening, none for ``idle_timeout_s``, or
   when its observation publisher, once seen, has been absent from the ROS
   graph for ``PUBLISHER_GONE_GRACE_S`` (``expired``; the garbage-collection
-  timer calls it).
+  timer calls it);
+- a *standby* (a warm standby session: the failover place of a robot served
+  by another replica; ``Session.standby``, from OpenSession's ``standby``)
+  runs nothing and is exempt from the first-observation and idle timeouts
+  while it waits; it ends only when its robot is gone: its observation
+  publisher never on the graph within ``first_observation_timeout_s`` of
+  opening, or, once seen, absent for ``PUBLISHER_GONE_GRACE_S``. It counts
+  as a session everywhere else (``count``, the capacity gate at its declared
+  rate). Its first admitted observation promotes it (``standby`` cleared,
+  under the lock that admits it): an ordinary session from then on. A
+  re-open with the owner's secret may ask for a standby again (the robot
+  re-arms it after a hedge the other replica won).
 
 Plain Python: ROS callbacks, the garbage collector and the inference worker
 all touch the registry, each through one method.
@@ -96,6 +112,9 @@ class Session:
     processors_stale: bool = True
     # When its recent accepted observations arrived: the rate it really asks at (capacity_gate.py).
     arrivals: deque = field(default_factory=lambda: deque(maxlen=ARRIVALS_KEPT), repr=False)
+    # A warm standby waiting for its first observation (opened with OpenSession's standby); the first
+    # admitted observation clears it (promotion).
+    standby: bool = False
 
     def __post_init__(self) -> None:
         self.last_seen = self.last_seen or self.opened_at
@@ -182,7 +201,8 @@ class SessionRegistry:
         """The OpenSession rule: add ``session`` unless its client id is in use by a streaming session.
 
         ``owner_secret`` proves ownership of the live session. A replaced
-        session that never streamed hands its opening time on.
+        session that never streamed hands its opening time on, unless either
+        is a standby (whose wait no time bounds).
         """
         with self._lock:
             live = self._by_client.get(session.client_id)
@@ -196,16 +216,17 @@ class SessionRegistry:
                         f"re-open with that session's secret (owner_secret), or once it has been quiet for "
                         f"{idle_timeout_s:g} s (it was last heard {quiet_s:.1f} s ago)"
                     ))
-                if not live.streamed:
+                if not live.streamed and not live.standby and not session.standby:
                     session.opened_at = session.last_seen = min(session.opened_at, live.opened_at)
             self._by_client[session.client_id] = session
             return Claim(replaced=live)
 
     def next_slot_free_s(self, now: float, first_observation_timeout_s: float, idle_timeout_s: float) -> float | None:
-        """Seconds until the earliest session that never streamed is collected; None if all stream."""
+        """Seconds until the earliest session that never streamed is collected; None if all stream (or wait
+        as standbys, which no time collects)."""
         with self._lock:
             waits = [min(s.opened_at + first_observation_timeout_s, s.last_seen + idle_timeout_s) - now
-                     for s in self._by_client.values() if not s.streamed]
+                     for s in self._by_client.values() if not s.streamed and not s.standby]
         return max(0.0, min(waits)) if waits else None
 
     def get(self, client_id: str) -> Session | None:
@@ -241,6 +262,11 @@ class SessionRegistry:
         with self._lock:
             return list(self._by_client.values())
 
+    def standby_count(self) -> int:
+        """Sessions waiting as standbys (included in ``count``)."""
+        with self._lock:
+            return sum(1 for session in self._by_client.values() if session.standby)
+
     # ---- episodes -------------------------------------------------------
 
     def advance_episode(self, session: Session, episode: int) -> tuple[EpisodeMove, int]:
@@ -274,11 +300,13 @@ class SessionRegistry:
 
     # ---- expiry ---------------------------------------------------------
 
-    def admit_observation(self, client_id: str, msg, now: float) -> ArrivalRefusal | None:
+    def admit_observation(self, client_id: str, msg, now: float,
+                          promoted: Callable[[Session], None] | None = None) -> ArrivalRefusal | None:
         """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it keeps
         the session from going idle). The cheap checks (session, epoch, seq) run first, so a replayed,
         stale or misaddressed message never costs a MAC; the MAC runs outside the lock (it reads the
-        whole message) and the cheap checks run again under it before anything is committed."""
+        whole message) and the cheap checks run again under it before anything is committed. An
+        admitted observation promotes a standby; ``promoted(session)`` is then called, outside the lock."""
         session = self.get(client_id)
         if session is None:
             return ArrivalRefusal("no_session", f"client {shown(client_id)} has no open session")
@@ -301,25 +329,29 @@ class SessionRegistry:
                 return late
             session.epoch, session.last_seq, session.last_seen = msg.epoch, msg.seq, now
             session.arrivals.append(now)
-            return None
+            was_standby, session.standby = session.standby, False
+        if was_standby and promoted is not None:
+            promoted(session)
+        return None
 
     def idle(self, now: float, idle_timeout_s: float) -> list[Session]:
-        """Sessions with no observation for longer than ``idle_timeout_s``."""
+        """Sessions with no observation for longer than ``idle_timeout_s`` (a waiting standby is never idle)."""
         with self._lock:
-            return [s for s in self._by_client.values() if now - s.last_seen > idle_timeout_s]
+            return [s for s in self._by_client.values() if now - s.last_seen > idle_timeout_s and not s.standby]
 
     def expired(
         self, now: float, idle_timeout_s: float, publisher_count: Callable[[str], int],
         first_observation_timeout_s: float | None = None,
     ) -> list[tuple[Session, str]]:
         """Sessions to end now and why: never streamed within ``first_observation_timeout_s`` of
-        opening, idle, or their observation publisher left the graph.
+        opening, idle, or their observation publisher left the graph; a standby only for the last, or
+        when its publisher never appeared within ``first_observation_timeout_s`` of opening.
 
         ``publisher_count(client_id)`` is asked outside the lock (it queries the ROS graph).
         """
         with self._lock:
             unused = [s for s in self._by_client.values() if first_observation_timeout_s is not None
-                      and not s.streamed and now - s.opened_at > first_observation_timeout_s]
+                      and not s.streamed and not s.standby and now - s.opened_at > first_observation_timeout_s]
         ending = [(s, f"no observation within {first_observation_timeout_s:g} s of opening") for s in unused]
         collected = {id(s) for s in unused}
         idle = [s for s in self.idle(now, idle_timeout_s) if id(s) not in collected]
@@ -338,5 +370,9 @@ class SessionRegistry:
                     session.publisher_missing_since = session.publisher_missing_since or now
                     if now - session.publisher_missing_since >= PUBLISHER_GONE_GRACE_S:
                         why = f"its observation publisher left the ROS graph {PUBLISHER_GONE_GRACE_S:g} s ago"
-                        ending.append((session, why))
+                        ending.append((session, why + (" (standby)" if session.standby else "")))
+                elif (session.standby and first_observation_timeout_s is not None
+                      and now - session.opened_at > first_observation_timeout_s):
+                    ending.append((session, f"standby: its observation publisher never appeared on the ROS graph "
+                                            f"within {first_observation_timeout_s:g} s of opening"))
         return ending

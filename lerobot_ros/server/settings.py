@@ -102,9 +102,11 @@ PARAMETERS = (
               "RTC: steps of the previous chunk's prefix the policy conditions on", (at_least(1),)),
     Parameter("heartbeat_period_s", FLOAT, 0.5, "Period of the ~/status heartbeat (seconds)", (more_than(0),)),
     Parameter("session_idle_timeout_s", FLOAT, 10.0,
-              "Close a session after this long without an observation (seconds)", (more_than(0),), runtime=True),
+              "Close a session after this long without an observation (seconds); a standby session waiting for its "
+              "first observation is exempt", (more_than(0),), runtime=True),
     Parameter("session_first_observation_timeout_s", FLOAT, 5.0,
-              "Close a session that sent no observation this long after opening; re-opening does not extend it "
+              "Close a session that sent no observation this long after opening; re-opening does not extend it. A "
+              "standby session is exempt, but closed if its observation publisher has not appeared by then "
               "(seconds)", (more_than(0),), runtime=True),
     Parameter("flood_refusals_per_s", INTEGER, 20,
               "Observations of one session refused per second (on arrival, or superseding a waiting one) "

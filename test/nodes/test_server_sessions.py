@@ -13,7 +13,7 @@ import urllib.request
 import numpy as np
 import pytest
 from support.jsonl import read_jsonl
-from support.ros import spin_until
+from support.ros import call_service, spin_until
 from support.robot_client import RobotClient
 
 from lerobot_ros.wire.data_plane import chunk_from_msg
@@ -163,6 +163,61 @@ def test_close_and_idle_collection_destroy_the_data_plane(robots, ros_node):
     idle_topic = "/lerobot/clients/idle_arm/observation"
     assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, idle_topic), 10), "idle session not collected"
     idle.session_id = ""
+
+
+def _metric(policy_server, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{policy_server.http_port}/metrics", timeout=5) as response:
+        line = next(line for line in response.read().decode().splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_a_standby_session_outwaits_the_timeouts_and_its_first_observation_promotes_it(robots, ros_node,
+                                                                                          policy_server):
+    from lerobot_ros.msg import ServerStatus
+    from lerobot_ros.qos import STATUS_QOS
+    from lerobot_ros.srv import GetStatus
+
+    def standbys() -> int:
+        return call_service(ros_node, GetStatus, "/lerobot/get_status", GetStatus.Request(), 20.0).status.standby_sessions
+
+    robot = robots("standby_arm")
+    opened_at = time.monotonic()
+    response = robot.open(standby=True)
+    assert response.accepted, response.message
+    assert standbys() == 1 and _metric(policy_server, "lerobot_ros_standby_sessions") == 1.0
+    beats = []
+    subscription = ros_node.create_subscription(ServerStatus, "/lerobot/status", beats.append, STATUS_QOS)
+    try:
+        assert spin_until(ros_node, lambda: beats and beats[-1].standby_sessions == 1, 5), "no heartbeat with the standby"
+        assert beats[-1].active_sessions >= 1
+        # Past session_first_observation_timeout_s (5 s) and session_idle_timeout_s (3 s), plus a collection period.
+        spin_until(ros_node, lambda: False, max(0.0, opened_at + 7.0 - time.monotonic()))
+        assert standbys() == 1, "the standby was collected while its robot was connected"
+        topic = "/lerobot/clients/standby_arm/observation"
+        assert _topic_has_subscriber(ros_node, topic), "the standby's data plane was destroyed"
+        chunk = robot.request(robot.observation(0))
+        assert chunk.status == ActionChunk.STATUS_OK and chunk.session_id == robot.session_id, chunk.error
+        assert standbys() == 0
+        assert spin_until(ros_node, lambda: beats[-1].standby_sessions == 0, 5), "the heartbeat still shows the standby"
+    finally:
+        ros_node.destroy_subscription(subscription)
+    assert _metric(policy_server, "lerobot_ros_standby_sessions") == 0.0
+    promoted = [record for record in read_jsonl(policy_server.audit, '"standby_arm"')
+                if record["outcome"] == "standby_promoted"]
+    assert len(promoted) == 1 and promoted[0]["session"] == robot.session_id and promoted[0]["standby_for_s"] >= 6.0
+    assert "standby session of standby_arm promoted" in policy_server.log_text()
+
+
+def test_a_standby_whose_robot_left_is_collected(robots, ros_node, policy_server):
+    robot = robots("departed_standby_arm")
+    assert robot.open(standby=True).accepted
+    topic = "/lerobot/clients/departed_standby_arm/observation"
+    spin_until(ros_node, lambda: False, 2.0)  # the server's collection timer (1 s) sees the robot's publisher
+    robot._disconnect()
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 10), "standby not collected"
+    robot.session_id = ""
+    why = policy_server.log_text().split("departed_standby_arm closed: ")[-1].splitlines()[0]
+    assert why.startswith("its observation publisher left the ROS graph") and why.endswith("(standby)"), why
 
 
 def test_audit_log_has_one_line_per_request(robots, policy_server):

@@ -126,3 +126,35 @@ def test_an_observed_rate_needs_a_few_arrivals_over_a_second():
     session.arrivals.extend([10.5, 11.0])
     assert session.observed_rate_hz(11.0) == pytest.approx(4 / 1.5)
     assert session.observed_rate_hz(30.0) == 0.0  # all older than the window
+
+
+def test_a_standby_counts_at_its_declared_rate_exactly_like_an_admitted_robot():
+    refused_at = first_refused(pi05_gate(400.0))
+    admitted = robots(refused_at - 2)
+    waiting = Session("standby_arm", "", 30.0, True, opened_at=0.0, standby=True)
+    assert not waiting.arrivals and waiting.observed_rate_hz(100.0) == 0.0, "a standby asks nothing yet"
+    with_standby = pi05_gate(400.0).report(admitted + [waiting])
+    with_robot = pi05_gate(400.0).report(admitted + robots(1, fps=30.0))
+    assert with_standby == with_robot
+    assert with_standby.headroom_robots == pi05_gate(400.0).report(admitted).headroom_robots - 1 == 0
+    # The last place that fits is the standby's: a newcomer that fits beside the robots alone is refused.
+    gate = pi05_gate(400.0)
+    assert gate.refusal(30.0, True, admitted, "newcomer") is None
+    message = gate.refusal(30.0, True, admitted + [waiting], "newcomer")
+    assert message is not None and f"with {refused_at} robots" in message
+    assert gate.refusal(30.0, True, admitted + [waiting], "standby_arm") is None, "its own re-open counts once"
+
+
+def test_a_standby_opening_that_would_not_fit_the_budget_is_refused():
+    gate = pi05_gate(400.0)
+    sessions = SessionRegistry()
+    for session in robots(first_refused(gate) - 1):
+        sessions.open(session)
+    request = OpenRequest("standby_arm", SCHEMA_VERSION, NAMES, 6, ("observation.images.front",), 30.0,
+                          rtc_requested=True, standby=True)
+    room = ServerLoad(ready=True, draining=False, active_sessions=sessions.count(), max_sessions=500)
+    decision = decide_open(request, "", CAPABILITIES, room, sessions, SETTINGS,
+                           latency_refusal=lambda open_request, rtc: gate.refusal(
+                               open_request.fps, rtc, sessions.sessions(), open_request.client_id))
+    assert decision.session is None and decision.refusal is Refusal.CAPACITY
+    assert "latency_budget_ms 400" in decision.message and sessions.standby_count() == 0

@@ -66,6 +66,16 @@ def test_diagnostics_warn_when_draining_or_near_capacity(overrides, expected):
     assert diagnostic_summary(ServerHealth(**fields)) == expected
 
 
+def test_standby_sessions_are_a_metric_and_named_in_the_diagnostics_summary():
+    snapshot = health(active_sessions=3, standby_sessions=1)
+    assert snapshot.standby_sessions == 1 and health().standby_sessions == 0
+    assert diagnostic_summary(snapshot) == (DiagnosticLevel.OK, "serving 3/4 sessions (1 of them standbys)")
+    values = {metric.name: metric.value for metric in health_snapshot(snapshot, "act", "f").metrics}
+    assert (values["lerobot_ros_standby_sessions"], values["lerobot_ros_active_sessions"]) == (1.0, 3.0)
+    assert "# TYPE lerobot_ros_standby_sessions gauge\nlerobot_ros_standby_sessions 1.0\n" in render_prometheus(
+        health_snapshot(snapshot, "act", "f").metrics)
+
+
 def test_snapshot_serves_readiness_detail_and_every_server_metric():
     snapshot = health_snapshot(health(ready=False), "act", "f1ngerprint")
     assert snapshot.status == "not_ready"

@@ -55,3 +55,21 @@ def test_a_client_id_streaming_elsewhere_is_refused_without_its_secret_and_repla
     owner = decide_open(ROBOT, first.secret, CAPABILITIES, ROOM, sessions, SETTINGS, now_s=first.opened_at)
     assert owner.session is not None and owner.replaced
     assert sessions.get("arm_1") is owner.session
+
+
+def test_a_standby_opens_as_one_and_a_streamed_session_is_armed_as_a_standby_again_only_by_its_owner():
+    sessions = SessionRegistry()
+    waiting = decide_open(dataclasses.replace(ROBOT, standby=True), "", CAPABILITIES, ROOM, sessions, SETTINGS,
+                          now_s=10.0).session
+    assert waiting is not None and waiting.standby and sessions.standby_count() == 1
+    ordinary = decide_open(dataclasses.replace(ROBOT, client_id="arm_2"), "", CAPABILITIES, ROOM, sessions,
+                           SETTINGS).session
+    assert not ordinary.standby
+    waiting.last_seq, waiting.standby = 1, False  # promoted by a hedged request the other replica won
+    stranger = decide_open(dataclasses.replace(ROBOT, standby=True), "", CAPABILITIES, ROOM, sessions, SETTINGS,
+                           now_s=11.0)
+    assert stranger.refusal is Refusal.CLIENT_ID_IN_USE and sessions.get("arm_1") is waiting
+    rearmed = decide_open(dataclasses.replace(ROBOT, standby=True), waiting.secret, CAPABILITIES, ROOM, sessions,
+                          SETTINGS, now_s=20.0)
+    assert rearmed.replaced and rearmed.session.standby and rearmed.session.opened_at == 20.0
+    assert sessions.get("arm_1") is rearmed.session and sessions.standby_count() == 1

@@ -282,3 +282,98 @@ def test_an_idle_session_is_ended_once_not_also_as_publisher_gone():
     asked = []
     ending = registry.expired(now=20.0, idle_timeout_s=5.0, publisher_count=lambda client: asked.append(client) or 0)
     assert ending == [(current, "no observation for 5 s")] and asked == []
+
+
+# ---- warm standby sessions ---------------------------------------------------
+
+
+def standby(client="arm", opened=0.0):
+    return Session(client, task="", fps=30.0, rtc_enabled=False, opened_at=opened, standby=True)
+
+
+def collect(registry, now, publishers, first_observation_timeout_s=5.0, idle_timeout_s=3.0):
+    return registry.expired(now, idle_timeout_s, lambda client: publishers.get(client, 0), first_observation_timeout_s)
+
+
+def test_a_standby_whose_robot_is_connected_outlives_the_first_observation_and_idle_timeouts():
+    registry = SessionRegistry()
+    waiting = standby(opened=0.0)
+    registry.open(waiting)
+    publishers = {"arm": 1}
+    for now in (1.0, 6.0, 60.0, 3600.0):
+        assert collect(registry, now, publishers) == []
+    assert registry.get("arm") is waiting and waiting.standby and waiting.publisher_seen
+    assert registry.idle(now=3600.0, idle_timeout_s=3.0) == []
+    assert registry.count() == 1 and registry.standby_count() == 1
+    assert registry.next_slot_free_s(now=10.0, first_observation_timeout_s=5.0, idle_timeout_s=3.0) is None, \
+        "no time collects a standby: it frees no slot by waiting"
+
+
+def test_a_standby_whose_publisher_never_appeared_is_collected_after_the_first_observation_bound():
+    registry = SessionRegistry()
+    waiting = standby(opened=0.0)
+    registry.open(waiting)
+    assert collect(registry, 4.9, {}) == []
+    assert collect(registry, 5.1, {}) == [
+        (waiting, "standby: its observation publisher never appeared on the ROS graph within 5 s of opening")]
+
+
+def test_a_standby_whose_publisher_left_is_collected_after_the_grace_period():
+    registry = SessionRegistry()
+    waiting = standby(opened=0.0)
+    registry.open(waiting)
+    publishers = {"arm": 1}
+    assert collect(registry, 1.0, publishers) == []
+    publishers["arm"] = 0
+    assert collect(registry, 100.0, publishers) == [], "a blip: the grace period starts"
+    assert collect(registry, 100.0 + PUBLISHER_GONE_GRACE_S - 0.1, publishers) == []
+    assert collect(registry, 100.0 + PUBLISHER_GONE_GRACE_S, publishers) == [
+        (waiting, f"its observation publisher left the ROS graph {PUBLISHER_GONE_GRACE_S:g} s ago (standby)")]
+
+
+def test_the_first_admitted_observation_promotes_a_standby_to_an_ordinary_session():
+    registry = SessionRegistry()
+    waiting = standby(opened=0.0)
+    registry.open(waiting)
+    promoted = []
+    forged = observation(waiting, 1, key=b"\0" * 32)
+    assert registry.admit_observation("arm", forged, 50.0, promoted.append).kind == "mac"
+    assert waiting.standby and promoted == [], "only an admitted observation promotes"
+    assert registry.admit_observation("arm", observation(waiting, 2), 50.0, promoted.append) is None
+    assert promoted == [waiting] and not waiting.standby and registry.standby_count() == 0
+    assert registry.admit_observation("arm", observation(waiting, 3), 51.0, promoted.append) is None
+    assert promoted == [waiting], "promoted once"
+    # The ordinary rules from now on: idle after the idle bound, though its publisher is there.
+    assert collect(registry, 53.0, {"arm": 1}) == []
+    assert collect(registry, 54.5, {"arm": 1}) == [(waiting, "no observation for 3 s")]
+
+
+def test_a_reopen_with_the_owners_secret_arms_a_streamed_session_as_a_standby_again():
+    registry = SessionRegistry()
+    used = streaming(registry, now=1.0)  # a promoted standby: it served a hedge the other replica won
+    assert registry.claim(standby(opened=2.0), owner_secret="", now=2.0, idle_timeout_s=3.0).refusal, \
+        "a streaming session is not re-armed without its secret"
+    rearmed = standby(opened=2.0)
+    assert registry.claim(rearmed, owner_secret=used.secret, now=2.0, idle_timeout_s=3.0).replaced is used
+    assert registry.get("arm") is rearmed and registry.standby_count() == 1
+    assert (rearmed.opened_at, rearmed.session_id != used.session_id) == (2.0, True)
+    assert collect(registry, 30.0, {"arm": 1}) == [], "a standby again: no idle or first-observation collection"
+
+
+def test_a_standby_is_replaceable_like_any_session_that_never_streamed_and_hands_on_no_opening_time():
+    registry = SessionRegistry()
+    waiting = standby(opened=0.0)
+    registry.open(waiting)
+    collect(registry, 1.0, {"arm": 1})
+    ordinary = session(opened=100.0)  # a robot re-placed here (a restarted executor, or a stranger)
+    assert registry.claim(ordinary, owner_secret="", now=100.0, idle_timeout_s=3.0).replaced is waiting
+    assert ordinary.opened_at == 100.0, "a standby's long wait does not shorten its replacement's first bound"
+    assert collect(registry, 104.0, {"arm": 1}, idle_timeout_s=10.0) == []
+    assert collect(registry, 105.5, {"arm": 1}, idle_timeout_s=10.0) == [
+        (ordinary, "no observation within 5 s of opening")]
+    # ...and a standby replacing a session that never streamed starts its own bound too.
+    unused = session("other", opened=0.0)
+    registry.open(unused)
+    late = standby("other", opened=4.0)
+    assert registry.claim(late, owner_secret="", now=4.0, idle_timeout_s=3.0).replaced is unused
+    assert late.opened_at == 4.0 and collect(registry, 8.5, {}) == []

@@ -83,6 +83,20 @@ def test_open_request_round_trip():
     assert control_plane.open_request_from_msg(msg) == standby
 
 
+def test_server_status_carries_the_standby_count_the_server_health_holds():
+    from builtin_interfaces.msg import Time
+
+    from lerobot_ros.server.health import server_health
+    from lerobot_ros.telemetry import ServerStats
+
+    health = server_health(instance_id="abc", server_namespace="/lerobot", heartbeat_seq=1, ready=True,
+                           draining=False, uptime_s=1.0, active_sessions=3, max_sessions=8, pending_requests=0,
+                           stats=ServerStats(), standby_sessions=2)
+    msg = control_plane.server_status_to_msg(health, control_plane.capabilities_to_msg(full_capabilities()), Time())
+    assert (msg.active_sessions, msg.standby_sessions) == (3, 2)
+    assert control_plane.health_values(health)["standby_sessions"] == 2
+
+
 def test_server_stats_count_outcomes_and_window_inference_times():
     from lerobot_ros.telemetry import ServerStats
 
