@@ -151,3 +151,9 @@ class ExecutorTelemetry:
     goal_id: str = ""
     last_goal_id: str = ""
     last_goal_termination: str = ""
+    standby_replica: str = ""
+    hedges_sent: int = 0
+    hedges_won: int = 0
+    hedge_answers_dropped: int = 0
+    hedge_deadline_ms: float = 0.0
+    standby_promotions: int = 0

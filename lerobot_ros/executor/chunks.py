@@ -101,12 +101,13 @@ def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedM
 
 @dataclass(frozen=True)
 class Answer:
-    """What ``InFlight.wait`` returns: the chunk, or None (refused, timed out, or cancelled)."""
+    """What ``InFlight.wait`` returns: the chunk and the request it answers, or None (refused, timed out, or cancelled)."""
 
     chunk: ReceivedChunk | None
     received_ns: int
     cancelled: bool
     refusal: str = ""  # the server answered this very request with an error
+    request: RequestId | None = None  # which of the requests in flight the chunk answers
 
     @property
     def timed_out(self) -> bool:
@@ -126,19 +127,25 @@ class Drops:
 
 
 class InFlight:
-    """The one request in flight and the chunk answering it (thread-safe).
+    """The request in flight, its hedge when one was sent, and the chunk answering either (thread-safe).
 
     The requester calls ``start`` before publishing (so a fast answer is never
-    missed), then ``wait``; the chunk subscription calls ``offer_chunk``, or
-    ``drop_chunk`` for a message that did not even decode.
+    missed), then ``wait``; a late request may be hedged (``hedge``: the same
+    observation sent to the standby session), and then the first valid chunk
+    answering either is the answer, the other one's is dropped as
+    ``hedge_lost`` when it comes. A refusal ends the wait only when every
+    request of the race was refused. The chunk subscription calls
+    ``offer_chunk``, or ``drop_chunk`` for a message that did not even decode.
     """
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
-        self._pending: RequestId | None = None
+        self._pending: list[RequestId] = []  # the request, then its hedge
         self._model: ValidatedModel | None = None
         self._answer: tuple[ReceivedChunk, int] | None = None  # (chunk, received monotonic ns)
-        self._refusal = ""
+        self._refusals: dict[str, str] = {}  # session id -> the refusal of the race's request there
+        self._answered: RequestId | None = None  # the request the answer is for
+        self._raced: tuple[RequestId, ...] = ()  # the latest race's requests, whose late chunks lost it
         self._cancelled = False
         self._dropped: Counter[str] = Counter()
         self._last_drop = ""
@@ -146,8 +153,17 @@ class InFlight:
     def start(self, request: RequestId, model: ValidatedModel) -> None:
         """``request`` is now the one in flight; only a chunk of ``model`` may answer it."""
         with self._condition:
-            self._pending, self._model = request, model
-            self._answer, self._refusal, self._cancelled = None, "", False
+            self._pending, self._model = [request], model
+            self._answer, self._refusals, self._cancelled = None, {}, False
+
+    def hedge(self, request: RequestId) -> bool:
+        """``request`` (the same observation, for the standby session) may answer too; False when the request
+        in flight was answered, refused or cancelled meanwhile (then nothing is hedged)."""
+        with self._condition:
+            if not self._pending or self._answer is not None or self._cancelled or self._refusals:
+                return False
+            self._pending.append(request)
+            return True
 
     def offer_chunk(self, chunk: ReceivedChunk, received_ns: int) -> str | None:
         """Accept ``chunk`` for the waiting requester, or drop it; returns the drop reason code.
@@ -155,21 +171,31 @@ class InFlight:
         ``received_ns``: the monotonic clock when the chunk arrived.
         """
         with self._condition:
-            if self._answer is not None:
-                verdict = ("late", "request already answered")
-            else:  # start() sets the model with the request: with nothing pending it is not read
-                verdict = rejection(chunk, self._pending, self._model)
+            verdict, answered = self._verdict(chunk)
             if verdict is not None:
                 self.drop_chunk(*verdict)
-                if verdict[0] == "refused":
-                    # It answers the request in flight, with an error: stop
-                    # waiting now rather than at the request timeout.
-                    self._refusal = verdict[1]
+                if verdict[0] == "refused" and answered is not None:
+                    # It answers a request of the race with an error: once every one
+                    # did, stop waiting now rather than at the request timeout.
+                    self._refusals[answered.session_id] = verdict[1]
                     self._condition.notify_all()
                 return verdict[0]
             self._answer = (chunk, received_ns)
+            self._answered = answered
             self._condition.notify_all()
             return None
+
+    def _verdict(self, chunk: ReceivedChunk) -> tuple[tuple[str, str] | None, RequestId | None]:
+        got = chunk.request
+        if any(_same_request(got, raced) for raced in self._raced):
+            return ("hedge_lost", f"chunk for seq {got.seq} of session {got.session_id} came second in a "
+                    "hedged race; the first answer was merged"), None
+        if self._answer is not None:
+            return ("late", "request already answered"), None
+        # start() sets the model with the request: with nothing pending it is not read
+        candidates = [pending for pending in self._pending if pending.session_id == got.session_id] or self._pending[:1]
+        pending = candidates[0] if candidates else None
+        return rejection(chunk, pending, self._model), pending
 
     def drop_chunk(self, code: str, explanation: str) -> None:
         with self._condition:
@@ -180,26 +206,43 @@ class InFlight:
     def answered(self) -> bool:
         """Whether ``wait`` would return at once (a chunk, a refusal or a cancel is in)."""
         with self._condition:
-            return self._answer is not None or bool(self._refusal) or self._cancelled
+            return self._answer is not None or self._all_refused() or self._cancelled
 
-    def wait(self, timeout_s: float) -> Answer:
-        """The answer to the request in flight (or why there is none); ends the request."""
+    def _all_refused(self) -> bool:
+        return bool(self._refusals) and all(pending.session_id in self._refusals for pending in self._pending)
+
+    def wait(self, timeout_s: float, end: bool = True) -> Answer | None:
+        """The answer to the request in flight (or why there is none), ending the request.
+
+        ``end`` False: a timeout returns None and leaves the request in flight (it may be hedged).
+        """
         with self._condition:
-            self._condition.wait_for(
-                lambda: self._answer is not None or self._refusal or self._cancelled, timeout=timeout_s
+            done = self._condition.wait_for(
+                lambda: self._answer is not None or self._all_refused() or self._cancelled, timeout=timeout_s
             )
-            answer, cancelled, refusal = self._answer, self._cancelled, self._refusal
-            self._pending, self._answer, self._refusal = None, None, ""
+            if not done and not end:
+                return None
+            answer, cancelled = self._answer, self._cancelled
+            refusal = "; ".join(self._refusals.values()) if self._all_refused() else ""
+            if len(self._pending) > 1:
+                self._raced = tuple(self._pending)
+            answered = self._answered
+            self._pending, self._answer, self._refusals, self._answered = [], None, {}, None
             if answer is not None:
-                return Answer(answer[0], answer[1], False)
+                return Answer(answer[0], answer[1], False, request=answered)
             return Answer(None, 0, cancelled, refusal)
 
     def cancel(self) -> None:
         """End the request in flight (reset, shutdown): its chunk, if it comes, is dropped."""
         with self._condition:
-            self._pending, self._answer, self._refusal, self._cancelled = None, None, "", True
+            self._pending, self._answer, self._refusals, self._answered = [], None, {}, None
+            self._cancelled = True
             self._condition.notify_all()
 
     def drops(self) -> Drops:
         with self._condition:
             return Drops(dict(self._dropped), self._last_drop)
+
+
+def _same_request(a: RequestId, b: RequestId) -> bool:
+    return (a.session_id, a.seq, a.epoch, a.sent_monotonic_ns) == (b.session_id, b.seq, b.epoch, b.sent_monotonic_ns)

@@ -29,7 +29,12 @@ writes its parts. Invariants enforced here:
   robot once the request in flight is answered (its chunk is still merged),
   a lost replica cancels the request in flight at once. What a session,
   heartbeat or hold means is decided by ``session_state.py``; the core
-  applies it to the fail-safe, the queue and the request in flight.
+  applies it to the fail-safe, the queue and the request in flight;
+* in a fleet with ``standby_session``, a warm standby session is kept on a
+  second replica (``hedging.py``): a request late past the hedge deadline is
+  sent there too (``start_hedge``) and the first valid answer is merged; the
+  standby's answer, or the serving replica lost, promotes the standby into
+  the session at once (no placement), and the worker opens a new standby.
 
 Plain Python and thread-safe: one lock guards the fail-safe and the session
 state (neither thread-safe itself), the counters and the smoothness figures;
@@ -44,7 +49,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +56,8 @@ import numpy as np
 from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
 from lerobot_ros.executor.chunks import Answer, Drops, InFlight
+from lerobot_ros.executor.failover_verbs import FailoverVerbs
+from lerobot_ros.executor.hedging import Standby, hedge_allowance_s
 from lerobot_ros.executor.interpolation import Playback, Row, step_per_tick
 from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.observation_assembly import NotSent, ObservationAssembler
@@ -68,7 +74,9 @@ from lerobot_ros.telemetry import ExecutorTelemetry
 
 #: The counters since start-up, named as in ExecutorTelemetry.
 COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
-            "fallback_ticks", "observations_too_old", "safety_interventions", "request_rejections")
+            "fallback_ticks", "observations_too_old", "safety_interventions", "request_rejections",
+            "hedges_sent", "hedges_won", "standby_promotions")
+
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -87,6 +95,7 @@ class CoreSnapshot:
     next_action_age_s: float | None
     handshake_failures: int = 0  # failed (re-)handshakes since start-up
     last_handshake_error: str = ""
+    standby_problem: str = ""  # why no standby is armed now ("" while one is, or none is wanted)
 
 
 def _envelope(settings: ExecutorSettings) -> SafetyEnvelope:
@@ -100,7 +109,7 @@ def _envelope(settings: ExecutorSettings) -> SafetyEnvelope:
     )
 
 
-class ExecutorCore(SessionVerbs):
+class ExecutorCore(SessionVerbs, FailoverVerbs):
     """The control tick, the request cycle and the readers; the session's verbs are ``SessionVerbs``."""
 
     def __init__(self, settings: ExecutorSettings, now_s: float) -> None:
@@ -113,6 +122,9 @@ class ExecutorCore(SessionVerbs):
         self._latency = WindowedLatencyTracker()
         self._envelope = _envelope(settings)
         self._playback = Playback(settings.fps, settings.command_rate_hz)
+        self._standby: Standby | None = None
+        self._standby_retry_at = now_s
+        self._standby_problem = ""  # why no standby is armed now ("" while one is, or none is wanted)
         self._threshold_s = self._threshold(chunk_size=0)
         self._work = threading.Event()  # set by the control tick when the worker has something to do
         # One handshake at a time: the worker's re-handshakes and the operator's (activate, ~/resume).
@@ -230,8 +242,11 @@ class ExecutorCore(SessionVerbs):
         return self._request_due() or self._failsafe.reconnect_due(now_s)
 
     def _threshold(self, chunk_size: int, replace_mode: bool = False) -> float:
-        return request_threshold_s(self.settings.buffer_time_s, self._latency.p95, self.settings.request_latency_margin,
-                                   self.settings.fps, chunk_size, self.settings.max_action_age_s, replace_mode)
+        p95 = self._latency.p95
+        allowance = hedge_allowance_s(self._hedge_deadline_s(), p95) if self._standby is not None else 0.0
+        return request_threshold_s(self.settings.buffer_time_s, p95, self.settings.request_latency_margin,
+                                   self.settings.fps, chunk_size, self.settings.max_action_age_s, replace_mode,
+                                   hedge_allowance_s=allowance)
 
     @property
     def request_threshold_s(self) -> float:
@@ -259,48 +274,34 @@ class ExecutorCore(SessionVerbs):
                 self._last_problem = observation.reason
                 return observation
             identity = self._session.identity
-            if identity.policy_cameras is not None:
-                # Only what the policy reads (assembled that way; filtered again in case a
-                # re-handshake changed the session meanwhile): a robot may have more cameras.
-                observation = dataclasses.replace(
-                    observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
-                )
-            mapping = self.settings.mapping
-            if mapping.changes_units:  # the policy reads its own units (joint_mapping.py)
-                observation = dataclasses.replace(observation, state=mapping.state_to_policy(observation.state))
-            rtc = identity.rtc_active
-            # Also taken in append mode (sent only with RTC): the merge measures
-            # how the new chunk continues the rows executed meanwhile.
-            snapshot = self._queue.snapshot(max_steps=identity.rtc_horizon or identity.chunk_size)
-            delay = self._latency.delay_steps(self.settings.fps) if rtc else 0
-            self._seq += 1
-            request = RequestId(
-                identity.session_id, self.settings.client_id, self._seq, identity.episode, identity.epoch, now_ns
-            )
-            self._counts["requests_sent"] += 1
+            pending = self._numbered(observation, now_ns, identity.session_id, identity.epoch, identity.replica)
             self._session.observation_sent(now_s)
-            self._in_flight.start(request, identity.model)
-            return PendingRequest(request, observation, snapshot, delay, rtc, self._session.task,
-                                  self.settings.jpeg_quality,
-                                  identity.camera_sizes if self.settings.resize_to_policy else None, mapping)
+            self._in_flight.start(pending.request, identity.model)
+            return pending
 
-    def complete_request(self, pending: PendingRequest, send_problem: str | None, clock: Callable[[], float],
-                         stopping: Callable[[], bool] = lambda: False) -> bool:
-        """The rest of ``pending``'s cycle once the worker tried to publish it: its answer merged, or its
-        refusal or timeout counted (not while ``stopping``). False when it was not sent (``send_problem``)."""
-        if send_problem:
-            with self._lock:
-                self._in_flight.cancel()
-                self._last_problem = send_problem
-            return False
-        answer = self.wait_for_answer(self.settings.request_timeout_s)
-        if answer.chunk is not None:
-            self.merge(pending, answer.chunk, answer.received_ns, clock())
-        elif answer.refusal and not stopping():
-            self._request_failed(clock(), refusal=answer.refusal)
-        elif answer.timed_out and not stopping():
-            self._request_failed(clock())
-        return True
+    def _numbered(self, observation, now_ns: int, session_id: str, epoch: int, replica: str) -> PendingRequest:
+        """A request of ``observation`` for one session (under the lock): ids, the queue snapshot, the delay."""
+        identity = self._session.identity
+        if identity.policy_cameras is not None:
+            # Only what the policy reads (assembled that way; filtered again in case a
+            # re-handshake changed the session meanwhile): a robot may have more cameras.
+            observation = dataclasses.replace(
+                observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
+            )
+        mapping = self.settings.mapping
+        if mapping.changes_units:  # the policy reads its own units (joint_mapping.py)
+            observation = dataclasses.replace(observation, state=mapping.state_to_policy(observation.state))
+        rtc = identity.rtc_active
+        # Also taken in append mode (sent only with RTC): the merge measures
+        # how the new chunk continues the rows executed meanwhile.
+        snapshot = self._queue.snapshot(max_steps=identity.rtc_horizon or identity.chunk_size)
+        delay = self._latency.delay_steps(self.settings.fps) if rtc else 0
+        self._seq += 1
+        request = RequestId(session_id, self.settings.client_id, self._seq, identity.episode, epoch, now_ns)
+        self._counts["requests_sent"] += 1
+        return PendingRequest(request, observation, snapshot, delay, rtc, self._session.task,
+                              self.settings.jpeg_quality,
+                              identity.camera_sizes if self.settings.resize_to_policy else None, mapping, replica)
 
     def cancel_request(self) -> None:
         """End the request in flight (shutdown): the waiter returns at once, a late chunk is dropped."""
@@ -324,6 +325,7 @@ class ExecutorCore(SessionVerbs):
         latency_s = max(0.0, (received_ns - request.sent_monotonic_ns) / 1e9)
         actions_robot = self.settings.mapping.to_robot(chunk.actions_robot)  # the policy's units -> the robot's
         with self._lock:
+            self._promote_if_standby_answered(request, now_s)
             identity = self._session.identity
             current = (identity.session_id, identity.episode, identity.epoch)
             if (request.session_id, request.episode, request.epoch) != current or not self._failsafe.accepting_chunks:
@@ -439,6 +441,9 @@ class ExecutorCore(SessionVerbs):
                 last_move_reason=session.fleet.last_move,
                 replicas_skipped=session.fleet.skipped,
                 last_drop_reason=drops.last,
+                standby_replica=self._standby.replica if self._standby is not None else "",
+                hedge_answers_dropped=drops.counts.get("hedge_lost", 0),
+                hedge_deadline_ms=self._hedge_deadline_ms() if self._standby is not None else 0.0,
             )
             return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s),
-                                session.handshake_failures, failsafe.last_handshake_error)
+                                session.handshake_failures, failsafe.last_handshake_error, self._standby_problem)

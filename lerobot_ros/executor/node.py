@@ -9,9 +9,8 @@ cleanup and shutdown release everything. ``autostart`` (default true)
 configures and activates at start-up: a refused or failed first handshake
 then prints ``{"handshake": "refused", "reason": ...}`` on stdout and exits 1
 before any command is published; an accepted one prints ``{"handshake":
-"accepted", ...}`` and streams until SIGINT/SIGTERM, which closes the session.
-``handshake_only:=true`` only checks the robot against the server and exits.
-RunPolicy goals (``goals.py``) run the policy for one task.
+"accepted", ...}`` and streams until SIGINT/SIGTERM, which closes the session. ``handshake_only:=true``
+only checks the robot against the server and exits. RunPolicy goals (``goals.py``) run the policy for one task.
 
 ROS entities (``~`` is the node's name, default chunk_executor):
   <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors: read when needed; by joint name)
@@ -26,7 +25,7 @@ ROS entities (``~`` is the node's name, default chunk_executor):
   ~/change_state, ~/get_state, ...       lifecycle_msgs (rclpy's lifecycle services)
   <replica>/status                       lerobot_ros/ServerStatus (sub, per replica; heartbeat watchdog, drains)
   <replica>/get_status, open_session, close_session, reset_episode   (service clients, per replica)
-                                         (server_namespaces [auto]: replicas found on the graph, server_link.py)
+                                         ([auto]: replicas found on the graph; a warm standby: server_link.py)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
 Threads (docs/architecture.md has the whole picture): the control loop
@@ -39,9 +38,8 @@ transitions in one mutually exclusive group, the server's answers in their
 own, goals in a reentrant one (``goal_server.py``); the network worker
 (``worker.NetworkWorker``) keeps one request in flight.
 
-joint_trajectory mode publishes one single-point trajectory per control
-tick, never the queued chunk: every point passes the same fail-safe tick and
-safety envelope as the other modes (see output_modes.py).
+joint_trajectory mode publishes one single-point trajectory per tick, never the queued chunk: every
+point passes the same fail-safe tick and safety envelope as the other modes (output_modes.py).
 """
 
 from __future__ import annotations
@@ -244,6 +242,8 @@ class ChunkExecutorNode(LifecycleNode):
         self.link.mark_spinning()
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
+        if settings.keeps_standby:  # zero-gap failover (hedging.py): a second session kept warm elsewhere
+            self.link.keep_standby(self.robot, self.get_logger().info)
         # A thread waiting for the GIL gets it only after the switch interval (5 ms by
         # default, longer than a 250 Hz period): hand it over within a tenth of a period.
         sys.setswitchinterval(min(sys.getswitchinterval(), self.control_period_s / 10))
@@ -263,6 +263,7 @@ class ChunkExecutorNode(LifecycleNode):
 
     def close_session(self) -> None:
         session_id = self.core.end_session()
+        self.link.end_standby()
         if not session_id:
             return
         answer = self.link.session.close_session(session_id, CLOSE_TIMEOUT_S)
@@ -296,6 +297,8 @@ class ChunkExecutorNode(LifecycleNode):
         if self.worker is not None:
             self.worker.stop()
             self.worker.join(timeout=WORKER_JOIN_TIMEOUT_S)
+        if self.link is not None:
+            self.link.stop_standby_keeper()
         self.control_loop = self.worker = None
 
     def destroy_entities(self) -> None:
@@ -422,8 +425,11 @@ class ChunkExecutorNode(LifecycleNode):
             deadline = time.monotonic() + WORKER_JOIN_TIMEOUT_S
             while self.worker.is_alive() and time.monotonic() < deadline:
                 spin_once()  # a re-handshake in progress waits on futures the executor completes
+        if self.link is not None:
+            self.link.stop_standby_keeper()
         if self.core is None or not self.lifecycle.session_open:
             return
+        self.link.end_standby()
         session_id = self.core.identity.session_id
         if not session_id:
             return

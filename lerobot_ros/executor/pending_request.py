@@ -36,6 +36,7 @@ class PendingRequest:
     jpeg_quality: int = 0
     camera_sizes: Mapping[str, tuple[int, int]] | None = None  # frames larger than the policy's are shrunk to it
     mapping: JointMapping | None = None  # the queue is in robot units; the RTC prefix goes back in the policy's
+    replica: str = ""  # the replica whose session it is for (the serving one, or the standby's for a hedge)
 
     def outgoing(self) -> OutgoingObservation:
         """The observation as it goes on the wire (raises ``images.ImageError`` for an unusable frame)."""

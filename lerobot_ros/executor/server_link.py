@@ -5,9 +5,13 @@ executor's parameters; status and session calls name their replica; every
 chunk goes to the core (which matches it against its request in flight);
 an observation goes to the replica the latest session was opened on, as
 the pending request made it (``PendingRequest.outgoing``: the core's task,
-JPEG quality, the policy's camera sizes, the RTC prefix when RTC is on). Invariant: observations go only to the current replica; a chunk of a
+JPEG quality, the policy's camera sizes, the RTC prefix when RTC is on).
+Invariant: observations go only to the current replica, and a hedged
+request to the standby's (``PendingRequest.replica``); a chunk of a
 replica the robot moved away from still reaches the core, whose session and
-epoch checks drop it. The old replica's data plane is kept, not destroyed:
+epoch checks drop it. In a fleet the link also opens the warm standby
+(``open_standby``, for ``standby_keeper.py``) and watches the serving and
+standby replicas on the graph (``watch_graph``). The old replica's data plane is kept, not destroyed:
 destroying entities from the worker thread while the executor spins them has
 crashed rclpy, and the old server closes the session after its
 ``session_idle_timeout_s`` without observations.
@@ -24,6 +28,7 @@ returns. A placement asks every candidate at once (``status_round.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +57,8 @@ DISCOVERY_POLL_S = 0.05
 #: Discovering: the first placement begins once some replica is known and the set did not change for this long.
 DISCOVERY_QUIET_S = 0.5
 DISCOVERY_JOIN_TIMEOUT_S = 2.0
+#: Bound of closing a standby no longer wanted (seconds): its server collects it anyway once we are gone.
+CLOSE_STANDBY_TIMEOUT_S = 1.0
 
 class RosServerLink:
     def __init__(self, node: Node, settings: ExecutorSettings, core: ExecutorCore) -> None:
@@ -80,6 +87,11 @@ class RosServerLink:
             task=settings.task,
             rtc_requested=settings.rtc_requested,
         )
+        # A standby's open request: the same declaration, marked as a standby (the server runs nothing for it).
+        self._standby_request = dataclasses.replace(self._open_request, standby=True)
+        self._graph_poll: ControlLoop | None = None
+        self._keeper = None  # standby_keeper.StandbyKeeper, in a fleet with standby_session
+        self._graph_seen: dict[str, bool] = {}  # replica -> its heartbeat publisher was on the graph last look
         self._poll: ControlLoop | None = None
         if self.discovers:
             self.refresh()
@@ -147,12 +159,13 @@ class RosServerLink:
                                      throttle_duration_sec=5.0)
 
     def stop_discovery(self) -> None:
-        """End the graph polls (before the node's entities go); idempotent."""
-        poll, self._poll = self._poll, None
-        if poll is not None:
-            poll.stop()
-            if poll is not threading.current_thread():
-                poll.join(timeout=DISCOVERY_JOIN_TIMEOUT_S)
+        """End the graph polls, discovery's and the graph watch (before the node's entities go); idempotent."""
+        for poll in (self._poll, self._graph_poll):
+            if poll is not None:
+                poll.stop()
+                if poll is not threading.current_thread():
+                    poll.join(timeout=DISCOVERY_JOIN_TIMEOUT_S)
+        self._poll = self._graph_poll = None
 
     @property
     def session(self) -> SessionClient:
@@ -211,10 +224,76 @@ class RosServerLink:
             self._current = namespace
         return grant
 
+    def open_standby(self, namespace: str, timeout_s: float,
+                     check: Callable[[SessionGrant], str | None]) -> SessionGrant | str:
+        """A warm standby session there (``standby_keeper.py``), its data plane matched; the serving replica
+        stays the current one."""
+        with self._lock:
+            client = self._clients.get(namespace)
+        if client is None:
+            return f"replica {namespace} is not known"
+        return client.open_session(self._standby_request, timeout_s, check)
+
+    def close_standby(self, namespace: str, session_id: str) -> None:
+        """Close a standby session no longer wanted (bounded, best effort: its server collects it otherwise
+        once this robot's publisher for it leaves the graph)."""
+        with self._lock:
+            client = self._clients.get(namespace)
+        if client is not None:
+            client.close_session(session_id, CLOSE_STANDBY_TIMEOUT_S)
+
     def send_observation(self, pending: PendingRequest) -> str | None:
+        """Publish ``pending`` on its session's replica (the serving one, or the standby's for a hedge)."""
         try:
             msg = observation_to_msg(pending.outgoing())
         except ImageError as error:
             return f"camera frame unusable: {error}"
-        self.session.send_observation(msg)
+        with self._lock:
+            client = self._clients.get(pending.replica) if pending.replica else None
+        (client or self.session).send_observation(msg)
         return None
+
+    def keep_standby(self, robot, log: Callable[[str], None]) -> None:
+        """Arm and keep a warm standby (``standby_keeper.py``) and watch the replicas on the graph."""
+        from lerobot_ros.executor.standby_keeper import StandbyKeeper
+
+        if self._keeper is None:
+            self._keeper = StandbyKeeper(self.core, self, robot, log=log)
+            self._keeper.start()
+        self.watch_graph()
+
+    def stop_standby_keeper(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.stop()
+            if keeper is not threading.current_thread():
+                keeper.join(timeout=DISCOVERY_JOIN_TIMEOUT_S + CLOSE_STANDBY_TIMEOUT_S)
+
+    def end_standby(self) -> None:
+        """The session is being closed: close the standby too (``core.end_standby``), bounded."""
+        standby = self.core.end_standby()
+        if standby is not None:
+            self.close_standby(*standby)
+
+    # ----------------------------------------------------------- graph watch
+
+    def watch_graph(self) -> None:
+        """Look for the serving and standby replicas' heartbeat publishers every ``graph_watch_period_s``;
+        one that was there and is gone is a lost replica (``core.replica_left_graph``) at once."""
+        if not self.settings.is_fleet or self._graph_poll is not None:
+            return
+        self._graph_poll = ControlLoop(1.0 / self.settings.graph_watch_period_s, self._look_at_graph,
+                                       self._on_poll_error, name="lerobot_ros_graph_watch")
+        self._graph_poll.start()
+
+    def _look_at_graph(self, now_s: float) -> None:
+        if self.stopping.is_set():
+            return
+        standby = self.core.standby
+        watched = {self.core.identity.replica, standby.replica if standby is not None else ""} - {""}
+        for replica in watched:
+            present = self.node.count_publishers(names.in_namespace(replica, names.STATUS)) > 0
+            if self._graph_seen.get(replica) and not present:
+                self.node.get_logger().warning(f"replica {replica}: its heartbeat publisher left the ROS graph")
+                self.core.replica_left_graph(replica, time.monotonic())
+            self._graph_seen[replica] = present

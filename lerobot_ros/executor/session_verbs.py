@@ -17,6 +17,7 @@ from lerobot_ros.contract import ServerCapabilities
 from lerobot_ros.executor.action_queue import ActionQueue
 from lerobot_ros.executor.chunks import InFlight
 from lerobot_ros.executor.handshake_types import SessionGrant
+from lerobot_ros.executor.hedging import Standby
 from lerobot_ros.executor.interpolation import Playback
 from lerobot_ros.executor.session_state import Heard, SessionState
 from lerobot_ros.executor.settings import ExecutorSettings
@@ -37,6 +38,7 @@ class SessionVerbs:
     _in_flight: InFlight
     _dim: int
     _threshold_s: float
+    _standby: Standby | None
 
     def _threshold(self, chunk_size: int, replace_mode: bool = False) -> float:
         raise NotImplementedError  # the core's (trigger.py's rule with its latency tracker)
@@ -58,14 +60,20 @@ class SessionVerbs:
         """A session is open (the first, or a re-opened one, maybe on another replica); the queue stays
         (same model), so playback goes on through a move."""
         with self._lock:
-            fresh_queue = self._session.opened(grant, instance_id, now_s, replica or self._session.replica,
-                                               self._failsafe.reason)
-            if fresh_queue:
-                self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
-                self._smoothness.queue_cleared()
-                self._playback.stop()
-            self._threshold_s = self._threshold(grant.capabilities.chunk_size, grant.rtc_enabled)
-            self._failsafe.on_handshake_ok(now_s)
+            self._open(grant, instance_id, now_s, replica or self._session.replica, self._failsafe.reason)
+
+    def _open(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str, why_left: str) -> None:
+        """``session_opened`` under the lock; also a standby's promotion (``why_left``: why the old one went)."""
+        fresh_queue = self._session.opened(grant, instance_id, now_s, replica, why_left)
+        if fresh_queue:
+            self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
+            self._smoothness.queue_cleared()
+            self._playback.stop()
+        if self._standby is not None and self._standby.replica == replica:
+            # The new session replaced the standby on that replica (one session per client id there).
+            self._standby = None
+        self._threshold_s = self._threshold(grant.capabilities.chunk_size, grant.rtc_enabled)
+        self._failsafe.on_handshake_ok(now_s)
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
         with self._lock:
@@ -89,8 +97,15 @@ class SessionVerbs:
             self._session.fleet.skipped = skipped
 
     def on_heartbeat(self, instance_id: str, now_s: float, replica: str = "", draining: bool = False) -> None:
-        """A heartbeat of ``replica`` (default: the only one); ``SessionState.heartbeat`` says what it means."""
+        """A heartbeat of ``replica`` (default: the only one); ``SessionState.heartbeat`` says what it means,
+        ``Standby.heard`` what it means for the standby when it is the standby's replica."""
         with self._lock:
+            standby = self._standby
+            if standby is not None and replica == standby.replica:
+                lost = standby.heard(instance_id, now_s, draining)
+                if lost:
+                    self._standby_lost(lost, now_s)
+                return
             heard, reason = self._session.heartbeat(instance_id, now_s, replica, draining,
                                                     self._failsafe.accepting_chunks)
             if heard is Heard.RESTARTED:
@@ -138,11 +153,18 @@ class SessionVerbs:
 
     def end_session(self) -> str:
         """The session is being closed (deactivation): its queue and request in flight are dropped, and a
-        chunk still on its way is dropped too (new epoch); returns the session id to close."""
+        chunk still on its way is dropped too (new epoch); returns the session id to close. The standby
+        goes too (``end_standby``)."""
         with self._lock:
             self._clear_queue()
             self._failsafe.session_closed()
             return self._session.ended()
+
+    def end_standby(self) -> tuple[str, str] | None:
+        """Drop the standby (the session is being closed): (its replica, its session id) to close, or None."""
+        with self._lock:
+            standby, self._standby = self._standby, None
+            return None if standby is None else (standby.replica, standby.session_id)
 
     def resume_offline(self, now_s: float, by: str) -> str | None:
         """Restart motion from OFFLINE (``by``: who asked): None when done, else why not (``FailSafe``).

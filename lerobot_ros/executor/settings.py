@@ -68,6 +68,19 @@ PARAMETERS = (
     Parameter("discovery_period_s", FLOAT, 1.0,
               "With server_namespaces [auto]: how often the ROS graph is read for servers joining or "
               "leaving the fleet (seconds)", (positive(),)),
+    Parameter("standby_session", BOOL, True,
+              "In a fleet: keep a warm standby session on a second ready replica of the same model, hedge a "
+              "late request there and move there at once when the serving replica is lost (zero-gap failover)"),
+    Parameter("hedge_deadline_factor", FLOAT, 2.0,
+              "With a standby: a request not answered within this x the p95 round trip (of the latest 50) is "
+              "sent to the standby too, and the first valid answer is merged", (positive(),)),
+    Parameter("hedge_min_deadline_s", FLOAT, 0.1,
+              "Lower bound of the hedge deadline (seconds): a fast round trip's jitter alone never hedges",
+              (positive(),)),
+    Parameter("graph_watch_period_s", FLOAT, 0.2,
+              "In a fleet: how often the serving and standby replicas' heartbeat publishers are looked for on "
+              "the ROS graph; one gone is a lost replica, without waiting for heartbeat_timeout_s (seconds)",
+              (positive(),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
               (optional(_client_id),)),  # empty: generated from the host name
@@ -287,6 +300,11 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
     def is_fleet(self) -> bool:
         """Several replicas, or discovered ones: a replica serving another model is skipped, never fatal."""
         return self.fleet.discovers or len(self.fleet.listed) > 1
+
+    @property
+    def keeps_standby(self) -> bool:
+        """A fleet robot with ``standby_session``: a second session is kept warm for failover (hedging.py)."""
+        return self.standby_session and self.is_fleet and not self.handshake_only
 
     @property
     def state_dim(self) -> int:

@@ -4,7 +4,11 @@ Invariants:
 
 * exactly one request in flight: the worker publishes one observation, then
   waits (up to ``request_timeout_s``) for the chunk answering exactly it,
-  merges it, and only then may send the next;
+  merges it, and only then may send the next; with a warm standby, a
+  request late past the hedge deadline is also sent there (the same
+  request's race, ``hedging.py``), and the first valid answer is merged;
+* a lost replica with a usable standby moves the robot there at once
+  (``promote_standby``), without a placement;
 * it never runs on the control loop's thread, so no network wait can delay
   a command;
 * idle, it sleeps on the core's work event, which the control tick sets when
@@ -86,6 +90,9 @@ class NetworkWorker(threading.Thread):
         self._not_sent = False
         now = self.clock()
         if self.core.reconnect_due(now):
+            if self.core.promote_standby(now):  # a warm standby: no placement, the next request goes there
+                self.log(f"serving replica lost: moved to the standby on {self.core.identity.replica}")
+                return True
             with self.core.handshaking:  # an operator's resume may be handshaking: never two at once
                 if not self.core.reconnect_due(self.clock()):
                     return True
@@ -106,6 +113,7 @@ class NetworkWorker(threading.Thread):
             self.core.cancel_request()
             return False
         sent = self.core.complete_request(pending, self.link.send_observation(pending), self.clock,
-                                          self._stop_event.is_set)
+                                          self._stop_event.is_set, hedge=self.link.send_observation,
+                                          clock_ns=self.clock_ns)
         self._not_sent = not sent
         return sent
