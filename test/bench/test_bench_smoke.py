@@ -46,8 +46,8 @@ OUTCOMES = {
 TIMEOUT_S = 300
 
 
-def run_bench(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python -m <argv>`` from the repository root, bounded by TIMEOUT_S, in its own process group.
+def run_bench(argv: list[str], env: dict | None = None, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+    """``python -m <argv>`` from the repository root, bounded by ``timeout_s``, in its own process group.
 
     A script that overruns gets SIGUSR1 first (bench.common prints every thread's stack on it), so
     the failure shows where it waited; then its whole group is killed, the servers it started
@@ -57,7 +57,7 @@ def run_bench(argv: list[str], env: dict | None = None) -> subprocess.CompletedP
     process = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGUSR1)
         try:
@@ -66,7 +66,7 @@ def run_bench(argv: list[str], env: dict | None = None) -> subprocess.CompletedP
             pass
         kill_group(process.pid)
         stdout, stderr = process.communicate()
-        pytest.fail(f"{argv[0]} did not finish in {TIMEOUT_S} s:\n{stdout[-3000:]}\n"
+        pytest.fail(f"{argv[0]} did not finish in {timeout_s:g} s:\n{stdout[-3000:]}\n"
                     f"its threads when stopped:\n{stderr[-6000:]}")
     finally:
         kill_group(process.pid)
@@ -114,6 +114,24 @@ def test_flood_benchmark_smoke(tmp_path):
     assert "<!-- bench:flood -->" in text and "python -m bench.flood --smoke" in text
     assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
     assert "re-open was refused with code 12" in text, text
+
+
+FLEET_TIMEOUT_S = 480  # three servers load at once, and each fault restarts one
+
+
+@pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
+def test_fleet_failover_smoke(tmp_path):
+    """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9 and one drain
+    of its serving replica; the section has a row per fault with the move, and the requests per chunk."""
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    document = tmp_path / "benchmarks.md"
+    run = run_bench(["bench.fleet_failover", "--smoke", "--document", str(document)], env, FLEET_TIMEOUT_S)
+    assert run.returncode == 0, f"bench.fleet_failover --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = document.read_text()
+    assert "<!-- bench:fleet_failover -->" in text and "python -m bench.fleet_failover --smoke" in text
+    assert re.search(r"\| RTC replace \| kill -9 \| 1 \| [01] \|", text), text
+    assert re.search(r"\| RTC replace \| SIGTERM drain \| 1 \| [01] \|.*drain 1", text), text
+    assert re.search(r"\| RTC replace \| \*\*[0-9.]+\*\* \| [1-9]\d* \(", text) or "| RTC replace | **" in text, text
 
 
 @pytest.mark.timeout(TIMEOUT_S + 30)

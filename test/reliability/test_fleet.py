@@ -72,6 +72,9 @@ def fleet_parameters(robot, replicas) -> dict:
         # unknown to a fresh executor after 3 s, and the robot placed past it.
         replica_status_timeout_s=3.0,
         fallback="hold",
+        # This story is placement's: each move here is a placement after a detected loss. The warm standby,
+        # which moves without one (and hedges), has its own test (test_fleet_standby.py).
+        standby_session=False,
     )
 
 
