@@ -233,7 +233,8 @@ class FailoverVerbs:
             if self._standby is not None and self._standby.replica == replica:
                 self._standby_lost(why, now_s)
             elif replica == self._session.identity.replica and self._session.identity.session_id:
-                self._failsafe.on_server_restarted(now_s, why)
+                # A drained server leaves the graph once it has delivered what it owed: its drain is the reason.
+                self._failsafe.on_server_restarted(now_s, self._session.fleet.take_drain() or why)
                 self._in_flight.cancel()  # its answer will never come
 
     @property

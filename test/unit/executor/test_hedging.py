@@ -250,6 +250,13 @@ def test_a_lost_replica_promotes_the_standby_without_a_placement():
     core.replica_left_graph("/c", clock())
     assert core.state is ExecutorState.RECONNECTING
     assert worker.step() and core.identity.replica == "/b"
+    assert "/c left the ROS graph" in counts(core, clock).last_move_reason
+    # A drained server leaves the graph after delivering what it owed: the move names the drain.
+    serve(core, worker, clock)
+    arm_standby(core, link, ROBOT, clock)
+    core.on_heartbeat("i/b", clock(), "/b", draining=True)
+    core.replica_left_graph("/b", clock())
+    assert worker.step() and "announced a drain" in counts(core, clock).last_move_reason
 
 
 def test_a_standby_whose_replica_restarts_or_drains_is_dropped_and_replaced():
