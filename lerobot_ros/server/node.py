@@ -1,7 +1,6 @@
 """policy_server_node: serve one pre-warmed LeRobot policy to many robots over ROS 2.
 
-ROS entities (under the node's name, default /lerobot, plus the optional
-``service_name`` segment):
+ROS entities (under the node's name, default /lerobot, plus the optional ``service_name`` segment):
   ~/get_status      lerobot_ros/srv/GetStatus      what is served, and the load
   ~/open_session    lerobot_ros/srv/OpenSession    validate a robot, create its data plane
   ~/close_session   lerobot_ros/srv/CloseSession   destroy a session and its topics
@@ -54,7 +53,6 @@ from lerobot_ros.server.observability import Observability
 from lerobot_ros.server.policy_families import EXCLUSIVE
 from lerobot_ros.wire.data_plane import RequestLimits, integrity
 from lerobot_ros.server.request_path import RequestHandler
-from lerobot_ros.server.request_records import standby_promotion_record
 from lerobot_ros.server.scheduler import RoundRobinScheduler
 from lerobot_ros.server.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
@@ -174,7 +172,7 @@ class PolicyServerNode(LifecycleNode):
             self.sessions, self.guard, lambda client_id, msg: self.scheduler.deposit(client_id, msg),
             lambda: self.stats.record("rejected", 0.0, 0),
             lambda text: self.get_logger().warning(text, throttle_duration_sec=1.0), self.limits.max_id_chars,
-            promoted=self._on_standby_promoted)
+            promoted=lambda s: self.observability.standby_promoted(s, time.monotonic(), self.get_logger()))
 
     def open_observability(self):
         self.observability = Observability.open(
@@ -295,13 +293,6 @@ class PolicyServerNode(LifecycleNode):
 
     def _on_observation(self, client_id: str, msg: Observation) -> None:
         self.arrivals.on_observation(client_id, msg, time.monotonic())
-
-    def _on_standby_promoted(self, session: Session) -> None:
-        """A standby's first observation was admitted: it is an ordinary session now (sessions.py)."""
-        waited_s = time.monotonic() - session.opened_at
-        self.get_logger().info(f"standby session of {session.client_id} promoted ({session.session_id}, "
-                               f"after {waited_s:.1f} s as a standby)")
-        self.observability.audit.write(standby_promotion_record(session.session_id, session.client_id, waited_s))
 
     def _publish_chunk(self, client_id: str, msg: ActionChunk) -> None:
         """Sign the chunk with the client's open session's secret, then publish it on its topic."""

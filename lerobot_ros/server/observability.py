@@ -57,6 +57,16 @@ class Observability:
     def capture_write(self) -> Callable[[dict], None] | None:
         return self.capture.write if self.capture is not None else None
 
+    def standby_promoted(self, session, now_s: float, log) -> None:
+        """A standby's first observation was admitted: it is an ordinary session now (sessions.py); logged and
+        audited with how long it waited."""
+        from lerobot_ros.server.request_records import standby_promotion_record
+
+        waited_s = now_s - session.opened_at
+        log.info(f"standby session of {session.client_id} promoted ({session.session_id}, "
+                 f"after {waited_s:.1f} s as a standby)")
+        self.audit.write(standby_promotion_record(session.session_id, session.client_id, waited_s))
+
     def close(self) -> None:
         self.audit.close()
         if self.capture is not None:
