@@ -44,7 +44,7 @@ import yaml
 from support.doc_commands import FENCE, block_run_by
 from support.paths import REPO
 from support.ros import spin_until
-from support.ros2_cli import ROS2, process_group_alive, requires_ros2_tools
+from support.ros2_cli import ROS2, echoed_messages, process_group_alive, requires_ros2_tools
 
 from lerobot_ros.processes import stop
 
@@ -269,7 +269,7 @@ def run_of(seen: dict, text: str) -> tuple:
 
 def messages(output: str) -> list[dict]:
     """The messages ``ros2 topic echo`` printed, parsed."""
-    return [yaml.safe_load(part) for part in output.split("\n---") if part.strip()]
+    return echoed_messages(output)
 
 
 @requires_ros2_tools

@@ -96,10 +96,22 @@ def ros2(*arguments: str, timeout_s: float = 30.0, check: bool = True) -> subpro
 
 def echo_once(topic: str, message_type: str, condition: str = "", timeout_s: float = 20.0) -> dict:
     """``ros2 topic echo --once [--filter CONDITION] TOPIC TYPE``: the first (matching) message, parsed from
-    the YAML the tool prints. The type is given so that a topic not yet discovered is waited for."""
-    arguments = ["topic", "echo", "--once", *(["--filter", condition] if condition else []), topic, message_type]
+    the YAML the tool prints. The type is given so that a topic not yet discovered is waited for.
+    ``--no-lost-messages``: otherwise a dropped sample (a loaded machine, a best-effort status topic) prints
+    "A message was lost!!!" with tab-indented counts into the same stdout, which is not YAML."""
+    arguments = ["topic", "echo", "--once", "--no-lost-messages", *(["--filter", condition] if condition else []),
+                 topic, message_type]
     result = ros2(*arguments, timeout_s=timeout_s)
-    return yaml.safe_load(result.stdout.split("\n---")[0])
+    return echoed_messages(result.stdout)[0]
+
+
+def echoed_messages(stdout: str) -> list[dict]:
+    """The messages ``ros2 topic echo`` printed, parsed; its "A message was lost!!!" reports (a line and
+    tab-indented counts, interleaved with the YAML when a docs command runs without
+    ``--no-lost-messages``) are left out."""
+    kept = [line for line in stdout.splitlines()
+            if not line.startswith("A message was lost") and not line.startswith("\ttotal count")]
+    return [yaml.safe_load(part) for part in "\n".join(kept).split("\n---") if part.strip()]
 
 
 def stop_daemon() -> None:
