@@ -2,10 +2,13 @@
 
     ros2 launch lerobot_ros fleet.launch.py
     ros2 launch lerobot_ros fleet.launch.py servers:=3 robots:=4 checkpoint:=/path/to/act
+    ros2 launch lerobot_ros fleet.launch.py discovery:=true
 
 Replicas run as /gpu<i>/lerobot, robots as /sim_arm_<j>; every executor's
-server_namespaces names all replicas, so stopping one replica (Ctrl-C in its
-terminal, or kill) moves its robots to the others. On real hardware run one
+server_namespaces names all replicas (with discovery:=true it is ["auto"]
+and each executor finds them on the ROS graph: launch_plan.discovery_entry), so
+stopping one replica (Ctrl-C in its terminal, or kill) moves its robots to
+the others. On real hardware run one
 server.launch.py per GPU instead (namespace:=gpu<i> device:=cuda:<i>). The
 wiring lives in lerobot_ros.launch_plan.fleet_plan.
 """
@@ -25,6 +28,8 @@ ARGUMENTS = {
     "device": ("auto", "auto, cpu, cuda or cuda:N (every replica on this machine uses it)"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
     "start_router": ("true", "Start the rmw_zenoh router (only with rmw_zenoh_cpp)"),
+    "discovery": ("false", "true: each robot finds the replicas on the ROS graph (server_namespaces [auto]) "
+                           "instead of listing them"),
 }
 
 
@@ -37,6 +42,7 @@ def _plan(value: dict[str, str]):
         device=value["device"],
         rmw_implementation=value["rmw_implementation"],
         start_zenoh_router=parse_flag("start_router", value["start_router"]) and value["rmw_implementation"] == ZENOH_RMW,
+        discovery=parse_flag("discovery", value["discovery"]),
     )
 
 

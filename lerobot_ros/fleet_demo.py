@@ -2,7 +2,8 @@
 
 Starts ``--servers`` replicas of one policy (/gpu<i>/lerobot, all on this
 machine's device) and ``--robots`` simulated arms with their executors, each
-executor listing every replica in ``server_namespaces`` (wiring:
+executor listing every replica in ``server_namespaces``, or with
+``--discovery`` finding them on the ROS graph (wiring:
 ``lerobot_ros.launch_plan.fleet_plan``, the same as ``launch/fleet.launch.py``).
 Once every robot streams, ``--kill-server-after`` seconds later it kills the
 replica serving the most robots with SIGKILL (or SIGTERM with ``--drain``),
@@ -13,7 +14,7 @@ Invariant: exit code 0 only if every robot streamed at the end and every
 robot that was on the killed replica moved to another, so a fleet that
 survived by luck (the victim served nobody) or stalled is never a pass.
 
-usage: python -m lerobot_ros.fleet_demo [--servers 2] [--robots 3] [--kill-server-after 10] [--drain]
+usage: python -m lerobot_ros.fleet_demo [--servers 2] [--robots 3] [--kill-server-after 10] [--drain] [--discovery]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def run(args) -> int:
     checkpoint = checkpoint_or_default(args.checkpoint, args.policy)
     # Everything starts at once: the robots wait for the replicas as long as the demo does.
     plan = fleet_plan(checkpoint, servers=args.servers, robots=args.robots, device=args.device,
-                      server_parameters={"audit_log": "off"},
+                      server_parameters={"audit_log": "off"}, discovery=args.discovery,
                       executor_parameters={"handshake_timeout_s": args.startup_timeout})
     executors = [node for node in plan.nodes if node.executable == "chunk_executor_node"]
     print(f"fleet demo: {args.servers} replicas of {checkpoint}, {args.robots} simulated arms; logs in {output_dir}",
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-server-after", type=float, default=10.0,
                         help="seconds after every robot streams to kill the busiest replica (default 10)")
     parser.add_argument("--drain", action="store_true", help="SIGTERM (drain) instead of kill -9")
+    parser.add_argument("--discovery", action="store_true",
+                        help="robots find the replicas on the ROS graph (server_namespaces [auto]) instead of a list")
     parser.add_argument("--duration", type=float, default=25.0, help="seconds to run once every robot streams")
     parser.add_argument("--policy", choices=("act", "smolvla"), default="act")
     parser.add_argument("--checkpoint", default="", help="policy to serve; overrides --policy")

@@ -16,11 +16,13 @@ under ``ros2 launch``. Which checkpoint a policy name means is
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lerobot_ros.executor.discovery import AUTO
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.wire import output_modes
 
@@ -109,7 +111,6 @@ def _absolute(namespace: str) -> str:
 
 def fast_dds_2_installed() -> bool:
     """Whether the Fast DDS here is 2.x (libfastrtps; 3.x is libfastdds), from the library directories ROS uses."""
-    import os
     import sys
 
     prefixes = [*os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep), sys.prefix]
@@ -331,23 +332,11 @@ def demo_plan(
     rviz: bool = False,
 ) -> Plan:
     """Server + simulated robot + executor, talking to each other (with ``rviz``, rviz2 showing the arm)."""
-    server = server_plan(
-        checkpoint,
-        device=device,
-        rmw_implementation=rmw_implementation,
-        start_zenoh_router=start_zenoh_router,
-        extra_parameters=server_parameters,
-    )
-    robot = robot_plan(
-        robot_namespace="sim_arm",
-        server_namespace=server_namespace_of(server),
-        client_id="sim_arm",
-        output_mode=output_mode,
-        sim=True,
-        rmw_implementation=rmw_implementation,
-        extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})},
-        rviz=rviz,
-    )
+    server = server_plan(checkpoint, device=device, rmw_implementation=rmw_implementation,
+                         start_zenoh_router=start_zenoh_router, extra_parameters=server_parameters)
+    robot = robot_plan(robot_namespace="sim_arm", server_namespace=server_namespace_of(server), client_id="sim_arm",
+                       output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation, rviz=rviz,
+                       extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})})
     return server + robot
 
 
@@ -361,9 +350,11 @@ def fleet_plan(
     start_zenoh_router: bool = False,
     server_parameters: dict | None = None,
     executor_parameters: dict | None = None,
+    discovery: bool = False,
 ) -> Plan:
     """A small fleet on one machine: ``servers`` replicas of one policy (/gpu<i>/lerobot) and ``robots``
-    simulated arms (/sim_arm_<j>), each executor listing every replica in order.
+    simulated arms (/sim_arm_<j>), each executor listing every replica in order (with ``discovery``, finding
+    them on the ROS graph instead: ``server_namespaces`` [``discovery_entry`` of the replicas]).
 
     On real hardware each replica runs on its own GPU (``server_plan`` with
     namespace gpu<i> and device cuda:<i>, one per machine or per GPU).
@@ -374,15 +365,22 @@ def fleet_plan(
                             start_zenoh_router=start_zenoh_router and index == 0, extra_parameters=server_parameters)
                 for index in range(servers)]
     namespaces = [server_namespace_of(replica) for replica in replicas]
+    # Two or more /gpu<i>/lerobot share only the root, so discovery is "auto": every server on the ROS domain (one of
+    # another model is skipped at its handshake, as in a list); any narrower prefix would miss a replica.
+    fleet = [discovery_entry(namespaces)] if discovery else namespaces
     arms = [robot_plan(robot_namespace=f"sim_arm_{index}", server_namespace=namespaces[0], client_id=f"sim_arm_{index}",
                        output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation,
-                       extra_parameters={"server_namespaces": namespaces, "handshake_timeout_s": SERVER_START_S,
+                       extra_parameters={"server_namespaces": fleet, "handshake_timeout_s": SERVER_START_S,
                                          **(executor_parameters or {})})
             for index in range(robots)]
-    plan = replicas[0]
-    for part in (*replicas[1:], *arms):
-        plan = plan + part
-    return plan
+    return sum([*replicas[1:], *arms], replicas[0])
+
+
+def discovery_entry(namespaces: Sequence[str]) -> str:
+    """The ``server_namespaces`` entry that discovers the servers ``namespaces`` and as few others as it can:
+    ``auto:/<their longest common namespace, whole name segments>``, or ``auto`` when only the root is common."""
+    common = os.path.commonprefix([[part for part in namespace.split("/") if part] for namespace in namespaces])
+    return f"{AUTO}:/{'/'.join(common)}" if common else AUTO
 
 
 def parse_flag(name: str, text: str) -> bool:

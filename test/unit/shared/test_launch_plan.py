@@ -126,6 +126,77 @@ def test_fleet_plan_runs_replicas_under_their_own_namespaces_and_every_robot_lis
         fleet_plan("/cache/act", servers=0)
 
 
+def _replicas_and_executors(plan):
+    replicas = [f"{node.namespace}/{node.name}" for node in plan.nodes if node.executable == "policy_server_node"]
+    return replicas, [node for node in plan.nodes if node.executable == "chunk_executor_node"]
+
+
+@pytest.mark.parametrize("servers", [1, 2, 3])
+def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it_starts(servers):
+    # Checked with the executor's own parser and matcher (executor.discovery), so the plan and the executor
+    # cannot disagree on what the entry means.
+    from lerobot_ros.executor.discovery import HEARTBEAT_TYPE, fleet_problem, fleet_spec, servers_in
+    from lerobot_ros.launch_plan import discovery_entry
+
+    listed = fleet_plan("/ckpt", servers=servers, robots=3)
+    discovered = fleet_plan("/ckpt", servers=servers, robots=3, discovery=True)
+    replicas, executors = _replicas_and_executors(discovered)
+    assert _replicas_and_executors(listed)[0] == replicas
+    assert all(node.parameters["server_namespaces"] == replicas for node in _replicas_and_executors(listed)[1])
+    entry = [discovery_entry(replicas)]
+    assert all(node.parameters["server_namespaces"] == entry for node in executors)
+    # /gpu<i>/lerobot: two or more replicas share only the root, so the whole graph; one is its own prefix.
+    assert entry == (["auto"] if servers > 1 else ["auto:/gpu0/lerobot"])
+    assert fleet_problem("server_namespaces", entry) is None
+    spec = fleet_spec(entry)
+    assert spec.discovers and all(spec.matches(namespace) for namespace in replicas)
+    # The graph as the executor reads it: each replica's heartbeat, and the robots' own status topics (no server).
+    graph = [(f"{namespace}/status", [HEARTBEAT_TYPE]) for namespace in replicas]
+    graph += [(f"{node.namespace}/{node.name}/status", ["lerobot_ros/msg/ExecutorStatus"]) for node in executors]
+    assert servers_in(graph, spec) == tuple(sorted(replicas))
+
+    def without_list(plan):  # nothing else changes: same nodes, same parameters but server_namespaces
+        return [(node.name, node.namespace, {k: v for k, v in node.parameters.items() if k != "server_namespaces"})
+                for node in plan.nodes]
+    assert without_list(listed) == without_list(discovered) and listed.environment == discovered.environment
+
+
+@pytest.mark.parametrize("namespaces, entry", [
+    (["/fleet_a/gpu0/lerobot", "/fleet_a/gpu1/lerobot"], "auto:/fleet_a"),
+    (["/a/b/x", "/a/b/y", "/a/c"], "auto:/a"),
+    (["/fleet_a/gpu0/lerobot", "/fleet_ab/gpu1/lerobot"], "auto"),  # whole segments: /fleet_a would miss /fleet_ab
+    (["/gpu0/lerobot", "/gpu1/lerobot"], "auto"),
+    (["/gpu0/lerobot"], "auto:/gpu0/lerobot"),
+])
+def test_discovery_entry_is_the_narrowest_prefix_the_executor_matches_every_namespace_under(namespaces, entry):
+    from lerobot_ros.executor.discovery import fleet_problem, fleet_spec
+    from lerobot_ros.launch_plan import discovery_entry
+
+    assert discovery_entry(namespaces) == entry
+    assert fleet_problem("server_namespaces", [entry]) is None
+    assert all(fleet_spec([entry]).matches(namespace) for namespace in namespaces)
+
+
+def test_fleet_launch_file_declares_discovery_off_by_default_and_passes_it_to_the_plan():
+    pytest.importorskip("launch_ros")  # fleet.launch.py imports launch_actions, which needs launch and launch_ros
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fleet_launch", REPO / "launch" / "fleet.launch.py")
+    fleet_launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fleet_launch)
+    assert fleet_launch.ARGUMENTS["discovery"][0] == "false"
+    defaults = {name: default for name, (default, _) in fleet_launch.ARGUMENTS.items()} | {"checkpoint": "/ckpt"}
+
+    def server_namespaces(discovery: str):
+        plan = fleet_launch._plan({**defaults, "discovery": discovery})
+        return {str(node.parameters["server_namespaces"]) for node in _replicas_and_executors(plan)[1]}
+
+    assert server_namespaces("false") == {"['/gpu0/lerobot', '/gpu1/lerobot']"}
+    assert server_namespaces("True") == {"['auto']"}
+    with pytest.raises(ValueError, match="launch argument discovery"):
+        server_namespaces("yes")
+
+
 def test_ros_arguments_carry_name_namespace_files_parameters_and_remaps():
     plan = robot_plan(robot_namespace="arm", server_namespace="/lerobot", params_file="/p.yaml", joint_states_topic="/js",
                       extra_parameters={"fps": 50.0}, rmw_implementation="")
