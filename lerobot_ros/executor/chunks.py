@@ -203,6 +203,12 @@ class InFlight:
             self._last_drop = f"{code}: {truncated(explanation, MAX_DROP_EXPLANATION_CHARS)}"
 
     @property
+    def hedged(self) -> bool:
+        """Whether the request in flight was also sent to the standby (a race that may still be won)."""
+        with self._condition:
+            return len(self._pending) > 1 and self._answer is None and not self._cancelled
+
+    @property
     def answered(self) -> bool:
         """Whether ``wait`` would return at once (a chunk, a refusal or a cancel is in)."""
         with self._condition:

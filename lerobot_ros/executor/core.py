@@ -186,8 +186,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
         # the next row can find the queue empty.
         depth = self._queue.qsize() + (0 if position.new_row else 1)
         decision = self._failsafe.tick(now_s, depth, None if segment is None else segment.age_s(now_s))
-        if any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions):
-            self._in_flight.cancel()  # the replica is lost: move now, not at the request timeout
+        if any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions) and not self._in_flight.hedged:
+            self._in_flight.cancel()  # lost: move now, not at the request timeout (a hedge racing may still win)
         if decision.clear_queue:
             self._queue.clear()
             self._smoothness.queue_cleared()

@@ -25,7 +25,8 @@ from lerobot_ros.executor.observation_assembly import NotSent, ObservationAssemb
 from lerobot_ros.executor.pending_request import PendingRequest
 from lerobot_ros.executor.session_state import SessionState
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.executor.state_machine import FailSafe
+from lerobot_ros.executor.replicas import PlannedMove
+from lerobot_ros.executor.state_machine import ExecutorState, FailSafe
 from lerobot_ros.wire.data_plane import RequestId
 
 #: After a standby could not be opened (no other ready replica of the model), the next try waits this long.
@@ -71,7 +72,9 @@ class FailoverVerbs:
     def _promote_if_standby_answered(self, request: RequestId, now_s: float) -> None:
         """A merge's first step (under the lock): a chunk of the standby's session won a hedged race."""
         standby = self._standby
-        if standby is not None and request.session_id == standby.session_id and self._failsafe.accepting_chunks:
+        # RECONNECTING too: a hedge in flight when the serving replica's heartbeat timed out is the way out.
+        if standby is not None and request.session_id == standby.session_id and (
+                self._failsafe.accepting_chunks or self._failsafe.state is ExecutorState.RECONNECTING):
             left = self._session.identity.replica
             self._promote(now_s, f"hedged request answered first by the standby ({left} did not answer "
                                  f"within {self._hedge_deadline_ms():.0f} ms)")
@@ -190,7 +193,8 @@ class FailoverVerbs:
         None when no standby is wanted now (none is kept, one is armed, no session, or waiting to retry)."""
         with self._lock:
             if not self.settings.keeps_standby or not self._session.identity.session_id \
-                    or not self._failsafe.accepting_chunks or now_s < self._standby_retry_at:
+                    or not self._failsafe.accepting_chunks or now_s < self._standby_retry_at \
+                    or self._session.fleet.move is not None:  # a rebalancing move places the standby itself
                 return None
             standby = self._standby
             if standby is None:
@@ -242,3 +246,89 @@ class FailoverVerbs:
         with self._lock:
             return self._standby
 
+
+    # ---------------------------------------------------------- rebalancing (rebalancing.py: the rules)
+
+    def rebalance_wanted(self, now_s: float) -> str:
+        """The serving replica when a rebalancing look may move the robot now: streaming, not paused, no move
+        under way, past the cooldown of the latest session opening; else ""."""
+        with self._lock:
+            fleet, identity, failsafe = self._session.fleet, self._session.identity, self._failsafe
+            if not identity.session_id or failsafe.state is not ExecutorState.STREAMING or failsafe.paused \
+                    or fleet.move is not None or now_s < fleet.rebalance_after:
+                return ""
+            return identity.replica
+
+    def begin_move(self, target: str, reason: str, now_s: float) -> bool:
+        """Plan a move to ``target``; False when one is under way or the robot is there already."""
+        with self._lock:
+            fleet = self._session.fleet
+            if fleet.move is not None or target == self._session.identity.replica or now_s < fleet.rebalance_after:
+                return False
+            fleet.move = PlannedMove(target, reason)
+            return True
+
+    def move_ready(self) -> None:
+        """The standby is on the move's target: the worker may carry the move out between two requests."""
+        with self._lock:
+            if self._session.fleet.move is not None:
+                self._session.fleet.move.due = True
+
+    def due_move(self, now_s: float) -> PlannedMove | None:
+        """The worker, between two requests: the move to carry out now (``NetworkWorker.move``), or None. A
+        due move whose standby on the target is gone, or a robot no longer streaming, abandons it."""
+        with self._lock:
+            move = self._session.fleet.move
+            if move is None or not move.due or move.left is not None:
+                return None
+            standby = self._standby
+            if standby is None or standby.replica != move.target \
+                    or not standby.usable(now_s, self.settings.failsafe.heartbeat_timeout_s) \
+                    or self._failsafe.state is not ExecutorState.STREAMING:
+                move.left = ()
+                self._last_problem = f"rebalancing move to {move.target} abandoned: its session there is gone, " \
+                                     f"or the robot is not streaming"
+                return None
+            return move
+
+    def move_opened(self, grant: SessionGrant, now_s: float) -> tuple[str, str] | None:
+        """The standby on the move's target was re-opened as a serving session (``grant``): it is the session
+        now (the queue plays on); the session left, (replica, session id), for the worker to close. None
+        when the move is no longer under way (the caller closes ``grant``)."""
+        with self._lock:
+            move, standby = self._session.fleet.move, self._standby
+            if move is None or move.left is not None or standby is None or standby.replica != move.target:
+                return None
+            left = self._session.identity
+            self._open(grant, standby.instance_id, now_s, move.target, move.reason)
+            move.left = (left.replica, left.session_id)
+            self._standby_problem = f"moved to {move.target}: opening a new standby"
+            self._standby_retry_at = now_s
+            return move.left
+
+    def move_abandoned(self, reason: str) -> None:
+        with self._lock:
+            move = self._session.fleet.move
+            if move is not None and move.left is None:
+                move.left = ()
+                self._last_problem = f"rebalancing move to {move.target} abandoned: {reason}"
+
+    def move_outcome(self) -> tuple[str, ...] | None:
+        """None while the move waits for the worker; the old session's (replica, session id) once carried out;
+        () when it was abandoned (or no move is under way)."""
+        with self._lock:
+            move = self._session.fleet.move
+            return () if move is None else move.left
+
+    def move_finished(self, now_s: float) -> None:
+        """The old session is closed: the move is over, a new standby is wanted, the cooldown starts."""
+        self.move_failed("", now_s)
+
+    def move_failed(self, reason: str, now_s: float) -> None:
+        """The move is over (``reason`` when it failed: kept for ~/status); no other before the cooldown."""
+        with self._lock:
+            fleet = self._session.fleet
+            fleet.move = None
+            fleet.rebalance_after = now_s + self.settings.rebalance_cooldown_s
+            if reason:
+                self._last_problem = f"rebalancing: {reason}"

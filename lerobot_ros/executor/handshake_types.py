@@ -26,6 +26,10 @@ class ServerView:
     active_sessions: int = 0
     max_sessions: int = 0
     pending_requests: int = 0
+    standby_sessions: int = 0  # of active_sessions, those waiting as warm standbys (running nothing)
+    headroom_robots: int = -1  # more robots of the usual rate its capacity model fits; -1: unknown
+    predicted_p95_ms: float = 0.0  # its capacity model's p95 round trip for the open sessions (0: none)
+    latency_budget_ms: float = 0.0  # 0: no budget
 
 
 @dataclass(frozen=True)

@@ -242,8 +242,8 @@ class ChunkExecutorNode(LifecycleNode):
         self.link.mark_spinning()
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
-        if settings.keeps_standby:  # zero-gap failover (hedging.py): a second session kept warm elsewhere
-            self.link.keep_standby(self.robot, self.get_logger().info)
+        if settings.is_fleet and not settings.handshake_only:  # a warm standby (hedging.py), rebalancing
+            self.link.keep_fleet(self.robot, self.get_logger().info)
         # A thread waiting for the GIL gets it only after the switch interval (5 ms by
         # default, longer than a 250 Hz period): hand it over within a tenth of a period.
         sys.setswitchinterval(min(sys.getswitchinterval(), self.control_period_s / 10))
@@ -298,7 +298,7 @@ class ChunkExecutorNode(LifecycleNode):
             self.worker.stop()
             self.worker.join(timeout=WORKER_JOIN_TIMEOUT_S)
         if self.link is not None:
-            self.link.stop_standby_keeper()
+            self.link.stop_fleet_threads()
         self.control_loop = self.worker = None
 
     def destroy_entities(self) -> None:
@@ -426,7 +426,7 @@ class ChunkExecutorNode(LifecycleNode):
             while self.worker.is_alive() and time.monotonic() < deadline:
                 spin_once()  # a re-handshake in progress waits on futures the executor completes
         if self.link is not None:
-            self.link.stop_standby_keeper()
+            self.link.stop_fleet_threads()
         if self.core is None or not self.lifecycle.session_open:
             return
         self.link.end_standby()

@@ -23,6 +23,7 @@ makes; ``choose`` only decides.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -136,6 +137,17 @@ def _most_served_model(views: Sequence[tuple[str, ServerView | str]], robot: Rob
     return max(served, key=lambda model: (served.count(model), -served.index(model)), default=None)
 
 
+@dataclass
+class PlannedMove:
+    """A rebalancing move under way (``rebalancing.py``): planned, then due once the standby is on the target,
+    then carried out by the worker (``left``: the old session's (replica, session id); () when abandoned)."""
+
+    target: str
+    reason: str
+    due: bool = False
+    left: tuple[str, ...] | None = None
+
+
 class FleetRecord:
     """The executor's replicas and moves between them, for ~/status; not thread-safe (the core's lock guards it)."""
 
@@ -147,6 +159,8 @@ class FleetRecord:
         self.unanswered: frozenset[str] = frozenset()  # replicas whose latest session never merged a chunk
         self.merged_in_session = 0
         self._drain = ""  # a drain the current replica announced, not acted on yet
+        self.move: PlannedMove | None = None  # a rebalancing move under way
+        self.rebalance_after = math.inf  # no rebalancing move before (a cooldown after each session opening)
 
     def session_left(self, replica: str) -> None:
         """A new session replaces the one on ``replica``: remember whether that one ever answered."""

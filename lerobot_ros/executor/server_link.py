@@ -91,6 +91,7 @@ class RosServerLink:
         self._standby_request = dataclasses.replace(self._open_request, standby=True)
         self._graph_poll: ControlLoop | None = None
         self._keeper = None  # standby_keeper.StandbyKeeper, in a fleet with standby_session
+        self._rebalancer = None  # rebalancing.Rebalancer, in a fleet with rebalance_period_s > 0
         self._graph_seen: dict[str, bool] = {}  # replica -> its heartbeat publisher was on the graph last look
         self._poll: ControlLoop | None = None
         if self.discovers:
@@ -169,8 +170,9 @@ class RosServerLink:
 
     @property
     def session(self) -> SessionClient:
-        """The client of the replica the latest session was opened on (reset, close)."""
-        return self._clients[self._current]
+        """The client of the replica serving the robot now (reset, close): the latest session opened, or the
+        standby promoted since (a failover or rebalancing move opens no session through this link)."""
+        return self._clients[self.core.identity.replica or self._current]
 
     def destroy(self) -> None:
         """Destroy every replica client's entities and heartbeat subscriptions (cleanup); ends waits and polls first."""
@@ -234,13 +236,14 @@ class RosServerLink:
             return f"replica {namespace} is not known"
         return client.open_session(self._standby_request, timeout_s, check)
 
-    def close_standby(self, namespace: str, session_id: str) -> None:
-        """Close a standby session no longer wanted (bounded, best effort: its server collects it otherwise
-        once this robot's publisher for it leaves the graph)."""
+    def close_session_at(self, namespace: str, session_id: str) -> None:
+        """Close a session that does not serve the robot (a standby no longer wanted, the session a move
+        left), bounded and best effort: its server collects it otherwise. Called from the worker and keeper
+        threads, so the replica's data plane is kept (never destroyed under the spinning executor)."""
         with self._lock:
             client = self._clients.get(namespace)
         if client is not None:
-            client.close_session(session_id, CLOSE_STANDBY_TIMEOUT_S)
+            client.close_session(session_id, CLOSE_STANDBY_TIMEOUT_S, keep_data_plane=True)
 
     def send_observation(self, pending: PendingRequest) -> str | None:
         """Publish ``pending`` on its session's replica (the serving one, or the standby's for a hedge)."""
@@ -253,27 +256,36 @@ class RosServerLink:
         (client or self.session).send_observation(msg)
         return None
 
-    def keep_standby(self, robot, log: Callable[[str], None]) -> None:
-        """Arm and keep a warm standby (``standby_keeper.py``) and watch the replicas on the graph."""
+    def keep_fleet(self, robot, log: Callable[[str], None]) -> None:
+        """In a fleet: arm and keep a warm standby (``standby_keeper.py``) and watch the replicas on the graph
+        (``standby_session``), and rebalance (``rebalancing.py``, ``rebalance_period_s`` > 0)."""
+        from lerobot_ros.executor.rebalancing import Rebalancer
         from lerobot_ros.executor.standby_keeper import StandbyKeeper
 
-        if self._keeper is None:
+        settings = self.settings
+        if settings.keeps_standby and self._keeper is None:
             self._keeper = StandbyKeeper(self.core, self, robot, log=log)
             self._keeper.start()
-        self.watch_graph()
+            self.watch_graph()
+        if settings.is_fleet and settings.rebalance_period_s > 0 and self._rebalancer is None:
+            self._rebalancer = Rebalancer(self.core, self, robot, log=log)
+            self._rebalancer.start()
 
-    def stop_standby_keeper(self) -> None:
-        keeper, self._keeper = self._keeper, None
-        if keeper is not None:
-            keeper.stop()
-            if keeper is not threading.current_thread():
-                keeper.join(timeout=DISCOVERY_JOIN_TIMEOUT_S + CLOSE_STANDBY_TIMEOUT_S)
+    def stop_fleet_threads(self) -> None:
+        """Stop the standby keeper and the rebalancer (each ends a call under way within its bound)."""
+        threads, self._keeper, self._rebalancer = (self._keeper, self._rebalancer), None, None
+        for thread in threads:
+            if thread is not None:
+                thread.stop()
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=DISCOVERY_JOIN_TIMEOUT_S + CLOSE_STANDBY_TIMEOUT_S)
 
     def end_standby(self) -> None:
         """The session is being closed: close the standby too (``core.end_standby``), bounded."""
         standby = self.core.end_standby()
         if standby is not None:
-            self.close_standby(*standby)
+            self.close_session_at(*standby)
 
     # ----------------------------------------------------------- graph watch
 

@@ -137,7 +137,9 @@ class SessionClient:
         status = response.status
         return ServerView(status.ready, status.instance_id, control_plane.capabilities_from_msg(status.capabilities),
                           draining=status.draining, active_sessions=status.active_sessions,
-                          max_sessions=status.max_sessions, pending_requests=status.pending_requests)
+                          max_sessions=status.max_sessions, pending_requests=status.pending_requests,
+                          standby_sessions=status.standby_sessions, headroom_robots=status.headroom_robots,
+                          predicted_p95_ms=status.predicted_p95_ms, latency_budget_ms=status.latency_budget_ms)
 
     def request_session(self, request: OpenSession.Request, timeout_s: float) -> OpenSession.Response | str:
         """The bare OpenSession call: the server's answer, accepted or not (no data plane yet).
@@ -199,11 +201,13 @@ class SessionClient:
             self._reset.remove_pending_request(future)
         return answer
 
-    def close_session(self, session_id: str, timeout_s: float,
-                      spin_once: Callable[[], None] | None = None) -> CloseSession.Response | str:
-        """Close the session; its data plane goes first. ``spin_once``: how to spin a node whose
-        executor no longer runs (a drain)."""
-        self.disconnect()
+    def close_session(self, session_id: str, timeout_s: float, spin_once: Callable[[], None] | None = None,
+                      keep_data_plane: bool = False) -> CloseSession.Response | str:
+        """Close the session; its data plane goes first, unless ``keep_data_plane`` (a thread other than the
+        spinning executor's closes it: entities are not destroyed under a spin; a later session reuses them).
+        ``spin_once``: how to spin a node whose executor no longer runs (a drain)."""
+        if not keep_data_plane:
+            self.disconnect()
         return self._call(self._close, self._close_request(session_id), timeout_s, spin_once=spin_once)
 
     def _close_request(self, session_id: str) -> CloseSession.Request:

@@ -81,6 +81,17 @@ PARAMETERS = (
               "In a fleet: how often the serving and standby replicas' heartbeat publishers are looked for on "
               "the ROS graph; one gone is a lost replica, without waiting for heartbeat_timeout_s (seconds)",
               (positive(),)),
+    Parameter("rebalance_period_s", FLOAT, 5.0,
+              "In a fleet: how often (on average; each robot at its own random phase) the replicas' load is "
+              "looked at, and the robot moves between chunks to one much less loaded (seconds); 0: never",
+              (at_least(0.0),)),
+    Parameter("rebalance_cooldown_s", FLOAT, 10.0,
+              "In a fleet: no rebalancing move within this long of a session opening (a placement, a move, a "
+              "failover) or of a failed move (seconds)", (at_least(0.0),)),
+    Parameter("rebalance_hysteresis", FLOAT, 0.0,
+              "In a fleet: a move must leave the replica it leaves busier than the target by at least this "
+              "much, in fractions of a replica's capacity (robots, when capacities are unknown); 0 already "
+              "never moves a robot back and forth between equal replicas", (at_least(0.0),)),
     Parameter("client_id", STRING, "",
               "Stable id of this robot at the server; empty: generated from the host name and node namespace",
               (optional(_client_id),)),  # empty: generated from the host name

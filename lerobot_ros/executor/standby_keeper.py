@@ -59,7 +59,7 @@ class StandbyLink(SessionOpener, Protocol):
     def open_standby(self, namespace: str, timeout_s: float,
                      check: Callable[[SessionGrant], str | None]) -> SessionGrant | str: ...
 
-    def close_standby(self, namespace: str, session_id: str) -> None: ...
+    def close_session_at(self, namespace: str, session_id: str) -> None: ...
 
 
 def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration, clock: Callable[[], float]) -> str:
@@ -88,7 +88,7 @@ def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration,
             instance_id = view.instance_id if view is not None else ""  # re-armed: the one it had
             if core.standby_opened(grant, instance_id, namespace, clock()):
                 return f"standby session opened on {namespace}"
-            link.close_standby(namespace, grant.session_id)
+            link.close_session_at(namespace, grant.session_id)
             return f"standby on {namespace} no longer wanted (the session moved there): closed"
         tried.append(f"{namespace}: {grant}")
     reason = "no replica for a standby: " + "; ".join(tried + [str(each) for each in skipped]) \

@@ -8,7 +8,8 @@ Invariants:
   request late past the hedge deadline is also sent there (the same
   request's race, ``hedging.py``), and the first valid answer is merged;
 * a lost replica with a usable standby moves the robot there at once
-  (``promote_standby``), without a placement;
+  (``promote_standby``), without a placement; a rebalancing move
+  (``rebalancing.py``) is carried out here too, between two requests;
 * it never runs on the control loop's thread, so no network wait can delay
   a command;
 * idle, it sleeps on the core's work event, which the control tick sets when
@@ -35,8 +36,10 @@ from typing import Protocol
 
 from lerobot_ros.executor.core import ExecutorCore
 from lerobot_ros.executor.handshake import SessionOpener, handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration
+from lerobot_ros.executor.handshake_types import RobotDeclaration, SessionGrant
 from lerobot_ros.executor.pending_request import PendingRequest
+from lerobot_ros.executor.rebalancing import decide
+from lerobot_ros.executor.replicas import PlannedMove
 
 
 #: Longest single idle wait (seconds); the control tick's wake-up normally ends it first.
@@ -44,9 +47,12 @@ IDLE_WAIT_S = 1.0
 
 
 class ServerLink(SessionOpener, Protocol):
-    """The handshake's calls, and publishing one pending request's observation (an error is returned as text)."""
+    """The handshake's calls, publishing one pending request's observation (an error is returned as text),
+    and closing a session that no longer serves the robot (bounded, best effort)."""
 
     def send_observation(self, pending: PendingRequest) -> str | None: ...
+
+    def close_session_at(self, namespace: str, session_id: str) -> None: ...
 
 
 class NetworkWorker(threading.Thread):
@@ -99,9 +105,38 @@ class NetworkWorker(threading.Thread):
                 result = handshake(self.core, self.link, self.robot, self.clock)
             self.log(f"re-handshake: {'accepted' if result.accepted else 'failed'}: {result.reason}")
             return True
+        move = self.core.due_move(now)  # a rebalancing move: between two requests, never during one
+        if move is not None:
+            self.log(self.move(move))
+            return True
         if self.core.request_due(now):
             return self.request_once()
         return False
+
+    def move(self, move: PlannedMove) -> str:
+        """Carry out a rebalancing move (``rebalancing.py``): the robot's standby on the target is re-opened
+        as a serving session (so its server counts it as serving at once, not at its first observation),
+        becomes the session, and the session left is closed at once (its server's load drops now). All in
+        the worker's gap between two requests: other robots' looks see the move as one step."""
+        settings, current = self.core.settings, self.core.identity.replica
+        # The look that planned it may be a request's time old: another robot may have moved meanwhile.
+        fresh = decide(current, self.link.get_statuses((current, move.target), settings.replica_status_timeout_s),
+                       self.robot, self.core.identity.model, settings.rebalance_hysteresis,
+                       self.core.unanswered_replicas)
+        if fresh is None or fresh.target != move.target:
+            self.core.move_abandoned("no longer worth it on the replicas' counts now")
+            return f"rebalancing move to {move.target} abandoned: no longer worth it on the counts now"
+        grant = self.link.open_session(move.target, settings.replica_status_timeout_s + 2.0,
+                                       check=lambda offered: self.core.check_model(offered.capabilities, self.clock()))
+        if not isinstance(grant, SessionGrant):
+            self.core.move_abandoned(grant)
+            return f"rebalancing move to {move.target} abandoned: {grant}"
+        left = self.core.move_opened(grant, self.clock())
+        if left is None:
+            self.link.close_session_at(move.target, grant.session_id)
+            return f"rebalancing move to {move.target} abandoned: the session changed meanwhile"
+        self.link.close_session_at(*left)
+        return f"rebalancing: moved {left[0]} -> {move.target} ({move.reason})"
 
     def request_once(self) -> bool:
         """Send one observation and wait for its chunk; False when nothing could be sent."""

@@ -73,8 +73,10 @@ def fleet_parameters(robot, replicas) -> dict:
         replica_status_timeout_s=3.0,
         fallback="hold",
         # This story is placement's: each move here is a placement after a detected loss. The warm standby,
-        # which moves without one (and hedges), has its own test (test_fleet_standby.py).
+        # which moves without one (and hedges), has its own test (test_fleet_standby.py); so has
+        # rebalancing (test_fleet_rebalancing.py), whose moves for load would blur the ones told here.
         standby_session=False,
+        rebalance_period_s=0.0,
     )
 
 

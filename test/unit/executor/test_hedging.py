@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 import pytest
-from support.executor_harness import CAMERA, CAPABILITIES, JOINTS, Clock, chunk, counts, feed, settings
+from support.executor_harness import CAPABILITIES, chunk, counts, feed
+from support.fake_fleet import ROBOT, fleet, serve
 
 from lerobot_ros.executor.chunks import InFlight, ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
@@ -23,7 +24,6 @@ from lerobot_ros.executor.trigger import request_threshold_s
 from lerobot_ros.executor.worker import NetworkWorker
 from lerobot_ros.wire.data_plane import RequestId
 
-ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 CAPABILITIES_MODEL = ValidatedModel.of(CAPABILITIES)
 
 
@@ -81,92 +81,6 @@ def test_one_refusal_does_not_end_a_race_and_nothing_is_hedged_after_an_answer()
     flight.start(following, CAPABILITIES_MODEL)
     flight.offer_chunk(chunk(following), 5)
     assert not flight.hedge(request("s2", 5)), "answered already: nothing to hedge"
-
-
-# ------------------------------------------------------------------ a fake fleet
-
-
-class HedgeFleet:
-    """Replicas /a, /b, /c of one model; each answers at once (``latency_s`` as the round trip), after a real
-    delay (``after``), or never (``silent``: killed)."""
-
-    discovers = False
-
-    def __init__(self, core, latency_s=0.02) -> None:
-        self.core, self.latency_s = core, latency_s
-        self.namespaces = ("/a", "/b", "/c")
-        self.load = {"/a": 0, "/b": 2, "/c": 1}
-        self.silent: set[str] = set()
-        self.after: dict[str, float] = {}
-        self.opened: list[tuple[str, bool]] = []  # (replica, as a standby)
-        self.sent: list[tuple[str, str]] = []  # (replica, session id)
-        self.closed: list[tuple[str, str]] = []
-        self.status_rounds = 0
-        self.sessions = 0
-
-    def get_status(self, namespace, timeout_s):
-        if namespace in self.silent:
-            return f"no policy server answered on {namespace} within {timeout_s:g} s"
-        return ServerView(True, f"i{namespace}", CAPABILITIES, active_sessions=self.load[namespace], max_sessions=4)
-
-    def get_statuses(self, namespaces, timeout_s):
-        self.status_rounds += 1
-        return ask_all(lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s)
-
-    def wait_for_discovery(self, timeout_s):
-        pass
-
-    def _grant(self, namespace, standby, check):
-        self.sessions += 1
-        grant = SessionGrant(f"s{self.sessions}{namespace.strip('/')}", False, "/obs", "/chunk", CAPABILITIES)
-        problem = check(grant)
-        if problem:
-            return problem
-        self.opened.append((namespace, standby))
-        return grant
-
-    def open_session(self, namespace, timeout_s, check):
-        return self._grant(namespace, False, check)
-
-    def open_standby(self, namespace, timeout_s, check):
-        return self._grant(namespace, True, check)
-
-    def close_standby(self, namespace, session_id):
-        self.closed.append((namespace, session_id))
-
-    def send_observation(self, pending):
-        replica = pending.replica
-        self.sent.append((replica, pending.request.session_id))
-        if replica in self.silent:
-            return None
-        actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
-        reply = chunk(pending.request, actions=actions)
-        received = pending.request.sent_monotonic_ns + round(self.latency_s * 1e9)
-        if replica in self.after:
-            threading.Timer(self.after[replica], self.core.offer_chunk, args=(reply, received)).start()
-        else:
-            self.core.offer_chunk(reply, received)
-        return None
-
-
-
-
-def fleet(latency_s=0.02, **overrides):
-    clock = Clock()
-    made = settings(server_namespaces=["/a", "/b", "/c"], fps=10.0, buffer_time_s=0.25, request_timeout_s=1.0,
-                    hedge_min_deadline_s=0.1, hedge_deadline_factor=2.0, **overrides)
-    core = ExecutorCore(made, clock())
-    link = HedgeFleet(core, latency_s)
-    assert handshake(core, link, ROBOT, clock).accepted and core.identity.replica == "/a"
-    return clock, core, link, NetworkWorker(core, link, ROBOT, clock=clock, clock_ns=clock.ns)
-
-
-def serve(core, worker, clock, times=1):
-    """``times`` requests, each from an empty queue, answered and merged."""
-    for _ in range(times):
-        feed(core, clock)
-        core.clear_queue()
-        assert worker.step()
 
 
 def test_the_standby_goes_to_the_least_loaded_other_replica_and_is_reported():
@@ -285,3 +199,27 @@ def test_the_trigger_rises_for_the_hedge_while_a_standby_is_armed():
     assert core.request_threshold_s == pytest.approx(0.7), "deadline 0.4 s + a round trip 0.2 s + one step"
     core.on_heartbeat("another", clock(), "/c")
     assert core.request_threshold_s == pytest.approx(0.4)
+
+
+def test_a_hedge_racing_when_the_heartbeat_times_out_is_not_cancelled_and_its_answer_moves_the_robot():
+    clock, core, link, worker = fleet(heartbeat_timeout_s=1.0)
+    arm_standby(core, link, ROBOT, clock)
+    serve(core, worker, clock, 5)
+    link.silent.add("/a")  # killed
+    link.after["/c"] = 0.4  # the standby answers, but late (a loaded machine)
+    feed(core, clock)
+    core.clear_queue()
+    stepping = threading.Thread(target=worker.step, daemon=True)
+    stepping.start()
+    deadline = time.monotonic() + 2.0
+    while counts(core, clock).hedges_sent == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert counts(core, clock).hedges_sent == 1
+    clock.t += 1.1  # /a's heartbeat times out while the hedge is on its way
+    core.on_heartbeat("i/c", clock(), "/c")
+    core.control_tick(clock())
+    assert core.state is ExecutorState.RECONNECTING
+    stepping.join(3.0)
+    status = counts(core, clock)
+    assert core.identity.replica == "/c" and core.state is ExecutorState.STREAMING
+    assert (status.hedges_won, status.chunks_merged, status.request_timeouts) == (1, 6, 0), status
