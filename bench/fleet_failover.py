@@ -20,11 +20,13 @@ to one chunk's duration after the standby is armed again); the faulted
 replica is restarted in the background meanwhile, so up to one replica is
 loading beside the robot (2 shared cores: that load is part of the figures).
 
-Per fault: seconds from the fault to the first chunk merged from the standby,
+Per mode, first ``--steady-s`` of steady state (the standby armed, no fault):
+the requests sent per chunk merged there are what standby and hedging cost
+a fleet in normal running. Per fault: seconds from the fault to the first chunk merged from the standby,
 the control ticks that found the queue empty from the fault until 1 s after
 that chunk (``starvation_ticks``), and what the move reacted to. Per mode: the
-requests sent per chunk merged over the whole run (hedges and the standby's
-re-arming included: the extra load standby and hedging put on the fleet).
+requests sent per chunk merged over the faults too (hedges and the standby's
+re-arming included: the load of a fault-dense stretch).
 
 ``--standby off`` runs the same faults without a standby (the placement
 after a detected loss), for comparison.
@@ -127,7 +129,7 @@ def fault_once(watcher, name: str, replicas: Replicas, fault: str, sig: int, sta
 
 
 def run_mode(watcher, directory: Path, replicas: Replicas, mode: str, repeats: int, standby: bool,
-             rng: random.Random) -> dict:
+             rng: random.Random, steady_s: float) -> dict:
     label, rtc = MODES[mode]
     name = f"fleet_{mode}"
     prefix = f"/{name}"
@@ -146,7 +148,13 @@ def run_mode(watcher, directory: Path, replicas: Replicas, mode: str, repeats: i
     try:
         if not watcher.wait_streaming([name], 3, 120, [executor]):
             raise RuntimeError(f"{name} did not stream:\n" + (directory / f"{name}.log").read_text()[-3000:])
-        start = common.counters(watcher.latest(name))
+        # Steady state first: the standby armed, no fault, the hedges the deadline alone makes.
+        if not watcher.wait(lambda: armed(watcher.status.get(name), standby), ARMED_TIMEOUT_S):
+            raise RuntimeError(f"{name}: no standby armed within {ARMED_TIMEOUT_S:.0f} s: {watcher.latest(name)}")
+        quiet = common.counters(watcher.latest(name))
+        time.sleep(steady_s)
+        steady = common.counters(watcher.latest(name))
+        start = steady
         for repeat in range(repeats):
             for fault, sig in FAULTS:
                 faults.append(fault_once(watcher, name, replicas, fault, sig, standby, rng))
@@ -156,8 +164,11 @@ def run_mode(watcher, directory: Path, replicas: Replicas, mode: str, repeats: i
     finally:
         common.stop_all([robot, executor])
     merged = end["chunks_merged"] - start["chunks_merged"]
+    steady_merged = steady["chunks_merged"] - quiet["chunks_merged"]
     return {
-        "label": label, "faults": faults,
+        "label": label, "faults": faults, "steady_s": steady_s,
+        "steady_requests_per_chunk": (steady["requests_sent"] - quiet["requests_sent"]) / steady_merged
+        if steady_merged else float("nan"),
         "requests_per_chunk": (end["requests_sent"] - start["requests_sent"]) / merged if merged else float("nan"),
         "hedges_sent": end_status.hedges_sent, "hedges_won": end_status.hedges_won,
         "hedge_answers_dropped": end_status.hedge_answers_dropped, "promotions": end_status.standby_promotions,
@@ -196,10 +207,12 @@ def table(results: list[dict]) -> list[str]:
 
 
 def load_table(results: list[dict]) -> list[str]:
-    lines = ["| mode | requests per chunk merged | hedges sent (won / answers dropped) | standby promotions | "
-             "round trip p95 at the end | hedge deadline | request threshold |", "|---|---|---|---|---|---|---|"]
+    lines = ["| mode | requests per chunk merged, steady state (no fault) | over the faults | hedges sent (won / "
+             "answers dropped) | standby promotions | round trip p95 at the end | hedge deadline | request threshold |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['label']} | **{r['requests_per_chunk']:.3f}** | {r['hedges_sent']} ({r['hedges_won']} / "
+        lines.append(f"| {r['label']} | **{r['steady_requests_per_chunk']:.3f}** ({r['steady_s']:.0f} s) | "
+                     f"{r['requests_per_chunk']:.3f} | {r['hedges_sent']} ({r['hedges_won']} / "
                      f"{r['hedge_answers_dropped']}) | {r['promotions']} | {r['latency_ms_p95']:.0f} ms | "
                      f"{r['hedge_deadline_ms']:.0f} ms | {r['threshold_s']:.2f} s |")
     return lines
@@ -213,9 +226,12 @@ def verdict(results: list[dict], standby: bool) -> str:
              + ("**met** (" + ", ".join(f"{len(r['faults'])} faults {r['label']}" for r in results) + ")."
                 if not dry else f"**missed** in {len(dry)} of {sum(len(r['faults']) for r in results)} faults ("
                 + "; ".join(sorted(set(dry))) + ")."))
-    heavy = [r for r in results if not r["requests_per_chunk"] <= 1.1]
-    load = ("Goal at most 1.1 requests per chunk merged: " + ("**met**" if not heavy else "**missed**") + " ("
-            + ", ".join(f"{r['label']} {r['requests_per_chunk']:.3f}" for r in results) + ").")
+    heavy = [r for r in results if not r["steady_requests_per_chunk"] <= 1.1]
+    load = ("Goal at most 1.1 requests per chunk merged (steady state, the standby armed): "
+            + ("**met**" if not heavy else "**missed**") + " ("
+            + ", ".join(f"{r['label']} {r['steady_requests_per_chunk']:.3f}" for r in results)
+            + "); over the fault-dense part, where every promotion re-arms a standby: "
+            + ", ".join(f"{r['label']} {r['requests_per_chunk']:.3f}" for r in results) + ".")
     return ticks + "\n\n" + load
 
 
@@ -225,11 +241,13 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--standby", choices=("on", "off"), default="on", help="the executor's standby_session")
     parser.add_argument("--seed", type=int, default=0, help="for the fault points")
+    parser.add_argument("--steady-s", type=float, default=60.0,
+                        help="seconds of steady state (standby armed, no fault) measured first, per mode")
     common.add_output_arguments(parser)
     args = parser.parse_args()
     document, _ = common.outputs(args)
     if args.smoke:
-        args.repeats, args.modes = 1, ["rtc"]
+        args.repeats, args.modes, args.steady_s = 1, ["rtc"], 5.0
     standby = args.standby == "on"
     rng = random.Random(args.seed)
     load_before = common.load_average()
@@ -247,7 +265,7 @@ def main() -> None:
             common.wait_for_log(replicas.processes[index], logs / f"{REPLICAS[index]}_{index + 1}.log",
                                 "ready: serving", 300.0)
         for mode in args.modes:
-            results.append(run_mode(watcher, logs, replicas, mode, args.repeats, standby, rng))
+            results.append(run_mode(watcher, logs, replicas, mode, args.repeats, standby, rng, args.steady_s))
     finally:
         replicas.stop()
         watcher.close()
@@ -258,8 +276,8 @@ def main() -> None:
 Three replicas of the tiny SmolVLA, one executor at 30 Hz with the defaults: buffer_time_s 0.5 s,
 heartbeat_timeout_s 2 s, request_timeout_s 1 s, standby_session **{args.standby}**, hedge deadline
 max(hedge_min_deadline_s 0.1 s, hedge_deadline_factor 2 x the p95 round trip). {args.repeats} faults of each
-kind per mode, alternating kill -9 and SIGTERM, each at a random point of the request cycle (seed {args.seed})
-after the standby was armed again; the faulted replica restarts in the background meanwhile. {minutes:.0f} min;
+kind per mode, after {args.steady_s:.0f} s of steady state (no fault), alternating kill -9 and SIGTERM, each at
+a random point of the request cycle (seed {args.seed}) after the standby was armed again; the faulted replica restarts in the background meanwhile. {minutes:.0f} min;
 load average (1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared).
 
 {chr(10).join(table(results))}

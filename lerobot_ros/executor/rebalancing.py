@@ -54,6 +54,8 @@ from lerobot_ros.executor.replicas import choose
 
 #: How often a rebalancer thread looks whether the worker carried out its move (seconds).
 MOVE_POLL_S = 0.02
+#: How a look that moved the robot begins its outcome (the worker logs the move itself).
+MOVED_TO = "moved to"
 #: Beyond the worker's own bounds, how long a planned move waits for it (seconds).
 MOVE_WAIT_MARGIN_S = 1.0
 
@@ -174,7 +176,7 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
         core.move_failed(f"the move to {move.target} was not carried out", clock())
         return f"rebalancing to {move.target} abandoned"
     core.move_finished(clock())
-    return f"moved to {move.target}: {move.reason}"
+    return f"{MOVED_TO} {move.target}: {move.reason}"
 
 
 def _session_on_target(core, link, target: str, view: ServerView | str | None, clock) -> str:
@@ -217,5 +219,5 @@ class Rebalancer(threading.Thread):
             except Exception as error:  # noqa: BLE001 - a failed look must not end the rebalancer
                 outcome = f"rebalancing failed: {type(error).__name__}: {error}"
                 self.core.move_failed(outcome, self.clock())
-            if outcome:
+            if outcome and not outcome.startswith(MOVED_TO):
                 self.log(outcome)

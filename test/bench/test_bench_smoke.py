@@ -131,7 +131,7 @@ def test_fleet_failover_smoke(tmp_path):
     assert "<!-- bench:fleet_failover -->" in text and "python -m bench.fleet_failover --smoke" in text
     assert re.search(r"\| RTC replace \| kill -9 \| 1 \| [01] \|", text), text
     assert re.search(r"\| RTC replace \| SIGTERM drain \| 1 \| [01] \|.*drain 1", text), text
-    assert re.search(r"\| RTC replace \| \*\*[0-9.]+\*\* \| [1-9]\d* \(", text) or "| RTC replace | **" in text, text
+    assert re.search(r"\| RTC replace \| \*\*[0-9.]+\*\* \(5 s\) \| [0-9.]+ \| \d+ \(", text), text
 
 
 @pytest.mark.timeout(TIMEOUT_S + 30)
@@ -159,3 +159,17 @@ def test_forward_curve_smoke(tmp_path):
     assert result["small"] is True and result["versions"]["device"] == "cpu"
     assert sorted(act["t_ms"]) == ["1", "2"] and all(point["median_ms"] > 0 for point in act["t_ms"].values())
     assert 0.0 <= act["g"] <= 1.0 and act["parameters_m"] > 1.0
+
+
+@pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
+def test_fleet_rebalancing_smoke(tmp_path):
+    """bench.fleet_rebalancing --smoke: three robots on one replica, a second comes up; its row says how long until
+    2/1, how many moves, and whether the fleet stayed 2/1."""
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    document = tmp_path / "benchmarks.md"
+    run = run_bench(["bench.fleet_rebalancing", "--smoke", "--document", str(document)], env, FLEET_TIMEOUT_S)
+    assert run.returncode == 0, f"bench.fleet_rebalancing --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = document.read_text()
+    assert "<!-- bench:fleet_rebalancing -->" in text and "python -m bench.fleet_rebalancing --smoke" in text
+    assert re.search(r"\| 1 \| \*\*[0-9.]+\*\* / [0-9.]+ / [0-9.]+ s \| [12] \| 1 of 1 \|", text), text
+    assert "rebalancing: /bench_rebal_0 serves 3 robots" in text, text
