@@ -277,8 +277,8 @@ Three replicas of the tiny SmolVLA, one executor at 30 Hz with the defaults: buf
 heartbeat_timeout_s 2 s, request_timeout_s 1 s, standby_session **{args.standby}**, hedge deadline
 max(hedge_min_deadline_s 0.1 s, hedge_deadline_factor 2 x the p95 round trip). {args.repeats} faults of each
 kind per mode, after {args.steady_s:.0f} s of steady state (no fault), alternating kill -9 and SIGTERM, each at
-a random point of the request cycle (seed {args.seed}) after the standby was armed again; the faulted replica restarts in the background meanwhile. {minutes:.0f} min;
-load average (1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared).
+a random point of the request cycle (seed {args.seed}) after the standby was armed again; the faulted
+replica restarts in the background meanwhile. {minutes:.0f} min; load average (1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared).
 
 {chr(10).join(table(results))}
 

@@ -174,6 +174,8 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
         time.sleep(MOVE_POLL_S)
     if not left:
         core.move_failed(f"the move to {move.target} was not carried out", clock())
+        if not settings.keeps_standby and (opened := core.end_standby()) is not None:
+            link.close_session_at(*opened)  # opened for the move only: no standby is kept otherwise
         return f"rebalancing to {move.target} abandoned"
     core.move_finished(clock())
     return f"{MOVED_TO} {move.target}: {move.reason}"

@@ -221,3 +221,20 @@ def test_a_move_no_longer_worth_it_when_the_worker_gets_to_it_is_abandoned():
     assert logged == ["rebalancing move to /b abandoned: no longer worth it on the counts now"]
     assert core.move_outcome() == () and core.identity.replica == "/a" and link.opened[-1] == ("/b", True)
     assert "no longer worth it" in core.snapshot(clock()).last_problem
+
+
+def test_without_a_kept_standby_a_session_opened_for_an_abandoned_move_is_closed():
+    clock, core, link, worker = rebalancing_fleet(standby_session=False)
+    serve(core, worker, clock)
+    clock.t += 10.5
+    ask = link.get_statuses
+
+    def counts_change_after_the_look(namespaces, timeout_s):
+        answers = ask(namespaces, timeout_s)
+        link.load.update({"/a": 2, "/b": 1})  # another robot moved once this look had its answers
+        return answers
+
+    link.get_statuses = counts_change_after_the_look
+    assert run_look(core, link, worker, clock) == "rebalancing to /b abandoned"
+    opened_for_move = next(grant for replica, grant in link.closed if replica == "/b")
+    assert core.identity.replica == "/a" and core.standby is None and opened_for_move
