@@ -99,6 +99,7 @@ class EpisodeBuffer:
         self._trigger = next(iter(cameras))
         self._state: np.ndarray | None = None
         self._action: np.ndarray | None = None
+        self._before_start: np.ndarray | None = None  # the previous episode's last command, while repeated
         self._images: dict[str, np.ndarray] = {}
         self._current: FinishedEpisode | None = None
         self.dropped_episodes = 0
@@ -116,8 +117,11 @@ class EpisodeBuffer:
         """Start recording an episode (one still in progress is dropped: its end never came)."""
         self.abandon()
         # The newest command is the previous episode's last (an expert repeats it through the reset
-        # delay): frame 0 waits for a command commanded in this episode, or it would learn that jump.
-        self._action = None
+        # delay): frame 0 waits for a command commanded in this episode, or it would learn that jump. An
+        # expert's repeat of it can still arrive after the start (commands and status are separate topics,
+        # not ordered across each other on a loaded machine): no command of this episode either. A policy
+        # rollout's first commands are its own hold until the first chunk, whatever the one before was.
+        self._before_start, self._action = (self._action if expert else None), None
         self._current = FinishedEpisode(source, episode, "", expert, 0.0, task, goal_id)
 
     def finish(self, key: int | str, outcome: str, elapsed_s: float) -> FinishedEpisode | None:
@@ -145,7 +149,10 @@ class EpisodeBuffer:
 
     def on_command(self, positions: np.ndarray) -> None:
         """The newest command published to the arm, in joint order."""
-        self._action = np.asarray(positions, dtype=np.float32)
+        action = np.asarray(positions, dtype=np.float32)
+        if self._action is None and self._before_start is not None and np.array_equal(action, self._before_start):
+            return  # the previous episode's last command, repeated: not this episode's
+        self._action, self._before_start = action, None
 
     def on_camera(self, name: str, rgb: np.ndarray) -> bool:
         """A camera frame (RGB, height x width x 3); True when it sampled a dataset frame."""

@@ -83,8 +83,13 @@ def test_frame_0_of_every_episode_carries_a_command_of_that_episode_never_the_pr
     buffer.on_joint_state(np.array([0.0, 0.0]))
     buffer.on_camera("observation.images.side", image(50))
     assert buffer.on_camera("observation.images.front", image(50)) is False
+    # A repeat sent before the start may be delivered after it (another topic): still not this episode's.
+    buffer.on_command(np.array([7.0, 7.5]))
+    assert buffer.on_camera("observation.images.front", image(50)) is False
     buffer.on_command(np.array([0.25, 0.5]))
     assert buffer.on_camera("observation.images.front", image(51)) is True
+    buffer.on_command(np.array([7.0, 7.5]))  # once the episode commanded, the same values are its own
+    assert buffer.on_camera("observation.images.front", image(52)) is True
     finished = tasks.on_status(2, "SUCCESS", 1.0, True, TASK)
     np.testing.assert_array_equal(finished.frames[0]["action"], np.float32([0.25, 0.5]))
 
@@ -153,7 +158,7 @@ def test_one_episode_per_run_policy_goal_with_its_task_and_how_it_ended():
     assert goals.on_status(executor(last="a", how="completed"), 1.0) is None, "no frame of it was recorded"
     assert goals.on_status(executor(episode=2, goal="b", task="pick", last="a", how="completed"), 2.0) is None
     assert buffer.recording == "b"
-    feed(buffer, 1)
+    feed(buffer, 1)  # a rollout's first commands (its hold) are its own, even when the one before was the same
     feed(buffer, 2)
     assert goals.on_status(executor(episode=2, goal="b", task="pick", last="a", how="completed"), 2.5) is None
     # b is preempted by c: one status says both.
