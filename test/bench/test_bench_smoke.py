@@ -80,6 +80,19 @@ def kill_group(group: int) -> None:
         pass
 
 
+def smoke_section(tmp_path, name: str, document: str = "benchmarks.md", timeout_s: float = TIMEOUT_S) -> str:
+    """``python -m bench.<name> --smoke`` writing into a document of its own; its section, once the script exited
+    0 and wrote the section with the command that made it."""
+    # Each script isolates its own ROS graph (a domain from its pid), as the suite does.
+    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
+    path = tmp_path / document
+    run = run_bench([f"bench.{name}", "--smoke", "--document", str(path)], env, timeout_s)
+    assert run.returncode == 0, f"bench.{name} --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    text = path.read_text()
+    assert f"<!-- bench:{name} -->" in text and f"python -m bench.{name} --smoke" in text, text
+    return text
+
+
 @pytest.mark.timeout(TIMEOUT_S + 30)
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_benchmark_script_smoke(tmp_path, name):
@@ -106,12 +119,7 @@ def test_benchmark_script_smoke(tmp_path, name):
 def test_flood_benchmark_smoke(tmp_path):
     """bench.flood --smoke: two robots, a short flood pinned to one core; its section says the flooding session
     was closed and its re-open refused, with a share before and after the closure for each robot."""
-    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
-    document = tmp_path / "reliability.md"
-    run = run_bench(["bench.flood", "--smoke", "--document", str(document)], env)
-    assert run.returncode == 0, f"bench.flood --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    text = document.read_text()
-    assert "<!-- bench:flood -->" in text and "python -m bench.flood --smoke" in text
+    text = smoke_section(tmp_path, "flood", "reliability.md")
     assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
     assert "re-open was refused with code 12" in text, text
 
@@ -123,12 +131,7 @@ FLEET_TIMEOUT_S = 480  # three servers load at once, and each fault restarts one
 def test_fleet_failover_smoke(tmp_path):
     """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9 and one drain
     of its serving replica; the section has a row per fault with the move, and the requests per chunk."""
-    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
-    document = tmp_path / "benchmarks.md"
-    run = run_bench(["bench.fleet_failover", "--smoke", "--document", str(document)], env, FLEET_TIMEOUT_S)
-    assert run.returncode == 0, f"bench.fleet_failover --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    text = document.read_text()
-    assert "<!-- bench:fleet_failover -->" in text and "python -m bench.fleet_failover --smoke" in text
+    text = smoke_section(tmp_path, "fleet_failover", timeout_s=FLEET_TIMEOUT_S)
     assert re.search(r"\| RTC replace \| kill -9 \| 1 \| [01] \|", text), text
     assert re.search(r"\| RTC replace \| SIGTERM drain \| 1 \| [01] \|.*drain 1", text), text
     assert re.search(r"\| RTC replace \| \*\*[0-9.]+\*\* \(5 s\) \| [0-9.]+ \| \d+ \(", text), text
@@ -138,11 +141,7 @@ def test_fleet_failover_smoke(tmp_path):
 def test_abuse_soak_smoke(tmp_path):
     """bench.abuse_soak --smoke: one abuse cycle against server, sim and executor; nothing crashes, no open for the
     streaming robot's id is accepted, and its row says so."""
-    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
-    document = tmp_path / "reliability.md"
-    run = run_bench(["bench.abuse_soak", "--smoke", "--document", str(document)], env)
-    assert run.returncode == 0, f"bench.abuse_soak --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    text = document.read_text()
+    text = smoke_section(tmp_path, "abuse_soak", "reliability.md")
     assert re.search(r"\| 1 \| [0-9.]+ \| 1 \| 0  \| True \| 200 / 0 \|", text), text
 
 
@@ -165,11 +164,6 @@ def test_forward_curve_smoke(tmp_path):
 def test_fleet_rebalancing_smoke(tmp_path):
     """bench.fleet_rebalancing --smoke: three robots on one replica, a second comes up; its row says how long until
     2/1, how many moves, and whether the fleet stayed 2/1."""
-    env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
-    document = tmp_path / "benchmarks.md"
-    run = run_bench(["bench.fleet_rebalancing", "--smoke", "--document", str(document)], env, FLEET_TIMEOUT_S)
-    assert run.returncode == 0, f"bench.fleet_rebalancing --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    text = document.read_text()
-    assert "<!-- bench:fleet_rebalancing -->" in text and "python -m bench.fleet_rebalancing --smoke" in text
+    text = smoke_section(tmp_path, "fleet_rebalancing", timeout_s=FLEET_TIMEOUT_S)
     assert re.search(r"\| 1 \| \*\*[0-9.]+\*\* / [0-9.]+ / [0-9.]+ s \| [12] \| 1 of 1 \|", text), text
     assert "rebalancing: /bench_rebal_0 serves 3 robots" in text, text

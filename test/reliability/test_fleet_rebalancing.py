@@ -27,11 +27,7 @@ import time
 import pytest
 from support.reliability_log import record
 from support.ros import spin_until
-from support.servers import spawn_server, wait_for_server
-
-from lerobot_ros.msg import ServerStatus
-from lerobot_ros.processes import stop
-from lerobot_ros.qos import STATUS_QOS
+from support.servers import heartbeats_and_servers, spawn_server, wait_for_server
 
 FLEET = "/rebal"
 A, B, C = f"{FLEET}/a", f"{FLEET}/b", f"{FLEET}/c"
@@ -53,19 +49,13 @@ def serving(executors) -> dict[str, int]:
 @pytest.mark.timeout(900)
 def test_replicas_started_later_receive_robots_from_the_loaded_one_without_oscillation(act_checkpoint, tmp_path,
                                                                                         ros_node, launched):
-    heartbeats: dict[str, ServerStatus] = {}
-    subscriptions = [ros_node.create_subscription(
-        ServerStatus, f"{name}/status", lambda msg, name=name: heartbeats.__setitem__(name, msg), STATUS_QOS)
-        for name in (A, B, C)]
-    servers = {}
-
     def start(name: str):
         servers[name] = wait_for_server(spawn_server(act_checkpoint, tmp_path, node_name=name.rsplit("/", 1)[1],
                                                      ros_namespace=FLEET, warmup_inferences=1),
                                         ros_node, SERVER_START_TIMEOUT_S)
         return time.monotonic()
 
-    try:
+    with heartbeats_and_servers(ros_node, (A, B, C)) as (heartbeats, servers):
         start(A)
         executors = []
         for name in ROBOTS:
@@ -120,9 +110,3 @@ def test_replicas_started_later_receive_robots_from_the_loaded_one_without_oscil
         print(f"rebalancing figures: {figures}")
         record(CATEGORY, "replicas started later receive robots from the loaded one (3 robots: 3/0 -> 2/1 -> "
                "1/1/1), no oscillation", tried=2, survived=2, lost=sum(empty_ticks.values()), **figures)
-    finally:
-        for subscription in subscriptions:
-            ros_node.destroy_subscription(subscription)
-        for server in servers.values():
-            if server.process.poll() is None:
-                stop(server.process)

@@ -22,11 +22,7 @@ import time
 import pytest
 from support.reliability_log import record
 from support.ros import spin_until
-from support.servers import spawn_server, wait_for_server
-
-from lerobot_ros.msg import ServerStatus
-from lerobot_ros.processes import stop
-from lerobot_ros.qos import STATUS_QOS
+from support.servers import heartbeats_and_servers, spawn_server, wait_for_server
 
 REPLICAS = ("standby_x", "standby_y")
 SERVER_START_TIMEOUT_S = 300.0  # two servers importing torch at once on 2 shared cores
@@ -41,12 +37,7 @@ def ns(name: str) -> str:
 @pytest.mark.timeout(900)
 def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_rtc(smolvla_checkpoint, tmp_path,
                                                                                     ros_node, launched):
-    heartbeats: dict[str, ServerStatus] = {}
-    subscriptions = [ros_node.create_subscription(
-        ServerStatus, f"{ns(name)}/status", lambda msg, name=name: heartbeats.__setitem__(name, msg), STATUS_QOS)
-        for name in REPLICAS]
-    servers = {}
-    try:
+    with heartbeats_and_servers(ros_node, [ns(name) for name in REPLICAS]) as (heartbeats, servers):
         started = {}
         for name in REPLICAS:
             directory = tmp_path / name
@@ -67,9 +58,9 @@ def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_
             serving, standby = armed.server_namespace.strip("/"), armed.standby_replica.strip("/")
             assert {serving, standby} == set(REPLICAS), (serving, standby)
             assert armed.rtc_active is rtc
-            assert spin_until(ros_node, lambda: heartbeats.get(standby) is not None
-                              and heartbeats[standby].standby_sessions >= 1, 5.0), \
-                f"{standby} does not report the standby session: {heartbeats.get(standby)}"
+            assert spin_until(ros_node, lambda: heartbeats.get(ns(standby)) is not None
+                              and heartbeats[ns(standby)].standby_sessions >= 1, 5.0), \
+                f"{standby} does not report the standby session: {heartbeats.get(ns(standby))}"
             executor.spin(1.0)
             before = executor.status
             killed_at = time.monotonic()
@@ -107,9 +98,3 @@ def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_
             servers[serving] = wait_for_server(spawn_server(smolvla_checkpoint, directory, node_name=serving,
                                                             warmup_inferences=1), ros_node, SERVER_START_TIMEOUT_S)
         assert len(rows) == 2
-    finally:
-        for subscription in subscriptions:
-            ros_node.destroy_subscription(subscription)
-        for server in servers.values():
-            if server.process.poll() is None:
-                stop(server.process)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,3 +66,27 @@ def wait_for_server(server: ServerProcess, ros_node, timeout_s: float = 180.0) -
     finally:
         ros_node.destroy_client(client)
     return server
+
+
+@contextmanager
+def heartbeats_and_servers(ros_node, namespaces):
+    """(heartbeats, servers): the latest ServerStatus of each of ``namespaces`` as it arrives, and a dict for the
+    servers the test starts (any key -> ServerProcess); at the end the subscriptions go and every server still
+    running is stopped, whatever the test did."""
+    from lerobot_ros.msg import ServerStatus
+    from lerobot_ros.processes import stop
+    from lerobot_ros.qos import STATUS_QOS
+
+    heartbeats: dict = {}
+    servers: dict = {}
+    subscriptions = [ros_node.create_subscription(
+        ServerStatus, f"{namespace}/status", lambda msg, namespace=namespace: heartbeats.__setitem__(namespace, msg),
+        STATUS_QOS) for namespace in namespaces]
+    try:
+        yield heartbeats, servers
+    finally:
+        for subscription in subscriptions:
+            ros_node.destroy_subscription(subscription)
+        for server in servers.values():
+            if server.process.poll() is None:
+                stop(server.process)
