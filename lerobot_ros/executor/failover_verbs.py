@@ -246,7 +246,6 @@ class FailoverVerbs:
         with self._lock:
             return self._standby
 
-
     # ---------------------------------------------------------- rebalancing (rebalancing.py: the rules)
 
     def rebalance_wanted(self, now_s: float) -> str:
@@ -320,15 +319,12 @@ class FailoverVerbs:
             move = self._session.fleet.move
             return () if move is None else move.left
 
-    def move_finished(self, now_s: float) -> None:
-        """The old session is closed: the move is over, a new standby is wanted, the cooldown starts."""
-        self.move_failed("", now_s)
-
-    def move_failed(self, reason: str, now_s: float) -> None:
-        """The move is over (``reason`` when it failed: kept for ~/status); no other before the cooldown."""
+    def end_move(self, now_s: float, problem: str = "") -> None:
+        """The move is over, carried out (its old session closed: a new standby is wanted) or failed
+        (``problem``, kept for ~/status); either way no other before the cooldown."""
         with self._lock:
             fleet = self._session.fleet
             fleet.move = None
             fleet.rebalance_after = now_s + self.settings.rebalance_cooldown_s
-            if reason:
-                self._last_problem = f"rebalancing: {reason}"
+            if problem:
+                self._last_problem = f"rebalancing: {problem}"

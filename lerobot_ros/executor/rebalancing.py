@@ -156,8 +156,8 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
     if not current:
         return ""
     namespaces = tuple(link.namespaces)
-    if len([namespace for namespace in namespaces if namespace != current]) < 1:
-        return ""
+    if not set(namespaces) - {current}:
+        return ""  # no other replica known
     views = link.get_statuses(namespaces, settings.replica_status_timeout_s)
     move = decide(current, views, robot, core.identity.model, settings.rebalance_hysteresis,
                   core.unanswered_replicas)
@@ -165,7 +165,7 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
         return ""
     problem = _session_on_target(core, link, move.target, dict(views).get(move.target), clock)
     if problem:
-        core.move_failed(problem, clock())
+        core.end_move(clock(), problem)
         return f"rebalancing to {move.target} failed: {problem}"
     core.move_ready()  # the worker carries it out between two requests (``NetworkWorker.move``)
     # A request in flight ends within request_timeout_s; the worker's re-open is bounded as the keeper's.
@@ -173,11 +173,11 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
     while (left := core.move_outcome()) is None and clock() < deadline and not stopping():
         time.sleep(MOVE_POLL_S)
     if not left:
-        core.move_failed(f"the move to {move.target} was not carried out", clock())
+        core.end_move(clock(), f"the move to {move.target} was not carried out")
         if not settings.keeps_standby and (opened := core.end_standby()) is not None:
             link.close_session_at(*opened)  # opened for the move only: no standby is kept otherwise
         return f"rebalancing to {move.target} abandoned"
-    core.move_finished(clock())
+    core.end_move(clock())
     return f"{MOVED_TO} {move.target}: {move.reason}"
 
 
@@ -220,6 +220,6 @@ class Rebalancer(threading.Thread):
                                          self._stop_event.is_set)
             except Exception as error:  # noqa: BLE001 - a failed look must not end the rebalancer
                 outcome = f"rebalancing failed: {type(error).__name__}: {error}"
-                self.core.move_failed(outcome, self.clock())
+                self.core.end_move(self.clock(), outcome)
             if outcome and not outcome.startswith(MOVED_TO):
                 self.log(outcome)
