@@ -15,7 +15,9 @@ depth.
 Invariant: exit code 0 only if the loop streamed (``streamed``: the
 executor ended streaming, merged chunks and published commands at a
 reasonable share of its rate), so a demo that merely started is never
-reported as working. Which checkpoint ``--policy`` means is
+reported as working. A run whose end falls just after an episode reset
+waits (at most ``RESET_REFILL_S``) for the new episode's first chunk
+rather than being judged on the queue the reset emptied. Which checkpoint ``--policy`` means is
 ``lerobot_ros.policy_names``' rule; starting and stopping the nodes is
 ``lerobot_ros.processes``'.
 """
@@ -67,6 +69,15 @@ class Recording:
         if started:
             self.resets.append(self.now())
         return started
+
+    def refilling_after_reset(self) -> bool:
+        """True while the queue is empty because an episode reset dropped it less than RESET_REFILL_S ago.
+
+        The demo's run does not end inside that window: judged there, a loop that streams would end
+        "STALLED" only because the new episode's first chunk is still on its way.
+        """
+        refilling = bool(self.resets) and self.now() - self.resets[-1] <= RESET_REFILL_S
+        return refilling and bool(self.status) and self.status[-1][1].state_name not in STREAMING_STATES
 
 
 def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | None:
@@ -275,7 +286,7 @@ def run(args) -> int:
             if end_at is None and now > deadline:
                 print(f"\ndemo: the loop did not start streaming within {args.startup_timeout:g} s", flush=True)
                 break
-            if end_at is not None and now >= end_at:
+            if end_at is not None and now >= end_at and not recording.refilling_after_reset():
                 break
             if recording.status and now - last_print >= (0.25 if interactive else 2.0):
                 last_print = now
