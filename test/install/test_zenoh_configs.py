@@ -98,6 +98,12 @@ def test_qos_puts_action_chunks_ahead_of_observations():
 
     assert priority_of(action_chunk("arm_7")) < priority_of(observation("arm_7"))
     assert priority_of(key(names.STATUS, "msg", "ServerStatus")) < priority_of(observation("arm_7"))
+    # The replicas of a fleet serve under namespaces of their own (fleet.launch.py: /gpu<i>/lerobot).
+    for replica in ("gpu0", "fleet/gpu1"):
+        chunk = replica_key(replica, names.action_chunk_topic("arm_7"), "msg", "ActionChunk")
+        frames = replica_key(replica, names.observation_topic("arm_7"), "msg", "Observation")
+        heartbeat = replica_key(replica, names.STATUS, "msg", "ServerStatus")
+        assert priority_of(chunk) < priority_of(frames) and priority_of(heartbeat) < priority_of(frames), replica
 
 
 def test_the_deployment_docs_explain_how_rmw_zenoh_finds_these_files():
