@@ -25,6 +25,8 @@ class ServerHealth:
     uptime_s: float
     active_sessions: int = 0
     max_sessions: int = 0
+    # Sessions waiting as warm standbys (server/sessions.py), included in active_sessions.
+    standby_sessions: int = 0
     pending_requests: int = 0
     utilization: float = 0.0
     requests_served: int = 0

@@ -9,25 +9,12 @@ Plain Python: the node converts the results to messages.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 
 from lerobot_ros.server.arrival_guard import ClientRefusals
 from lerobot_ros.server.capacity_gate import CapacityReport
 from lerobot_ros.server.http_endpoint import HealthSnapshot, Metric
 from lerobot_ros.telemetry import ServerHealth, ServerStats
-
-
-@dataclasses.dataclass(frozen=True)
-class PolicyServerHealth(ServerHealth):
-    """``ServerHealth`` with the server-only fields of ServerStatus that it does not hold yet.
-
-    Every field still has its name in the message (``control_plane.server_status_to_msg``,
-    ``health_values``); these could move into ``telemetry.ServerHealth`` unchanged.
-    """
-
-    # Sessions waiting as warm standbys (sessions.py), included in active_sessions.
-    standby_sessions: int = 0
 
 
 # Past this share of wall time in inference the worker is close to capacity.
@@ -84,11 +71,11 @@ def server_health(
     refusals: list[ClientRefusals] | tuple[ClientRefusals, ...] = (),
     capacity: CapacityReport | None = None,
     standby_sessions: int = 0,
-) -> PolicyServerHealth:
+) -> ServerHealth:
     """The server's state and the worker's counters as one snapshot."""
     p50, p95 = stats.inference_percentiles_ms()
     capacity = capacity or CapacityReport(-1, 0.0, 0.0)
-    return PolicyServerHealth(
+    return ServerHealth(
         instance_id=instance_id,
         server_namespace=server_namespace,
         heartbeat_seq=heartbeat_seq,

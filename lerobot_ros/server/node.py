@@ -46,7 +46,7 @@ from lerobot_ros.server.admission import Refusal, ServerLoad
 from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy
 from lerobot_ros.server.arrivals import ArrivalDesk, flood_policy
 from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
-from lerobot_ros.server.health import PolicyServerHealth, diagnostic_summary, health_snapshot, server_health
+from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
 from lerobot_ros.server.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
 from lerobot_ros.server.observability import Observability
@@ -63,7 +63,7 @@ from lerobot_ros.server.capacity_gate import CapacityGate
 from lerobot_ros.server.duplicate_check import live_server_heard
 from lerobot_ros.server.pipeline import admission_workers, build_worker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerStats
+from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
 
 NODE_NAME = "lerobot"
 
@@ -382,7 +382,7 @@ class PolicyServerNode(LifecycleNode):
 
     # ---- observability --------------------------------------------------
 
-    def health(self) -> PolicyServerHealth:
+    def health(self) -> ServerHealth:
         return server_health(
             instance_id=self.instance_id,
             server_namespace=self.namespace_name(),
