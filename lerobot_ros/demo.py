@@ -17,9 +17,9 @@ executor ended streaming, merged chunks and published commands at a
 reasonable share of its rate), so a demo that merely started is never
 reported as working. A run whose end falls just after an episode reset
 waits (at most ``RESET_REFILL_S``) for the new episode's first chunk
-rather than being judged on the queue the reset emptied. Which checkpoint ``--policy`` means is
-``lerobot_ros.policy_names``' rule; starting and stopping the nodes is
-``lerobot_ros.processes``'.
+rather than being judged on the queue the reset emptied. Which checkpoint
+``--policy`` means is ``lerobot_ros.policy_names``' rule; starting and
+stopping the nodes is ``lerobot_ros.processes``'.
 """
 
 from __future__ import annotations
@@ -70,14 +70,19 @@ class Recording:
             self.resets.append(self.now())
         return started
 
+    def in_reset_refill(self, t: float) -> bool:
+        """Whether ``t`` falls within RESET_REFILL_S after an episode reset: an empty queue then is the
+        new episode's first chunk on its way, not starvation."""
+        return any(reset <= t <= reset + RESET_REFILL_S for reset in self.resets)
+
     def refilling_after_reset(self) -> bool:
-        """True while the queue is empty because an episode reset dropped it less than RESET_REFILL_S ago.
+        """True while the queue is empty because an episode reset dropped it in the refill window.
 
         The demo's run does not end inside that window: judged there, a loop that streams would end
         "STALLED" only because the new episode's first chunk is still on its way.
         """
-        refilling = bool(self.resets) and self.now() - self.resets[-1] <= RESET_REFILL_S
-        return refilling and bool(self.status) and self.status[-1][1].state_name not in STREAMING_STATES
+        return (self.in_reset_refill(self.now()) and bool(self.status)
+                and self.status[-1][1].state_name not in STREAMING_STATES)
 
 
 def _commanded_positions(mode: OutputMode, msg, joint_names) -> list[float] | None:
@@ -141,8 +146,7 @@ def summarize(recording: Recording, streaming_since: float | None, duration_s: f
     steady_starvation = sum(
         max(0, after.starvation_ticks - before.starvation_ticks)
         for (_, before), (t, after) in zip(steady, steady[1:])
-        # After an episode reset the queue is empty until the new episode's first chunk arrives: not starvation.
-        if not any(reset <= t <= reset + RESET_REFILL_S for reset in recording.resets)
+        if not recording.in_reset_refill(t)
     ) if len(steady) >= 2 else None
     summary = {
         "final_state": last.state_name if last else "NO_STATUS",
