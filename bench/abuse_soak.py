@@ -78,7 +78,7 @@ def run(minutes: float, smoke: bool) -> dict:
     from lerobot_ros.launch_plan import demo_plan
     from lerobot_ros.msg import ExecutorStatus, ServerStatus
     from lerobot_ros.processes import start_processes, stop_processes
-    from lerobot_ros.qos import STATUS_QOS
+    from lerobot_ros.protocol.qos import STATUS_QOS
     from lerobot_ros.sim.default_policy import default_checkpoint
     from lerobot_ros.srv import GetStatus, OpenSession
 

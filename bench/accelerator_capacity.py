@@ -39,7 +39,7 @@ The bound it is compared with, N* = min(N*_acc, N*_host):
             at full load the forward runs back to back and each takes what arrived during the previous one,
             b = N r t(b) on average, Poisson around it; a p95 request waits out a forward under way, then
             rides the next, both at the tail batch, so its round trip is about 2 t(b95) (host time aside):
-            within budget B while t(b95) <= B/2 (the server's capacity model, lerobot_ros/server/capacity.py,
+            within budget B while t(b95) <= B/2 (the server's capacity model, lerobot_ros/server/sessions/capacity_model.py,
             predicts the same way); N*_acc(mean), with b95 = b, is the bound for a typical request
   N*_host = cores / (c * r(B)), c = the server's host CPU seconds per request (at the largest N within B)
 
@@ -65,7 +65,7 @@ from bench.common import median, percentile
 from bench import outside_load
 from bench.common import Spinner
 from bench.modeled_accelerator import ENVIRONMENT, PROFILES, Curve
-from lerobot_ros.server.capacity import TAIL_Z
+from lerobot_ros.server.sessions.capacity_model import TAIL_Z
 from bench.paced_robots import BUFFER_S, CHUNK, FPS, MARGIN, TASK, Fleet, encoded_cameras, request_rate
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 

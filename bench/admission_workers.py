@@ -11,7 +11,7 @@ checkpoint the accelerator_capacity benchmark serves (ACT, three 224x224
 cameras), fed the same pre-encoded Observation messages:
 
 - threads: ``workers`` threads in the server's process, the shape the
-  pipeline ships (lerobot_ros/server/pipeline.py);
+  pipeline ships (lerobot_ros/server/requests/pipeline.py);
 - processes: ``workers`` processes, each with its own runner and its own
   sessions (session affinity: a session's postprocessor reads state its
   preprocessor left, so a session never changes process). The parent hands
@@ -56,7 +56,7 @@ def observation_bytes(cameras: dict, count: int, state_dim: int) -> list[bytes]:
     import numpy as np
     from rclpy.serialization import serialize_message
 
-    from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
+    from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
 
     state = np.zeros(state_dim, dtype=np.float32)
     return [serialize_message(observation_to_msg(OutgoingObservation(
@@ -69,10 +69,10 @@ class Admission:
     """The product's admission work for one process: decode + check + the session's preprocessing."""
 
     def __init__(self, checkpoint: str) -> None:
-        from lerobot_ros.server.checkpoint import load_policy
-        from lerobot_ros.server.inference import PolicyRunner
-        from lerobot_ros.server.model_threads import use_torch_threads
-        from lerobot_ros.wire.data_plane.limits import RequestLimits
+        from lerobot_ros.server.policy.checkpoint import load_policy
+        from lerobot_ros.server.policy.inference import PolicyRunner
+        from lerobot_ros.server.policy.model_threads import use_torch_threads
+        from lerobot_ros.protocol.wire.data_plane.limits import RequestLimits
 
         use_torch_threads(1)
         self.runner = PolicyRunner(load_policy(checkpoint, device="cpu"))
@@ -82,7 +82,7 @@ class Admission:
     def prepare(self, data: bytes):
         from rclpy.serialization import deserialize_message
 
-        from lerobot_ros.wire.data_plane import observation_from_msg
+        from lerobot_ros.protocol.wire.data_plane import observation_from_msg
         from lerobot_ros.msg import Observation
 
         capabilities = self.runner.capabilities

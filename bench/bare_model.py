@@ -25,7 +25,7 @@ from bench import common  # first: it isolates the ROS graph and keeps the Hub o
 def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[float]:
     import torch
 
-    from lerobot_ros.server.checkpoint import load_policy
+    from lerobot_ros.server.policy.checkpoint import load_policy
 
     loaded = load_policy(checkpoint, device=device, rtc_enabled=False)
     observation = {"task": "", "observation.state": torch.zeros(loaded.capabilities.state_dim)}

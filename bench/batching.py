@@ -41,9 +41,9 @@ from bench.common import Spinner, median, open_session_retrying, percentile
 
 import numpy as np
 
-from lerobot_ros.wire import images
-from lerobot_ros.contract import SCHEMA_VERSION, OpenRequest
-from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.contract import SCHEMA_VERSION, OpenRequest
+from lerobot_ros.protocol.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import Observation
 from lerobot_ros.sim.default_policy import default_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
@@ -95,7 +95,7 @@ class LoadRobot(threading.Thread):
     def __init__(self, node, namespace: str, client_id: str, index: int, rtc: bool, cameras,
                  period_s: float = 0.0) -> None:
         super().__init__(name=client_id, daemon=True)
-        from lerobot_ros.executor.session_client import SessionClient
+        from lerobot_ros.executor.session.session_client import SessionClient
 
         self.client_id, self.rtc, self.delay = client_id, rtc, 1 + index % 4  # mixed delays across robots
         self.session = SessionClient(node, namespace, client_id)
@@ -178,9 +178,9 @@ def bare_forward(checkpoint: Path, rtc: bool, device: str, repeats: int, batch: 
     """Median seconds of one forward pass at batch 1 and at ``batch``, through PolicyRunner.infer; the cameras."""
     import torch
 
-    from lerobot_ros.wire.data_plane import ObservationFrame
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.protocol.wire.data_plane import ObservationFrame
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
 
     runner = PolicyRunner(load_policy(str(checkpoint), device=device), rtc_enabled=rtc, rtc_execution_horizon=HORIZON,
                           noise_seed=0)

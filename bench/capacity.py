@@ -39,7 +39,7 @@ from bench.common import median, percentile
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.sim.default_policy import default_checkpoint
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
-from lerobot_ros.wire.control_plane import seconds_from_duration
+from lerobot_ros.protocol.wire.control_plane import seconds_from_duration
 
 SERVER = "bench_capacity_server"
 FPS = 30.0

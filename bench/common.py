@@ -207,7 +207,7 @@ class Watcher:
 
     def watch_status(self, executor_name: str) -> None:
         from lerobot_ros.msg import ExecutorStatus
-        from lerobot_ros.qos import STATUS_QOS
+        from lerobot_ros.protocol.qos import STATUS_QOS
 
         def keep(msg, name=executor_name):
             with self.lock:
@@ -217,7 +217,7 @@ class Watcher:
 
     def watch_chunks(self, server_namespace: str, client_id: str) -> None:
         from lerobot_ros.msg import ActionChunk
-        from lerobot_ros.qos import ACTION_CHUNK_QOS
+        from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS
 
         def keep(msg, client=client_id):
             received = time.monotonic_ns()

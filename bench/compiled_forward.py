@@ -54,8 +54,8 @@ def measure(checkpoint: str, rtc: bool, compile_mode: str, backend: str, request
     from torch._dynamo.utils import counters
 
     from lerobot_ros.server.settings import ServerSettings
-    from lerobot_ros.server.startup import load_runner
-    from lerobot_ros.server.warmup import synthetic_rounds, warm_up
+    from lerobot_ros.server.policy.startup import load_runner
+    from lerobot_ros.server.policy.warmup import synthetic_rounds, warm_up
 
     limit_hits = []
 

@@ -63,8 +63,8 @@ def _observation(session_id: str, client_id: str, seq: int, state=None):
     import numpy as np
 
     from lerobot_ros.sim.so101 import FRONT_CAMERA
-    from lerobot_ros.wire import images
-    from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
+    from lerobot_ros.protocol.wire import images
+    from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
 
     state = np.zeros(STATE_DIM, np.float32) if state is None else state
     rgb = np.full((96, 128, 3), 90, np.uint8)
@@ -89,8 +89,8 @@ def attack(namespace: str, client_id: str, rate: float, seconds: float) -> int:
     import rclpy
 
     from lerobot_ros.msg import Observation
-    from lerobot_ros.qos import OBSERVATION_QOS
-    from lerobot_ros.wire.data_plane import integrity
+    from lerobot_ros.protocol.qos import OBSERVATION_QOS
+    from lerobot_ros.protocol.wire.data_plane import integrity
 
     rclpy.init()
     node = rclpy.create_node(f"flood_attacker_{os.getpid()}")
@@ -153,8 +153,8 @@ def robot(namespace: str, client_id: str, hz: float, seconds: float, request_tim
     import rclpy
 
     from lerobot_ros.msg import ActionChunk, Observation
-    from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
-    from lerobot_ros.wire.data_plane import integrity
+    from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+    from lerobot_ros.protocol.wire.data_plane import integrity
 
     rclpy.init()
     node = rclpy.create_node(f"flood_robot_{client_id}_{os.getpid()}")
@@ -209,8 +209,8 @@ def refusal_cost(repeats: int = 2000) -> dict:
     from rclpy.serialization import deserialize_message, serialize_message
 
     from lerobot_ros.msg import Observation
-    from lerobot_ros.server.sessions import Session, SessionRegistry
-    from lerobot_ros.wire.data_plane import RequestLimits, integrity, observation_from_msg
+    from lerobot_ros.server.sessions.registry import Session, SessionRegistry
+    from lerobot_ros.protocol.wire.data_plane import RequestLimits, integrity, observation_from_msg
 
     registry = SessionRegistry()
     session = Session("arm", task="", fps=30.0, rtc_enabled=False, opened_at=0.0)

@@ -20,8 +20,8 @@ from rclpy.serialization import serialize_message
 
 from bench import outside_load
 from bench.report import write_section
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk
 
 CAMERAS = ("observation.images.front", "observation.images.wrist", "observation.images.side")
@@ -83,7 +83,7 @@ def main() -> None:
         rows.append(f"| {label} | {size / 1e6:.3f} MB | {sign:.3f} | {verify:.3f} | {serialise:.3f} |")
     body = "\n".join([
         "HMAC-SHA256 keyed by the session secret over every field of the message "
-        "(`lerobot_ros/wire/data_plane/integrity.py`), median per message; serialisation (what rclpy does on every "
+        "(`lerobot_ros/protocol/wire/data_plane/integrity.py`), median per message; serialisation (what rclpy does on every "
         "publish anyway) for scale. The executor signs each observation and verifies each chunk; the server "
         "verifies each observation on arrival and signs each chunk.",
         "",

@@ -6,7 +6,7 @@ nothing else: the server runs as its own product process
 (``lerobot_ros.server.node.main``) over the real ROS data plane, with the
 checkpoint's real LeRobot pre- and postprocessors, real decoding, signing,
 publishing and auditing. Only ``PolicyRunner.infer`` is swapped, through the
-bench-only hook ``lerobot_ros.server.startup.override_forward``, for a model:
+bench-only hook ``lerobot_ros.server.policy.startup.override_forward``, for a model:
 
     a forward of a batch of b takes t(b) = t0 + k*b of wall time,
     holding the GIL for a share g of it
@@ -153,7 +153,8 @@ def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     args, ros_args = _arguments(sys.argv[1:] if argv is None else argv)
     curve = Curve.of(args.profile, args.gil, args.t0_ms, args.k_ms)
-    from lerobot_ros.server import node, startup
+    from lerobot_ros.server import node
+    from lerobot_ros.server.policy import startup
 
     startup.override_forward(modeled_forward(curve))
     node.main([sys.argv[0], *ros_args])

@@ -42,12 +42,12 @@ import time
 import numpy as np
 
 from bench.common import open_session_retrying
-from lerobot_ros.contract import OpenRequest
-from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
-from lerobot_ros.executor.trigger import request_threshold_s
+from lerobot_ros.protocol.contract import OpenRequest
+from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
+from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.msg import Observation
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
 
 FPS = 30.0
 CHUNK = 50
@@ -127,7 +127,7 @@ class PacedRobot(threading.Thread):
 
     def __init__(self, node, namespace: str, client_id: str, index: int, cameras: dict, action_names) -> None:
         super().__init__(name=client_id, daemon=True)
-        from lerobot_ros.executor.session_client import SessionClient
+        from lerobot_ros.executor.session.session_client import SessionClient
 
         self.client_id, self.cameras = client_id, cameras
         self.session = SessionClient(node, namespace, client_id)

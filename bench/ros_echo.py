@@ -24,9 +24,9 @@ import numpy as np
 import rclpy
 from rclpy.experimental import EventsExecutor
 
-from lerobot_ros.wire.data_plane import ChunkReply, chunk_to_msg, request_id_of
+from lerobot_ros.protocol.wire.data_plane import ChunkReply, chunk_to_msg, request_id_of
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 
 OBSERVATION_TOPIC = "/bench_echo/observation"
 CHUNK_TOPIC = "/bench_echo/action_chunk"

@@ -40,7 +40,7 @@ from bench.reach_runs import cell, episode_successes, paired_difference, run_eva
 
 from lerobot_ros.policy_names import EVALUATION_FILE, committed_trained_smolvla
 from lerobot_ros.recording.trained_policy import EVALUATION_SEED, EVALUATION_TIMEOUT_S
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 
 #: The goal's ratio: with RTC the boundary jump is at most this fraction of the jump without it.
 JUMP_RATIO_GOAL = 1 / 3

@@ -78,7 +78,7 @@ def run(checkpoint: str, inject_delay_s: float, seconds: float, warmup_s: float,
 
 
 def _wait_for_server(node, namespace: str, processes, timeout_s: float = 180.0) -> None:
-    from lerobot_ros.executor.session_client import SessionClient
+    from lerobot_ros.executor.session.session_client import SessionClient
 
     client = SessionClient(node, namespace, "bench_rtc_smoothness")
     deadline = time.monotonic() + timeout_s

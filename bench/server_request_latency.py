@@ -66,16 +66,16 @@ from bench.bare_model import in_fresh_process
 from bench.common import median, percentile
 from bench.grpc_peer import GrpcPeer
 from bench.zenoh_peer import ZenohPeer
-from lerobot_ros.contract import OpenRequest
-from lerobot_ros.executor.action_queue import ActionQueue
-from lerobot_ros.executor.session_client import SPIN_POLL_S, SessionClient
+from lerobot_ros.protocol.contract import OpenRequest
+from lerobot_ros.executor.control.action_queue import ActionQueue
+from lerobot_ros.executor.session.session_client import SPIN_POLL_S, SessionClient
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.processes import stop
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 from lerobot_ros.sim.default_policy import build_act_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
 
 FPS = 30
 QUEUED_ROWS = 15  # rows left when the executor asks (30 Hz, buffer_time_s 0.5)
@@ -481,7 +481,7 @@ matrix took {elapsed:.0f} s.
 ResNet on them: its model time and its answer differ from the other two stacks' (a different question),
 which the model-time row shows. The bare-model row is the same checkpoint's forward alone in a fresh
 process on its main thread: our server loads and warms up on a passing thread so that only its inference
-worker owns an OpenMP pool (lerobot_ros/server/model_threads.py); where our model-time ratio exceeds 1.0
+worker owns an OpenMP pool (lerobot_ros/server/policy/model_threads.py); where our model-time ratio exceeds 1.0
 the rest is the machine's load during the run.
 
 ![latency breakdown](/{common.image_link(document, png)})

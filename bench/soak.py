@@ -51,7 +51,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from lerobot_ros.msg import ExecutorStatus, ServerStatus  # noqa: E402
 from lerobot_ros.processes import spawn_node, stop  # noqa: E402
-from lerobot_ros.qos import STATUS_QOS  # noqa: E402
+from lerobot_ros.protocol.qos import STATUS_QOS  # noqa: E402
 from lerobot_ros.sim.default_policy import default_checkpoint  # noqa: E402
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES  # noqa: E402
 

@@ -47,12 +47,12 @@ def main() -> None:
 
     imports = {
         module: [timed([sys.executable, "-c", f"import {module}"]) for _ in range(args.runs)]
-        for module in ("lerobot_ros.executor.node", "lerobot_ros.server.checkpoint")
+        for module in ("lerobot_ros.executor.node", "lerobot_ros.server.policy.checkpoint")
     }
 
     import rclpy
 
-    from lerobot_ros.executor.session_client import SessionClient
+    from lerobot_ros.executor.session.session_client import SessionClient
 
     checkpoint = default_checkpoint()
     rclpy.init()
@@ -88,12 +88,12 @@ def main() -> None:
 
     ms = lambda seconds: f"{seconds * 1000:.1f} ms"  # noqa: E731
     executor_import = statistics.median(imports["lerobot_ros.executor.node"])
-    server_import = statistics.median(imports["lerobot_ros.server.checkpoint"])
+    server_import = statistics.median(imports["lerobot_ros.server.policy.checkpoint"])
     body = f"""
 | what | median | spread |
 |---|---|---|
 | `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports['lerobot_ros.executor.node']):.2f}-{max(imports['lerobot_ros.executor.node']):.2f} s over {args.runs} |
-| `import lerobot_ros.server.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.checkpoint']):.2f}-{max(imports['lerobot_ros.server.checkpoint']):.2f} s over {args.runs} |
+| `import lerobot_ros.server.policy.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.policy.checkpoint']):.2f}-{max(imports['lerobot_ros.server.policy.checkpoint']):.2f} s over {args.runs} |
 | server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
 | of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
 | of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |

@@ -12,7 +12,7 @@ rmw_zenoh and starts its router by
 default. The wiring lives in lerobot_ros.launch_plan.demo_plan.
 """
 
-from lerobot_ros.wire import output_modes
+from lerobot_ros.protocol.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, demo_plan, parse_flag
 from lerobot_ros.policy_names import checkpoint_or_default

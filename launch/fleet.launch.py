@@ -13,7 +13,7 @@ server.launch.py per GPU instead (namespace:=gpu<i> device:=cuda:<i>). The
 wiring lives in lerobot_ros.launch_plan.fleet_plan.
 """
 
-from lerobot_ros.wire import output_modes
+from lerobot_ros.protocol.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, fleet_plan, parse_flag
 from lerobot_ros.policy_names import checkpoint_or_default

@@ -15,7 +15,7 @@ pass instead (rmw_implementation:=rmw_fastrtps_cpp); a node that exits with
 an error fails the launch (non-zero exit code). The wiring lives in lerobot_ros.launch_plan.robot_plan.
 """
 
-from lerobot_ros.wire import output_modes
+from lerobot_ros.protocol.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, parse_remaps, robot_plan, share_path
 

@@ -41,7 +41,7 @@ from lerobot_ros.recording.regenerate import regenerate_and_install
 from lerobot_ros.recording.trained_policy import evaluation_line
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
-from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
+from lerobot_ros.protocol.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, OutputMode, help_text
 
 #: Seconds after an episode reset in which the empty queue is the new episode's first chunk on its way.
 RESET_REFILL_S = 1.0

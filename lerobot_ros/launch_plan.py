@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lerobot_ros.executor.discovery import AUTO
+from lerobot_ros.executor.fleet.discovery import AUTO
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
-from lerobot_ros.wire import output_modes
+from lerobot_ros.protocol.wire import output_modes
 
 PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"

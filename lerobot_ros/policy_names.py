@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 from lerobot_ros.sim.default_policy import cache_dir, default_checkpoint
 
 #: The cached trained ACT. Bump the suffix when the recipe (regenerate's defaults, train's options) changes,

@@ -41,7 +41,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lerobot_ros.contract import CLIENT_ID_MAX_LENGTH, CLIENT_ID_PATTERN
+from lerobot_ros.protocol.contract import CLIENT_ID_MAX_LENGTH, CLIENT_ID_PATTERN
 from lerobot_ros.json5_reader import read_json5
 
 SERVER_TEMPLATE = "router_server.json5"

@@ -53,23 +53,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
-from lerobot_ros.executor.action_queue import ActionQueue, QueueSnapshot
-from lerobot_ros.executor.chunks import Answer, Drops, InFlight
-from lerobot_ros.executor.failover_verbs import FailoverVerbs
-from lerobot_ros.executor.hedging import Standby, hedge_allowance_s
-from lerobot_ros.executor.interpolation import Playback, Row, step_per_tick
-from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
-from lerobot_ros.executor.observation_assembly import NotSent, ObservationAssembler
-from lerobot_ros.executor.pending_request import PendingRequest
-from lerobot_ros.executor.safety import SafetyEnvelope
-from lerobot_ros.executor.session_state import SessionIdentity, SessionState
-from lerobot_ros.executor.session_verbs import SessionVerbs
+from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.executor.control.action_queue import ActionQueue, QueueSnapshot
+from lerobot_ros.executor.requests.answer_rules import Answer, Drops, InFlight
+from lerobot_ros.executor.fleet.failover_verbs import FailoverVerbs
+from lerobot_ros.executor.fleet.hedging import Standby, hedge_allowance_s
+from lerobot_ros.executor.control.interpolation import Playback, Row, step_per_tick
+from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
+from lerobot_ros.executor.requests.observation_assembly import NotSent, ObservationAssembler
+from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.executor.control.safety import SafetyEnvelope
+from lerobot_ros.executor.session.session_state import SessionIdentity, SessionState
+from lerobot_ros.executor.session.session_verbs import SessionVerbs
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.executor.smoothness import SmoothnessTracker
-from lerobot_ros.executor.state_machine import ExecutorState, FailSafe, TickAction, Transition, fallback_action
-from lerobot_ros.executor.trigger import request_threshold_s
-from lerobot_ros.telemetry import ExecutorTelemetry
+from lerobot_ros.executor.control.smoothness import SmoothnessTracker
+from lerobot_ros.executor.control.state_machine import FailSafe, TickAction, Transition, fallback_action
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.protocol.trigger import request_threshold_s
+from lerobot_ros.protocol.telemetry import ExecutorTelemetry
 
 
 #: The counters since start-up, named as in ExecutorTelemetry.

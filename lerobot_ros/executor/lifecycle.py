@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from lerobot_ros.node_support import TransitionFailed
+from lerobot_ros.node_shell.node_support import TransitionFailed
 
 
 #: rclpy's label of the state each transition (by the node's name for it) passes through, ends in when it

@@ -61,27 +61,27 @@ from rclpy.timer import Timer
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_srvs.srv import Trigger
 
-from lerobot_ros.executor import recovery
-from lerobot_ros.executor.control_loop import ControlLoop
+from lerobot_ros.executor.session import recovery
+from lerobot_ros.executor.control.control_loop import ControlLoop
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.goal_server import GoalServer
-from lerobot_ros.executor.goal_steps import HOLD_GOAL, GoalSteps
-from lerobot_ros.executor.handshake import HandshakeResult, check_server, handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration
+from lerobot_ros.executor.goals.goal_server import GoalServer
+from lerobot_ros.executor.goals.goal_steps import HOLD_GOAL, GoalSteps
+from lerobot_ros.executor.session.handshake import HandshakeResult, check_server, handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration
 from lerobot_ros.executor.lifecycle import STATE_LABELS, ExecutorLifecycle, TransitionOutcome
 from lerobot_ros.executor.runtime_parameters import accept_runtime_parameters
-from lerobot_ros.executor.sensor_node import SensorNode
-from lerobot_ros.executor.robot_limits import required_limits
-from lerobot_ros.executor.server_link import RosServerLink
-from lerobot_ros.executor.session_client import SessionClient
+from lerobot_ros.executor.requests.sensor_node import SensorNode
+from lerobot_ros.executor.control.robot_limits import required_limits
+from lerobot_ros.executor.session.server_link import RosServerLink
+from lerobot_ros.executor.session.session_client import SessionClient
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
 from lerobot_ros.executor.status_report import StatusReport
-from lerobot_ros.executor.worker import NetworkWorker
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.node_support import (NodeDone, NodeStartupError, TransitionFailed, declare_settings, read_settings,
+from lerobot_ros.node_shell.node_support import (NodeDone, NodeStartupError, TransitionFailed, declare_settings, read_settings,
                                      run_autostart, run_node)
-from lerobot_ros.wire.output_modes import OUTPUT_MODES
-from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES
+from lerobot_ros.protocol.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
 
 NODE_NAME = "chunk_executor"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.node_support import parameter_table
+from lerobot_ros.node_shell.node_support import parameter_table
 
 
 def accept_runtime_parameters(node, core: ExecutorCore, configuring: Callable[[], bool]) -> None:

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from functools import cached_property
 
-from lerobot_ros.contract import client_id_problem, sanitize_client_id
-from lerobot_ros.wire.images import CAMERA_TRANSPORTS
-from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
-from lerobot_ros.executor.discovery import FleetSpec, fleet_problem, fleet_spec
-from lerobot_ros.executor.joint_mapping import JointMapping, mapping_problem
-from lerobot_ros.executor.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
-from lerobot_ros.parameters import (
+from lerobot_ros.protocol.contract import client_id_problem, sanitize_client_id
+from lerobot_ros.protocol.wire.images import CAMERA_TRANSPORTS
+from lerobot_ros.protocol.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES, choices_text
+from lerobot_ros.executor.fleet.discovery import FleetSpec, fleet_problem, fleet_spec
+from lerobot_ros.executor.control.joint_mapping import JointMapping, mapping_problem
+from lerobot_ros.executor.control.state_machine import FALLBACK_MODES, FailSafeConfig, backoff_problem
+from lerobot_ros.node_shell.parameters import (
     BOOL,
     FLOAT,
     FLOAT_LIST,

@@ -25,12 +25,12 @@ from rclpy.node import Node
 from rclpy.publisher import Publisher
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.goal_server import publish_feedback
-from lerobot_ros.executor.goal_steps import GoalSteps
-from lerobot_ros.executor.goals import Progress
-from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S
-from lerobot_ros.wire import control_plane
+from lerobot_ros.executor.goals.goal_server import publish_feedback
+from lerobot_ros.executor.goals.goal_steps import GoalSteps
+from lerobot_ros.executor.goals.goal_runs import Progress
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.protocol.telemetry import DIAGNOSTICS_PERIOD_S
+from lerobot_ros.protocol.wire import control_plane
 
 
 class StatusReport:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_ros.executor.goals import Termination
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.protocol.status import Termination
+from lerobot_ros.protocol.status import ExecutorState
 
 #: Columns LeRobot adds to every dataset by itself; they are not ours to compare.
 LEROBOT_DEFAULT_FEATURES = frozenset({"timestamp", "frame_index", "episode_index", "index", "task_index"})

@@ -37,11 +37,11 @@ from pathlib import Path
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
-from lerobot_ros.wire import images
+from lerobot_ros.protocol.wire import images
 from lerobot_ros.msg import ExecutorStatus, TaskStatus
-from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
-from lerobot_ros.wire.output_modes import OUTPUT_MODES, reorder_by_name
-from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_FOLLOWER_QOS, STATUS_QOS
+from lerobot_ros.node_shell.node_support import NodeStartupError, declare_settings, run_node
+from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES, reorder_by_name
+from lerobot_ros.protocol.qos import COMMAND_QOS, SENSOR_QOS, STATUS_FOLLOWER_QOS, STATUS_QOS
 from lerobot_ros.recording.episodes import (
     EpisodeBuffer,
     ExecutorEpisodes,

@@ -8,10 +8,10 @@ defaults (a test checks both). Plain Python (no rclpy).
 
 from __future__ import annotations
 
-from lerobot_ros.wire.images import CAMERA_TRANSPORTS
-from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
+from lerobot_ros.protocol.wire.images import CAMERA_TRANSPORTS
+from lerobot_ros.protocol.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
 from lerobot_ros.recording.episodes import EPISODE_SOURCES, TASK_SOURCE
-from lerobot_ros.parameters import (
+from lerobot_ros.node_shell.parameters import (
     BOOL,
     INTEGER,
     STRING,

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from lerobot_ros.recording.dataset import video_backend
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE, VLM_DIR
 
 #: The policy trained here: ACT without its VAE, small transformer, chunks of a second at 30 fps.
 #: The learning rates are ten times LeRobot's ACT preset: that preset fine-tunes an ImageNet backbone,

@@ -34,7 +34,7 @@ from lerobot_ros.policy_names import (
     trained_policy_path,
 )
 from lerobot_ros.recording.evaluate import evaluate
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 
 #: The accepted policy's score: episodes of the reach task, on cubes its training never showed.
 EVALUATION_EPISODES = 50

@@ -14,7 +14,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from lerobot_ros.msg import ServerStatus
-from lerobot_ros.qos import STATUS_QOS
+from lerobot_ros.protocol.qos import STATUS_QOS
 
 #: How long a starting server listens for another live server's heartbeat on its namespace (at least).
 DUPLICATE_LISTEN_MIN_S = 1.5

@@ -28,7 +28,7 @@ import enum
 from collections.abc import Callable
 from typing import Protocol
 
-from lerobot_ros.node_support import TransitionFailed
+from lerobot_ros.node_shell.node_support import TransitionFailed
 
 Release = Callable[[], None]
 

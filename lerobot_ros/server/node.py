@@ -36,34 +36,34 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
-from lerobot_ros import names
-from lerobot_ros.wire import control_plane
-from lerobot_ros.contract import shown
+from lerobot_ros.protocol import names
+from lerobot_ros.protocol.wire import control_plane
+from lerobot_ros.protocol.contract import shown
 from lerobot_ros.msg import ActionChunk, Observation, ServerStatus
-from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
-from lerobot_ros.server.admission import Refusal, ServerLoad
-from lerobot_ros.server.arrival_guard import ArrivalGuard, FloodPolicy
-from lerobot_ros.server.arrivals import ArrivalDesk, flood_policy
-from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
-from lerobot_ros.server.health import diagnostic_summary, health_snapshot, server_health
-from lerobot_ros.server.http_endpoint import HealthSnapshot
+from lerobot_ros.node_shell.node_support import DeclaredParameters, NodeStartupError, run_autostart, run_node
+from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
+from lerobot_ros.server.sessions.open_checks import Refusal, ServerLoad
+from lerobot_ros.server.sessions.flood_guard import ArrivalGuard, FloodPolicy
+from lerobot_ros.server.sessions.arrivals import ArrivalDesk, flood_policy
+from lerobot_ros.server.sessions.client_topics import ClientTopics, ClientTopicTable
+from lerobot_ros.server.observability.health import diagnostic_summary, health_snapshot, server_health
+from lerobot_ros.server.observability.http_endpoint import HealthSnapshot
 from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
-from lerobot_ros.server.observability import Observability
-from lerobot_ros.server.policy_families import EXCLUSIVE
-from lerobot_ros.wire.data_plane import RequestLimits, integrity
-from lerobot_ros.server.request_path import RequestHandler
-from lerobot_ros.server.scheduler import RoundRobinScheduler
-from lerobot_ros.server.session_opening import decide_open
+from lerobot_ros.server.observability.outputs import Observability
+from lerobot_ros.server.policy.policy_families import EXCLUSIVE
+from lerobot_ros.protocol.wire.data_plane import RequestLimits, integrity
+from lerobot_ros.server.requests.request_path import RequestHandler
+from lerobot_ros.server.requests.scheduler import RoundRobinScheduler
+from lerobot_ros.server.sessions.session_opening import decide_open
 from lerobot_ros.server.settings import ServerSettings
-from lerobot_ros.server.sessions import Session, SessionRegistry
-from lerobot_ros.server.startup import StartupFailed, ready_runner
-from lerobot_ros.server.capacity import ServiceCurve
-from lerobot_ros.server.capacity_gate import CapacityGate
+from lerobot_ros.server.sessions.registry import Session, SessionRegistry
+from lerobot_ros.server.policy.startup import StartupFailed, ready_runner
+from lerobot_ros.server.sessions.capacity_model import ServiceCurve
+from lerobot_ros.server.sessions.capacity_gate import CapacityGate
 from lerobot_ros.server.duplicate_check import live_server_heard
-from lerobot_ros.server.pipeline import admission_workers, build_worker
+from lerobot_ros.server.requests.pipeline import admission_workers, build_worker
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
-from lerobot_ros.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
+from lerobot_ros.protocol.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
 
 NODE_NAME = "lerobot"
 

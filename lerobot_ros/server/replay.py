@@ -24,11 +24,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lerobot_ros.wire.data_plane import observation_from_record
-from lerobot_ros.server.capture import read_capture
-from lerobot_ros.server.request_path import RequestHandler
-from lerobot_ros.server.scheduler import Ready
-from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.protocol.wire.data_plane import observation_from_record
+from lerobot_ros.server.observability.capture import read_capture
+from lerobot_ros.server.requests.request_path import RequestHandler
+from lerobot_ros.server.requests.scheduler import Ready
+from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 
 
 def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task: str = "") -> dict:
@@ -75,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server's torch_threads (default: the server's default): a forward summed over "
                              "another thread count can differ in the last bit")
     args = parser.parse_args(argv)
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
-    from lerobot_ros.server.model_threads import use_torch_threads
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
+    from lerobot_ros.server.policy.model_threads import use_torch_threads
 
     use_torch_threads(args.torch_threads)
 

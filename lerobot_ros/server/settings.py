@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from lerobot_ros.contract import MAX_IMAGE_BYTES
-from lerobot_ros.parameters import (
+from lerobot_ros.protocol.contract import MAX_IMAGE_BYTES
+from lerobot_ros.node_shell.parameters import (
     BOOL,
     FLOAT,
     INTEGER,
@@ -31,7 +31,7 @@ from lerobot_ros.parameters import (
     ros_name_segment,
     settings_dataclass,
 )
-from lerobot_ros.server.policy_families import DTYPES, EXCLUSIVE, SHARED
+from lerobot_ros.server.policy.policy_families import DTYPES, EXCLUSIVE, SHARED
 
 SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
 #: torch.compile of the policy's forward: none, or one of torch's modes (all but "default" are inductor's own).

@@ -4,7 +4,7 @@ Invariant: the latest command wins, as with ros2_control's controllers: an
 untimed command is the target at once, a timed one is followed point by point
 on the receiver's clock the way joint_trajectory_controller does. Reading
 commands out of their messages (by joint name where the message names its
-joints) is each output mode's job: see ``lerobot_ros.wire.output_modes``.
+joints) is each output mode's job: see ``lerobot_ros.protocol.wire.output_modes``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lerobot_ros.wire.output_modes import JointCommand
+from lerobot_ros.protocol.wire.output_modes import JointCommand
 
 
 def linear(fraction: float) -> float:

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE, VLM_DIR
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE, VLM_DIR
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, HOME_POSE, SO101_JOINT_NAMES
 
 DEFAULT_FPS = 30.0
@@ -229,7 +229,7 @@ def build_smolvla_checkpoint(
     RTC-capable (flow matching, 10 denoising steps). Its VLM config,
     processor and tokenizer are generated in ``directory/vlm`` (see
     ``build_tiny_vlm``); config.json and policy_preprocessor.json record that
-    folder's absolute path, which ``lerobot_ros.server.checkpoint.load_policy``
+    folder's absolute path, which ``lerobot_ros.server.policy.checkpoint.load_policy``
     re-points at the folder inside the checkpoint, so the checkpoint can be
     moved. Nothing is downloaded.
     """

@@ -4,7 +4,7 @@ ROS entities (in the node's namespace):
   joint_states                                sensor_msgs/JointState       (pub, rate_hz)
   <camera_topics[i]>                          sensor_msgs/Image or CompressedImage (pub, camera_rate_hz)
   <sim_topic of every output mode>            that mode's message (sub), e.g. forward_position_controller/commands
-                                              std_msgs/Float64MultiArray; see lerobot_ros.wire.output_modes
+                                              std_msgs/Float64MultiArray; see lerobot_ros.protocol.wire.output_modes
   ~/status                                    lerobot_ros/TaskStatus (pub, 10 Hz and at every episode start/end)
   forward_position_controller/commands        (pub, 30 Hz, only with ``expert``: the scripted expert's commands)
   robot_description                           std_msgs/String (pub once, transient local: the arm's URDF)
@@ -28,11 +28,11 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from lerobot_ros.wire import images
+from lerobot_ros.protocol.wire import images
 from lerobot_ros.msg import TaskStatus
-from lerobot_ros.node_support import NodeStartupError, declare_settings, run_node
-from lerobot_ros.wire.output_modes import OUTPUT_MODES, OutputMode
-from lerobot_ros.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS, TF_QOS
+from lerobot_ros.node_shell.node_support import NodeStartupError, declare_settings, run_node
+from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES, OutputMode
+from lerobot_ros.protocol.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS, TF_QOS
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
 from lerobot_ros.sim.command_input import CommandFollower
 from lerobot_ros.sim.description import ArmDescription, cube_transform

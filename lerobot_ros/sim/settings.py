@@ -7,8 +7,8 @@ the same names and defaults (a test checks both). Plain Python (no rclpy).
 
 from __future__ import annotations
 
-from lerobot_ros.wire.images import CAMERA_TRANSPORTS
-from lerobot_ros.parameters import (
+from lerobot_ros.protocol.wire.images import CAMERA_TRANSPORTS
+from lerobot_ros.node_shell.parameters import (
     BOOL,
     FLOAT,
     INTEGER,

@@ -17,7 +17,7 @@ import argparse
 import rclpy
 from std_msgs.msg import Float64MultiArray
 
-from lerobot_ros.qos import COMMAND_QOS
+from lerobot_ros.protocol.qos import COMMAND_QOS
 from lerobot_ros.standins.bounded_spin import spin_then_exit
 
 

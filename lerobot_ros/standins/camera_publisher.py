@@ -17,9 +17,9 @@ import numpy as np
 import rclpy
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.qos import SENSOR_QOS
+from lerobot_ros.protocol.qos import SENSOR_QOS
 from lerobot_ros.standins.bounded_spin import spin_then_exit
-from lerobot_ros.wire import images
+from lerobot_ros.protocol.wire import images
 
 
 def scene(height: int, width: int, seed: int) -> np.ndarray:

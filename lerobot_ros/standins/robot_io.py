@@ -30,12 +30,12 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from lerobot_ros.executor.observation_assembly import received_monotonic_s
-from lerobot_ros.qos import COMMAND_QOS, SENSOR_QOS
+from lerobot_ros.protocol.clocks import received_monotonic_s
+from lerobot_ros.protocol.qos import COMMAND_QOS, SENSOR_QOS
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.standins.bounded_spin import spin_then_exit
-from lerobot_ros.wire import images
-from lerobot_ros.wire.output_modes import OUTPUT_MODES
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES
 
 #: Measured positions in SO-101 order (distinct, so a mis-mapping shows).
 POSITIONS = (0.11, -0.52, 0.83, 0.34, -0.05, 0.26)

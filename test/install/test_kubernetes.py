@@ -205,7 +205,7 @@ def test_the_server_reads_the_mounted_parameter_files_in_order(rendered):
 
 
 def test_the_probes_ask_the_servers_real_endpoints_what_they_mean(rendered):
-    from lerobot_ros.server.http_endpoint import LIVENESS_PATH, READINESS_PATH, HealthEndpoint, HealthSnapshot
+    from lerobot_ros.server.observability.http_endpoint import LIVENESS_PATH, READINESS_PATH, HealthEndpoint, HealthSnapshot
 
     container = server_container(rendered)
     files, _ = kubernetes_parameters(rendered)
@@ -349,7 +349,7 @@ def test_the_secrets_are_the_generated_files_and_the_acl_is_unchanged(rendered):
 
 def test_the_server_sessions_qos_names_a_namespaced_replicas_keys():
     zenoh = pytest.importorskip("zenoh")
-    from lerobot_ros import names
+    from lerobot_ros.protocol import names
 
     session = zenoh.Config.from_file(str(DEPLOY / "kubernetes/zenoh-session.json5"))
     rules = json.loads(session.get_json("qos/publication"))

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from support.ros import free_port
 
-from lerobot_ros import names
+from lerobot_ros.protocol import names
 from lerobot_ros.zenoh_deployment import issue, make_ca
 
 zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed: the ACL cannot be run in the engine")

@@ -9,7 +9,7 @@ import re
 import pytest
 from support.paths import REPO
 
-from lerobot_ros import names
+from lerobot_ros.protocol import names
 
 zenoh = pytest.importorskip("zenoh")
 

@@ -30,7 +30,7 @@ from support.doc_commands import block_run_by, without, words
 from support.paths import REPO
 from support.ros import free_port
 
-from lerobot_ros import names
+from lerobot_ros.protocol import names
 from lerobot_ros.json5_reader import read_json5
 
 zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed: the deployment cannot be run")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from std_msgs.msg import String
 from support.ros import spin_until
 
-from lerobot_ros.qos import LATCHED_QOS
+from lerobot_ros.protocol.qos import LATCHED_QOS
 from lerobot_ros.sim.arm import ArmConfig
 from lerobot_ros.sim.description import ArmDescription
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
-from lerobot_ros.contract import SCHEMA_VERSION
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
 from support.paths import PROCESSES
 
 sys.path.insert(0, str(PROCESSES))

@@ -186,8 +186,8 @@ class Shell:
 def walkthrough(act_checkpoint, tmp_path, ros_node):
     """The page run in order; yields what was seen. Everything started is stopped here, whatever failed."""
     from lerobot_ros.msg import ActionChunk
-    from lerobot_ros.qos import ACTION_CHUNK_QOS
-    from lerobot_ros.wire.output_modes import OUTPUT_MODES
+    from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS
+    from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES
 
     tag = f"{os.getpid()}"
     names = Names(robot=f"my_arm_{tag}", server=f"walkthrough_{tag}")
@@ -349,7 +349,7 @@ def test_the_walkthrough_serves_a_checkpoint_without_sidecar_to_a_robot_with_its
 
 def test_the_server_parameters_win_over_the_sidecar_the_page_writes(act_checkpoint, tmp_path):
     # Section 2's "which wins", on the sidecar its block writes: the parameter's names and fps replace the file's.
-    from lerobot_ros.server.checkpoint import load_policy
+    from lerobot_ros.server.policy.checkpoint import load_policy
 
     checkpoint = copy_without_sidecar(act_checkpoint, tmp_path / "pretrained_model")
     block = next(block for block in RUN_BLOCKS if "lerobot_ros.json" in block.body)

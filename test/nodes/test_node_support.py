@@ -7,8 +7,8 @@ import rclpy
 from rclpy.parameter import Parameter as RosParameter
 
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.node_support import DeclaredParameters, NodeStartupError, declare_settings, parameter_table
-from lerobot_ros.parameters import FLOAT_LIST, INTEGER, STRING_LIST, Parameter, in_range, settings_dataclass
+from lerobot_ros.node_shell.node_support import DeclaredParameters, NodeStartupError, declare_settings, parameter_table
+from lerobot_ros.node_shell.parameters import FLOAT_LIST, INTEGER, STRING_LIST, Parameter, in_range, settings_dataclass
 
 TABLE = (
     Parameter("names", STRING_LIST, [""], "ordered names"),

@@ -6,7 +6,7 @@ import sys
 import pytest
 from support.ros import spin_until
 
-from lerobot_ros.wire import control_plane
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.processes import run_handshake
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -173,7 +173,7 @@ def test_invalid_parameters_are_all_reported_before_loading():
 def test_cuda_requested_without_cuda_is_a_clear_error(act_checkpoint):
     import torch
 
-    from lerobot_ros.server.checkpoint import CheckpointError, load_policy
+    from lerobot_ros.server.policy.checkpoint import CheckpointError, load_policy
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 

@@ -27,12 +27,12 @@ from support.servers import start_server
 from sensor_msgs.msg import Image
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import RobotDeclaration, handshake
-from lerobot_ros.executor.pending_request import PendingRequest
-from lerobot_ros.executor.server_link import RosServerLink
+from lerobot_ros.executor.session.handshake import RobotDeclaration, handshake
+from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.executor.session.server_link import RosServerLink
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
-from lerobot_ros.parameters import defaults
-from lerobot_ros.server.inference import request_noise_seed
+from lerobot_ros.node_shell.parameters import defaults
+from lerobot_ros.server.policy.inference import request_noise_seed
 from lerobot_ros.sim.default_policy import VLM_DIR
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES
 
@@ -370,7 +370,7 @@ def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_ser
     import subprocess
     import sys
 
-    from lerobot_ros.server.capture import read_capture
+    from lerobot_ros.server.observability.capture import read_capture
 
     _run_both(rtc_server, smolvla_checkpoint, "replayed", jpeg_quality=0)
     # The server writes a capture record just after publishing its chunk.

@@ -11,11 +11,11 @@ from support.servers import start_server
 from support.policies import write_unservable_checkpoint
 from support.robot_client import RobotClient
 
-from lerobot_ros.wire import control_plane
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.msg import ActionChunk, ServerStatus
 from lerobot_ros.processes import stop
-from lerobot_ros.server.checkpoint import load_policy
-from lerobot_ros.server.policy_families import UnsupportedPolicyError
+from lerobot_ros.server.policy.checkpoint import load_policy
+from lerobot_ros.server.policy.policy_families import UnsupportedPolicyError
 from lerobot_ros.srv import OpenSession
 
 

@@ -16,7 +16,7 @@ from support.robot_client import RobotClient, call
 from support.ros import spin_until
 from support.servers import spawn_server
 
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.processes import stop
 from lerobot_ros.srv import GetStatus

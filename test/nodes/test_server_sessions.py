@@ -16,7 +16,7 @@ from support.jsonl import read_jsonl
 from support.ros import call_service, spin_until
 from support.robot_client import RobotClient
 
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.srv import OpenSession
@@ -174,7 +174,7 @@ def _metric(policy_server, name: str) -> float:
 def test_a_standby_session_outwaits_the_timeouts_and_its_first_observation_promotes_it(robots, ros_node,
                                                                                           policy_server):
     from lerobot_ros.msg import ServerStatus
-    from lerobot_ros.qos import STATUS_QOS
+    from lerobot_ros.protocol.qos import STATUS_QOS
     from lerobot_ros.srv import GetStatus
 
     def standbys() -> int:
@@ -241,7 +241,7 @@ def test_audit_log_has_one_line_per_request(robots, policy_server):
 def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node):
     from diagnostic_msgs.msg import DiagnosticArray
 
-    from lerobot_ros.server.capture import read_capture
+    from lerobot_ros.server.observability.capture import read_capture
 
     robot = robots("observed_arm")
     assert robot.open().accepted
@@ -281,7 +281,7 @@ def test_a_capture_replays_offline_to_the_same_actions(robots, policy_server, ac
     for seq in range(3):
         robot.request(robot.observation(seq, state=np.full(6, 0.1 * seq)))
     robot.request(robot.observation(3, state=np.zeros(2)))  # rejected: skipped by the replay
-    from lerobot_ros.server.capture import read_capture
+    from lerobot_ros.server.observability.capture import read_capture
 
     def captured() -> int:  # the capture line is written just after the chunk is published
         return sum(record["request"]["client_id"] == "replayed_arm" for record in read_capture(policy_server.capture))

@@ -10,9 +10,9 @@ from sensor_msgs.msg import CompressedImage, JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from lerobot_ros.wire import images
+from lerobot_ros.protocol.wire import images
 from lerobot_ros.processes import spawn_node, stop
-from lerobot_ros.qos import LATCHED_QOS, TF_QOS
+from lerobot_ros.protocol.qos import LATCHED_QOS, TF_QOS
 from lerobot_ros.sim.description import CUBE_FRAME, ArmDescription
 from lerobot_ros.sim.so101 import HOME_POSE, SO101_JOINT_NAMES
 from lerobot_ros.sim.tf_messages import tf_message_type

@@ -23,7 +23,7 @@ import numpy as np
 import rclpy
 
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 

@@ -5,7 +5,7 @@
 Each case below is built as the real generated message (lerobot_ros.msg and
 the standard message packages), its values are written back from that
 message (every field, so the file needs no default rules), and its expected
-MAC is computed by the product, ``lerobot_ros.wire.data_plane.integrity.mac_of``,
+MAC is computed by the product, ``lerobot_ros.protocol.wire.data_plane.integrity.mac_of``,
 on the message rebuilt from those very JSON values. The bytes the product
 feeds the HMAC (after the key) are recorded too, as ``hashed_bytes_hex``, so an
 implementer can diff its own walk byte by byte.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from protocol_vectors import VECTORS, message_class, to_message, to_values  # noqa: E402
 
-from lerobot_ros.wire.data_plane import integrity  # noqa: E402
+from lerobot_ros.protocol.wire.data_plane import integrity  # noqa: E402
 
 
 def f32(x: float) -> float:

@@ -1,4 +1,4 @@
-"""The product's MAC (lerobot_ros.wire.data_plane.integrity) against the vectors and the independent implementation.
+"""The product's MAC (lerobot_ros.protocol.wire.data_plane.integrity) against the vectors and the independent implementation.
 
 Each case of docs/protocol_mac_vectors.json is built as the real generated
 message: ``mac_of`` must give the expected MAC and ``verify`` accept it; a
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import independent_mac  # noqa: E402
 from protocol_vectors import load_cases, message_class, to_message, to_values  # noqa: E402
 
-from lerobot_ros.wire.data_plane import integrity  # noqa: E402
+from lerobot_ros.protocol.wire.data_plane import integrity  # noqa: E402
 
 CASES = load_cases()
 SIGNED = [case for case in CASES if case["type"] in ("lerobot_ros/msg/Observation", "lerobot_ros/msg/ActionChunk")]

@@ -35,11 +35,11 @@ from sensor_msgs.msg import Image
 from support.executor_harness import CAPABILITIES, JOINTS, connected, feed
 from support.request_harness import Harness
 
-from lerobot_ros.contract import SCHEMA_VERSION
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import RequestLimits
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import RequestLimits
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.executor.session_client import deliver_chunk
+from lerobot_ros.executor.session.session_client import deliver_chunk
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -529,7 +529,7 @@ def test_malformed_chunks_are_dropped_with_their_reason_and_the_real_answer_stil
 
 
 def test_a_forged_chunk_cannot_make_the_drop_reason_arbitrarily_long():
-    from lerobot_ros.executor.chunks import MAX_DROP_EXPLANATION_CHARS
+    from lerobot_ros.executor.requests.answer_rules import MAX_DROP_EXPLANATION_CHARS
 
     clock, core, prepared = _executor()
     _deliver(core, _chunk_msg(prepared.request, GOOD, status=ActionChunk.STATUS_REJECTED, error="e" * 1_000_000))
@@ -733,7 +733,7 @@ class Forger:
     observations at once (before the server can) with a forged chunk."""
 
     def __init__(self, node, client_id: str) -> None:
-        from lerobot_ros.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+        from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 
         self.node, self.sent = node, {kind: 0 for kind in FORGED_KINDS}
         self.active = False

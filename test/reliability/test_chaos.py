@@ -34,11 +34,11 @@ from support.reliability_log import record
 
 from rclpy.action import ActionClient
 
-from lerobot_ros.wire import control_plane
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.action import RunPolicy
 from lerobot_ros.msg import ActionChunk, ExecutorStatus, ServerStatus
 from lerobot_ros.processes import stop
-from lerobot_ros.qos import ACTION_CHUNK_QOS
+from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 CHAOS_SERVER = "lerobot_chaos"

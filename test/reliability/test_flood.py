@@ -17,7 +17,7 @@ from support.reliability_log import record
 from support.ros import call_service, spin_until
 
 from lerobot_ros.msg import Observation, ServerStatus
-from lerobot_ros.qos import STATUS_QOS
+from lerobot_ros.protocol.qos import STATUS_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import OpenSession
 

@@ -33,7 +33,7 @@ from support.reliability_log import record
 from support.robot_client import RobotClient
 from support.request_harness import Harness
 
-from lerobot_ros.wire.data_plane import chunk_from_msg, observation_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk
 
 CATEGORY = "isolation"
@@ -42,8 +42,8 @@ ROBOTS = ("iso_left", "iso_middle", "iso_right", "iso_far")
 
 
 def _offline_runner(checkpoint: Path):
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
 
     return PolicyRunner(load_policy(str(checkpoint), device="cpu"))
 
@@ -223,7 +223,7 @@ def test_the_relative_checkpoint_really_carries_linked_stateful_steps(relative_c
     relative = next(step for step in loaded.preprocessor.steps if type(step).__name__ == "RelativeActionsProcessorStep")
     absolute = next(step for step in loaded.postprocessor.steps if isinstance(step, AbsoluteActionsProcessorStep))
     assert relative.enabled and absolute.enabled and absolute.relative_step is relative
-    from lerobot_ros.server.policy_seam import SessionProcessors
+    from lerobot_ros.server.policy.policy_seam import SessionProcessors
 
     harness = Harness(runner)
     msg = harness.observation(state=np.full(6, 0.3, np.float32))

@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from support.reliability_log import record
 from support.robot_client import RobotClient, call
 
-from lerobot_ros.contract import SCHEMA_VERSION
-from lerobot_ros import names
-from lerobot_ros.contract import CLIENT_ID_PATTERN, OpenRequest
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
+from lerobot_ros.protocol import names
+from lerobot_ros.protocol.contract import CLIENT_ID_PATTERN, OpenRequest
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.admission import Refusal, ServerLoad, admit
+from lerobot_ros.server.sessions.open_checks import Refusal, ServerLoad, admit
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 
@@ -146,7 +146,7 @@ def test_the_package_has_no_pickle_marshal_or_eval_path():
 # --------------------------------------------------- invalid client ids (admission)
 
 def _capabilities():
-    from lerobot_ros.contract import CameraSpec, ServerCapabilities
+    from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
 
     return ServerCapabilities(
         model_id="m", model_fingerprint="f" * 16, policy_type="act", action_names=tuple(SO101_JOINT_NAMES),
@@ -224,7 +224,7 @@ def test_oversize_open_session_fields_are_refused_before_they_are_compared_or_ec
 
 
 def test_shown_bounds_what_a_message_or_log_line_echoes():
-    from lerobot_ros.contract import MAX_ID_CHARS, shown
+    from lerobot_ros.protocol.contract import MAX_ID_CHARS, shown
 
     assert shown("arm_1") == "'arm_1'"
     long = shown("x" * 1_000_000)

@@ -11,16 +11,16 @@ from __future__ import annotations
 import numpy as np
 from sensor_msgs.msg import Image
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.wire.data_plane import ReceivedChunk, RequestId
-from lerobot_ros.executor.chunks import ValidatedModel
+from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
+from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
-from lerobot_ros.executor.status_round import ask_all
-from lerobot_ros.executor.worker import NetworkWorker
-from lerobot_ros.parameters import defaults
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
+from lerobot_ros.node_shell.parameters import defaults
 
 JOINTS = ("a", "b", "c")
 CAMERA = "observation.images.front"

@@ -20,7 +20,7 @@ from support.ros import spin_until
 
 from lerobot_ros.msg import ExecutorStatus
 from lerobot_ros.processes import spawn_node, stop
-from lerobot_ros.qos import STATUS_QOS
+from lerobot_ros.protocol.qos import STATUS_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.standins.robot_io import POSITIONS
 

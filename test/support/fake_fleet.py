@@ -10,10 +10,10 @@ import numpy as np
 from support.executor_harness import CAMERA, CAPABILITIES, JOINTS, Clock, chunk, feed, settings
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
-from lerobot_ros.executor.status_round import ask_all
-from lerobot_ros.executor.worker import NetworkWorker
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
 
 ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 

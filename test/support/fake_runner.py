@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.server.policy_seam import InferenceResult, SessionProcessors
+from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.server.policy.policy_seam import InferenceResult, SessionProcessors
 from lerobot_ros.sim.so101 import FRONT_CAMERA
 
 GATE_TIMEOUT_S = 10.0

@@ -10,19 +10,19 @@ import time
 
 import numpy as np
 
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import RequestId, RequestLimits, OutgoingObservation, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import RequestId, RequestLimits, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.request_path import RequestHandler
-from lerobot_ros.server.scheduler import Ready
-from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.server.requests.request_path import RequestHandler
+from lerobot_ros.server.requests.scheduler import Ready
+from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 from lerobot_ros.sim.so101 import FRONT_CAMERA
 
 
 def act_runner(checkpoint):
     """A PolicyRunner on the CPU for ``checkpoint``."""
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
 
     return PolicyRunner(load_policy(str(checkpoint), device="cpu"))
 

@@ -13,10 +13,10 @@ import time
 import numpy as np
 from support.ros import spin_until
 
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
-from lerobot_ros.executor.session_client import SessionClient, grant_of
+from lerobot_ros.executor.session.session_client import SessionClient, grant_of
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 

@@ -75,7 +75,7 @@ def heartbeats_and_servers(ros_node, namespaces):
     running is stopped, whatever the test did."""
     from lerobot_ros.msg import ServerStatus
     from lerobot_ros.processes import stop
-    from lerobot_ros.qos import STATUS_QOS
+    from lerobot_ros.protocol.qos import STATUS_QOS
 
     heartbeats: dict = {}
     servers: dict = {}

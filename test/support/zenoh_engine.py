@@ -18,7 +18,7 @@ import time
 import zenoh
 from support.paths import REPO
 
-from lerobot_ros import names
+from lerobot_ros.protocol import names
 
 CONFIG_DIR = REPO / "config" / "zenoh"
 HASH = "RIHS01_" + "cd" * 32

@@ -46,7 +46,7 @@ import pytest
 from support.doc_commands import GENERATED, blocks, inline_commands, is_complete, page_name, pages
 from support.paths import REPO
 
-from lerobot_ros.node_support import parameter_shorthand
+from lerobot_ros.node_shell.node_support import parameter_shorthand
 
 PAGES = [page for page in pages() if page_name(page) not in GENERATED]
 NODE_EXECUTABLES = ("policy_server_node", "chunk_executor_node", "sim_robot_node", "episode_recorder_node")

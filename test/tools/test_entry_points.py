@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lerobot_ros.node_support import parameter_shorthand
+from lerobot_ros.node_shell.node_support import parameter_shorthand
 
 
 def test_name_value_arguments_before_ros_args_are_parameters():

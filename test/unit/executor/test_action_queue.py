@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.action_queue import ActionQueue
+from lerobot_ros.executor.control.action_queue import ActionQueue
 
 DIM = 3
 

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.chunks import InFlight, rejection
-from lerobot_ros.wire.data_plane import RequestId
+from lerobot_ros.executor.requests.answer_rules import InFlight, rejection
+from lerobot_ros.protocol.wire.data_plane import RequestId
 from support.executor_harness import MODEL, chunk
 
 

@@ -6,7 +6,7 @@ import pytest
 from sensor_msgs.msg import Image
 
 from lerobot_ros.executor.core import request_due
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import CAMERA, connected, counts, feed
 
 
@@ -66,7 +66,7 @@ def test_server_rejections_are_counted_apart_from_timeouts_and_their_reason_is_r
 
 
 def test_telemetry_fills_every_status_field():
-    from lerobot_ros.wire import control_plane
+    from lerobot_ros.protocol.wire import control_plane
 
     clock, core, link, worker = connected()
     feed(core, clock)

@@ -16,15 +16,15 @@ import numpy as np
 from support.executor_harness import CAPABILITIES, Clock, chunk, counts, feed, settings
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.discovery import (HEARTBEAT_TYPE, FleetSpec, ReplicaDiscovery, fleet_problem, fleet_spec,
+from lerobot_ros.executor.fleet.discovery import (HEARTBEAT_TYPE, FleetSpec, ReplicaDiscovery, fleet_problem, fleet_spec,
                                             heartbeat_topics, servers_in)
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
-from lerobot_ros.executor.replicas import NONE_FOUND
-from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.status_round import ask_all
-from lerobot_ros.executor.worker import NetworkWorker
-from lerobot_ros.parameters import InvalidParameters
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.fleet.replicas import NONE_FOUND
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
+from lerobot_ros.node_shell.parameters import InvalidParameters
 
 ROBOT = RobotDeclaration(CAPABILITIES.action_names, (CAPABILITIES.cameras[0].name,), 3)
 EXECUTOR_STATUS = "lerobot_ros/msg/ExecutorStatus"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lerobot_ros.executor.lifecycle import ExecutorLifecycle
-from lerobot_ros.node_support import TransitionFailed
+from lerobot_ros.node_shell.node_support import TransitionFailed
 
 STEPS = ("read_settings", "connect", "create_entities", "start_streaming", "hold", "close_session", "resume",
          "stop_streaming", "destroy_entities", "forget_settings")

@@ -21,27 +21,27 @@ def imported_heavy_modules(*modules: str) -> list[str]:
 def test_executor_code_path_imports_neither_torch_nor_lerobot():
     assert imported_heavy_modules(
         "lerobot_ros.executor.node",
-        "lerobot_ros.executor.handshake",
+        "lerobot_ros.executor.session.handshake",
         "lerobot_ros.executor.settings",
-        "lerobot_ros.executor.observation_assembly",
-        "lerobot_ros.executor.pending_request",
-        "lerobot_ros.executor.session_state",
-        "lerobot_ros.executor.session_verbs",
-        "lerobot_ros.executor.goal_steps",
-        "lerobot_ros.executor.handshake_types",
-        "lerobot_ros.executor.chunks",
-        "lerobot_ros.wire.output_modes",
-        "lerobot_ros.statistics",
+        "lerobot_ros.executor.requests.observation_assembly",
+        "lerobot_ros.executor.requests.pending_request",
+        "lerobot_ros.executor.session.session_state",
+        "lerobot_ros.executor.session.session_verbs",
+        "lerobot_ros.executor.goals.goal_steps",
+        "lerobot_ros.executor.session.handshake_types",
+        "lerobot_ros.executor.requests.answer_rules",
+        "lerobot_ros.protocol.wire.output_modes",
+        "lerobot_ros.protocol.statistics",
         "lerobot_ros.executor.core",
-        "lerobot_ros.executor.worker",
-        "lerobot_ros.executor.server_link",
-        "lerobot_ros.executor.session_client",
-        "lerobot_ros.wire.data_plane",
-        "lerobot_ros.wire.images",
-        "lerobot_ros.qos",
-        "lerobot_ros.telemetry",
-        "lerobot_ros.wire",
-        "lerobot_ros.contract",
+        "lerobot_ros.executor.requests.network_worker",
+        "lerobot_ros.executor.session.server_link",
+        "lerobot_ros.executor.session.session_client",
+        "lerobot_ros.protocol.wire.data_plane",
+        "lerobot_ros.protocol.wire.images",
+        "lerobot_ros.protocol.qos",
+        "lerobot_ros.protocol.telemetry",
+        "lerobot_ros.protocol.wire",
+        "lerobot_ros.protocol.contract",
         "lerobot_ros.msg",
         "lerobot_ros.srv",
     ) == []
@@ -49,4 +49,4 @@ def test_executor_code_path_imports_neither_torch_nor_lerobot():
 
 def test_the_check_itself_sees_torch_when_the_server_side_is_imported():
     # Guards the test above against passing vacuously.
-    assert "torch" in imported_heavy_modules("lerobot_ros.server.checkpoint")
+    assert "torch" in imported_heavy_modules("lerobot_ros.server.policy.checkpoint")

@@ -10,9 +10,10 @@ import threading
 
 import pytest
 
-from lerobot_ros.executor.goal_steps import HOLD_GOAL, GoalSteps, action_verdict
-from lerobot_ros.executor.goals import GoalRequest, GoalResult, Progress, Termination
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.goals.goal_steps import HOLD_GOAL, GoalSteps, action_verdict
+from lerobot_ros.executor.goals.goal_runs import GoalRequest, GoalResult, Progress
+from lerobot_ros.protocol.status import Termination
+from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import connected, counts, feed
 
 

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from lerobot_ros.executor.goals import KEPT_RESULTS, GoalBook, GoalRequest, Progress, Termination
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.goals.goal_runs import KEPT_RESULTS, GoalBook, GoalRequest, Progress
+from lerobot_ros.protocol.status import Termination
+from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import connected, feed
 
 

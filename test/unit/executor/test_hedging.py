@@ -12,17 +12,17 @@ import pytest
 from support.executor_harness import CAPABILITIES, chunk, counts, feed
 from support.fake_fleet import ROBOT, fleet, serve
 
-from lerobot_ros.executor.chunks import InFlight, ValidatedModel
+from lerobot_ros.executor.requests.answer_rules import InFlight, ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
-from lerobot_ros.executor.hedging import MIN_SAMPLES, hedge_allowance_s, hedge_deadline_s
-from lerobot_ros.executor.standby_keeper import arm_standby
-from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.status_round import ask_all
-from lerobot_ros.executor.trigger import request_threshold_s
-from lerobot_ros.executor.worker import NetworkWorker
-from lerobot_ros.wire.data_plane import RequestId
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.fleet.hedging import MIN_SAMPLES, hedge_allowance_s, hedge_deadline_s
+from lerobot_ros.executor.fleet.standby_keeper import arm_standby
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.protocol.trigger import request_threshold_s
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
+from lerobot_ros.protocol.wire.data_plane import RequestId
 
 CAPABILITIES_MODEL = ValidatedModel.of(CAPABILITIES)
 

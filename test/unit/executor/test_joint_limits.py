@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lerobot_ros.executor.joint_limits import limits_problem, urdf_limits
+from lerobot_ros.executor.control.joint_limits import limits_problem, urdf_limits
 from lerobot_ros.launch_plan import robot_plan
 from lerobot_ros.sim.arm import ArmConfig
 from lerobot_ros.sim.description import ArmDescription

@@ -9,7 +9,7 @@ import pytest
 from sensor_msgs.msg import Image
 from support.executor_harness import CAMERA, JOINTS, connected, settings
 
-from lerobot_ros.executor.joint_mapping import JointMapping, mapping_problem
+from lerobot_ros.executor.control.joint_mapping import JointMapping, mapping_problem
 
 DEGREES = 180.0 / math.pi
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from lerobot_ros.executor.latency import WindowedLatencyTracker, control_steps
-from lerobot_ros.statistics import WindowedDurations
-from lerobot_ros.telemetry import ServerStats
+from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
+from lerobot_ros.protocol.statistics import WindowedDurations
+from lerobot_ros.protocol.telemetry import ServerStats
 
 
 def test_empty_tracker_reports_zero():

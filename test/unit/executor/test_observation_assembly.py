@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.executor.observation_assembly import JointStateError, NotSent, ObservationAssembler, map_joint_state
+from lerobot_ros.executor.requests.observation_assembly import JointStateError, NotSent, ObservationAssembler, map_joint_state
 from support.executor_harness import CAMERA, JOINTS
 
 

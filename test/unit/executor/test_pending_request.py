@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.action_queue import QueueSnapshot
-from lerobot_ros.executor.observation_assembly import ObservationAssembler
-from lerobot_ros.executor.pending_request import PendingRequest
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import RequestId, observation_to_msg
+from lerobot_ros.executor.control.action_queue import QueueSnapshot
+from lerobot_ros.executor.requests.observation_assembly import ObservationAssembler
+from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import RequestId, observation_to_msg
 from support.executor_harness import CAMERA, JOINTS
 
 

@@ -12,9 +12,9 @@ import pytest
 from support.executor_harness import CAPABILITIES, counts
 from support.fake_fleet import ROBOT, fleet, serve
 
-from lerobot_ros.executor.handshake_types import ServerView
-from lerobot_ros.executor.rebalancing import Load, decide, moves_needed, next_look_s, rebalance_once
-from lerobot_ros.executor.standby_keeper import arm_standby
+from lerobot_ros.executor.session.handshake_types import ServerView
+from lerobot_ros.executor.fleet.rebalancing import Load, decide, moves_needed, next_look_s, rebalance_once
+from lerobot_ros.executor.fleet.standby_keeper import arm_standby
 
 
 def view(sessions: int, standbys: int = 0, max_sessions: int = 0, headroom: int = -1, p95_ms: float = 0.0,

@@ -6,12 +6,12 @@ import dataclasses
 
 from support.executor_harness import JOINTS, CAMERA, FakeLink, connected, counts, feed
 
-from lerobot_ros.executor import recovery
-from lerobot_ros.executor.goal_steps import GoalSteps
-from lerobot_ros.executor.goals import GoalRequest
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration
-from lerobot_ros.executor.state_machine import ExecutorState as S
+from lerobot_ros.executor.session import recovery
+from lerobot_ros.executor.goals.goal_steps import GoalSteps
+from lerobot_ros.executor.goals.goal_runs import GoalRequest
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration
+from lerobot_ros.executor.control.state_machine import ExecutorState as S
 
 ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 

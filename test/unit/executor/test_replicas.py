@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from support.executor_harness import CAMERA, CAPABILITIES, JOINTS, Clock, chunk, counts, feed, settings
 
-from lerobot_ros.executor.chunks import ValidatedModel
+from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.handshake import handshake
-from lerobot_ros.executor.handshake_types import RobotDeclaration, ServerView, SessionGrant
-from lerobot_ros.executor.replicas import choose
-from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.status_round import ask_all
-from lerobot_ros.executor.worker import NetworkWorker
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.fleet.replicas import choose
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
 
 ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 OTHER_MODEL = dataclasses.replace(CAPABILITIES, model_fingerprint="e" * 16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.executor_harness import connected, feed
 
-from lerobot_ros.parameters import runtime_change
+from lerobot_ros.node_shell.parameters import runtime_change
 
 
 def streaming():

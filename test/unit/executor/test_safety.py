@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.safety import SafetyEnvelope
+from lerobot_ros.executor.control.safety import SafetyEnvelope
 
 JOINTS = ("shoulder", "elbow", "wrist")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.executor.handshake_types import SessionGrant
-from lerobot_ros.executor.session_state import REOPEN_AT_IDLE_SHARE, Heard, SessionState
+from lerobot_ros.protocol.contract import ServerCapabilities
+from lerobot_ros.executor.session.handshake_types import SessionGrant
+from lerobot_ros.executor.session.session_state import REOPEN_AT_IDLE_SHARE, Heard, SessionState
 from support.executor_harness import CAPABILITIES
 
 REPLICAS = ("/a", "/b")

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.pending_request import PendingRequest
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import chunk, connected, counts, feed
 
 

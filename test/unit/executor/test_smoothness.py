@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.action_queue import ActionQueue
-from lerobot_ros.executor.smoothness import SmoothnessTracker
+from lerobot_ros.executor.control.action_queue import ActionQueue
+from lerobot_ros.executor.control.smoothness import SmoothnessTracker
 
 
 def _chunk(start: float, length: int = 6, step: float = 0.1) -> np.ndarray:

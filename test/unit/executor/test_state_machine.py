@@ -9,7 +9,7 @@ from support.paths import REPO
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.state_machine import (
+from lerobot_ros.executor.control.state_machine import (
     ExecutorState,
     FailSafe,
     FailSafeConfig,

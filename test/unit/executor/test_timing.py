@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-from lerobot_ros.wire import images
-from lerobot_ros.executor.control_loop import ControlLoop
-from lerobot_ros.executor.interpolation import Playback, Row, Segment, step_per_tick
-from lerobot_ros.executor.observation_assembly import received_monotonic_s
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.executor.control.control_loop import ControlLoop
+from lerobot_ros.executor.control.interpolation import Playback, Row, Segment, step_per_tick
+from lerobot_ros.protocol.clocks import received_monotonic_s
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
-from lerobot_ros.executor.state_machine import ExecutorState
-from lerobot_ros.executor.trigger import request_threshold_s
-from lerobot_ros.statistics import WindowedDurations
+from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.protocol.trigger import request_threshold_s
+from lerobot_ros.protocol.statistics import WindowedDurations
 from support.executor_harness import CAMERA, connected, counts, feed, params, settings
 
 HOLD = [0.1, 0.2, 0.3]  # what feed() measures, in joint order

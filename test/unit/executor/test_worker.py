@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from lerobot_ros.contract import ServerCapabilities
-from lerobot_ros.executor.state_machine import ExecutorState
+from lerobot_ros.protocol.contract import ServerCapabilities
+from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import CAPABILITIES, connected, counts, feed
 
 

@@ -15,7 +15,7 @@ from lerobot_ros.recording.trained_policy import (
     EVALUATION_TIMEOUT_S,
     evaluation_line,
 )
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from support.paths import REPO
 
@@ -29,7 +29,7 @@ def evaluation() -> dict:
 
 
 def test_it_loads_as_a_servable_rtc_policy_for_the_simulated_arm():
-    from lerobot_ros.server.checkpoint import load_policy
+    from lerobot_ros.server.policy.checkpoint import load_policy
 
     capabilities = load_policy(str(COMMITTED), device="cpu").capabilities
     assert capabilities.policy_type == "smolvla" and capabilities.rtc_supported and capabilities.rtc_enabled

@@ -8,7 +8,7 @@ import pytest
 
 from lerobot_ros.policy_names import EVALUATION_FILE, installed_trained_policy, trained_policy_path
 from lerobot_ros.recording.trained_policy import evaluation_line, install_trained_policy
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 
 EVALUATION = {"episodes": 50, "successes": 43, "success_rate": 0.86, "time_to_success_s_median": 2.41,
               "seed": 100, "task_timeout_s": 10.0}

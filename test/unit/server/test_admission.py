@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
-from lerobot_ros.server.admission import (
+from lerobot_ros.protocol.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
+from lerobot_ros.server.sessions.open_checks import (
     Refusal,
     ServerLoad,
     admit,

@@ -3,7 +3,7 @@ a fake clock, real audit records collected in a list."""
 
 import pytest
 
-from lerobot_ros.server.arrival_guard import FULL_LINES_PER_WINDOW, ArrivalGuard, FloodPolicy, Gate
+from lerobot_ros.server.sessions.flood_guard import FULL_LINES_PER_WINDOW, ArrivalGuard, FloodPolicy, Gate
 
 POLICY = FloodPolicy(refusals_per_s=5, close_after_s=2.0, backoff_initial_s=5.0, backoff_max_s=12.0, audit_window_s=10.0)
 

@@ -1,4 +1,4 @@
-"""lerobot_ros.server.audit: one whole JSON line per request, bounded on disk."""
+"""lerobot_ros.server.observability.audit: one whole JSON line per request, bounded on disk."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobot_ros.server.audit import AuditLog, default_audit_path
+from lerobot_ros.server.observability.audit import AuditLog, default_audit_path
 
 
 def _lines(path: Path) -> list[dict]:

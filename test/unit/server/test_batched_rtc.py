@@ -14,9 +14,9 @@ from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc import RTCConfig
 from lerobot.policies.rtc.modeling_rtc import RTCProcessor
 
-from lerobot_ros.contract import SCHEMA_VERSION
-from lerobot_ros.server import batched_rtc
-from lerobot_ros.server.batched_rtc import BatchedRTCProcessor, SamplePrefix, batched_rtc_kwargs
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
+from lerobot_ros.server.policy import batched_rtc
+from lerobot_ros.server.policy.batched_rtc import BatchedRTCProcessor, SamplePrefix, batched_rtc_kwargs
 
 CHUNK, DIM, HORIZON = 20, 6, 8
 
@@ -76,9 +76,9 @@ def test_mismatched_per_sample_inputs_are_refused_with_the_sizes():
 def test_smolvla_with_the_batched_processor_equals_lerobots_processor_at_batch_one(smolvla_checkpoint):
     import numpy as np
 
-    from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.protocol.wire.data_plane import ObservationFrame, RequestId
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
     from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA
 
     runner = PolicyRunner(load_policy(str(smolvla_checkpoint), device="cpu"), rtc_enabled=True, rtc_execution_horizon=10)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from support.request_harness import Harness
 
-from lerobot_ros.wire.data_plane import chunk_from_msg, observation_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk
 
 ACT_TOLERANCE = 1e-5
@@ -119,13 +119,13 @@ def test_a_failing_forward_pass_is_rerun_one_request_at_a_time(act, monkeypatch,
 
 @pytest.fixture(scope="module")
 def smolvla(smolvla_checkpoint):
-    from lerobot_ros.server.checkpoint import load_policy
+    from lerobot_ros.server.policy.checkpoint import load_policy
 
     return load_policy(str(smolvla_checkpoint), device="cpu")
 
 
 def _smolvla_harness(smolvla, rtc):
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.server.policy.inference import PolicyRunner
 
     runner = PolicyRunner(smolvla, rtc_enabled=rtc, rtc_execution_horizon=10, noise_seed=11)
     harness = Harness(runner)
@@ -218,9 +218,9 @@ def test_a_chunk_does_not_depend_on_its_batch_partners(smolvla):
 
 
 def test_exclusive_and_groot_policies_never_batch(act_checkpoint):
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
-    from lerobot_ros.server.policy_families import batches_across_sessions
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
+    from lerobot_ros.server.policy.policy_families import batches_across_sessions
 
     assert PolicyRunner(load_policy(str(act_checkpoint), device="cpu")).batchable
     assert not PolicyRunner(load_policy(str(act_checkpoint), device="cpu", serving_mode="exclusive")).batchable

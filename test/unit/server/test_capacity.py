@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from lerobot_ros.executor import trigger
+from lerobot_ros.protocol import trigger
 from lerobot_ros.executor.settings import PARAMETERS as EXECUTOR_PARAMETERS
-from lerobot_ros.server import capacity
-from lerobot_ros.server.capacity import (
+from lerobot_ros.server.sessions import capacity_model as capacity
+from lerobot_ros.server.sessions.capacity_model import (
     HEADROOM_SEARCH_LIMIT,
     UNKNOWN_HEADROOM,
     CapacityModel,

@@ -2,12 +2,12 @@
 
 import pytest
 
-from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities
-from lerobot_ros.server.admission import Refusal, ServerLoad
-from lerobot_ros.server.capacity import CapacityModel, ServiceCurve, SessionDemand
-from lerobot_ros.server.capacity_gate import CapacityGate, usable_cores
-from lerobot_ros.server.session_opening import decide_open
-from lerobot_ros.server.sessions import Session, SessionRegistry
+from lerobot_ros.protocol.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities
+from lerobot_ros.server.sessions.open_checks import Refusal, ServerLoad
+from lerobot_ros.server.sessions.capacity_model import CapacityModel, ServiceCurve, SessionDemand
+from lerobot_ros.server.sessions.capacity_gate import CapacityGate, usable_cores
+from lerobot_ros.server.sessions.session_opening import decide_open
+from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 from lerobot_ros.server.settings import ServerSettings
 
 NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")

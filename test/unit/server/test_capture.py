@@ -1,4 +1,4 @@
-"""lerobot_ros.server.capture: exact round trips, a hard bound on disk use,
+"""lerobot_ros.server.observability.capture: exact round trips, a hard bound on disk use,
 no pickling."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from lerobot_ros.server.capture import NDARRAY_EXT_CODE, CaptureError, CaptureWriter, encode_record, read_capture
+from lerobot_ros.server.observability.capture import NDARRAY_EXT_CODE, CaptureError, CaptureWriter, encode_record, read_capture
 
 
 def _segments(directory):

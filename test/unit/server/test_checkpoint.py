@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from lerobot_ros.server.checkpoint import CONTRACT_FILE, CheckpointError, fingerprint, load_policy
-from lerobot_ros.server.policy_families import EXCLUSIVE, SHARED, UnsupportedPolicyError, classify, resolve_serving
+from lerobot_ros.server.policy.checkpoint import CONTRACT_FILE, CheckpointError, fingerprint, load_policy
+from lerobot_ros.server.policy.policy_families import EXCLUSIVE, SHARED, UnsupportedPolicyError, classify, resolve_serving
 from lerobot_ros.sim.default_policy import build_act_checkpoint
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from lerobot_ros.server.client_topics import ClientTopics, ClientTopicTable
+from lerobot_ros.server.sessions.client_topics import ClientTopics, ClientTopicTable
 
 
 class FakeSubscription:

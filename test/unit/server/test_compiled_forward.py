@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from support.request_harness import Harness, act_runner
 
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 TOLERANCE = 1e-5
@@ -26,7 +26,7 @@ def compiled(act_checkpoint):
     """A freshly loaded ACT runner whose forward is compiled and warmed up, and the compilations the warm-up ran."""
     from torch._dynamo.utils import counters
 
-    from lerobot_ros.server.warmup import warm_up
+    from lerobot_ros.server.policy.warmup import warm_up
 
     runner = act_runner(act_checkpoint)
     runner.compile_forward("default", "aot_eager")

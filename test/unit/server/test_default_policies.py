@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from lerobot_ros.contract import SCHEMA_VERSION
-from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
-from lerobot_ros.server.checkpoint import load_policy
-from lerobot_ros.server.checkpoint_layout import VLM_DIR
-from lerobot_ros.server.inference import PolicyRunner
-from lerobot_ros.server.policy_families import SHARED
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
+from lerobot_ros.protocol.wire.data_plane import ObservationFrame, RequestId
+from lerobot_ros.server.policy.checkpoint import load_policy
+from lerobot_ros.protocol.checkpoint_layout import VLM_DIR
+from lerobot_ros.server.policy.inference import PolicyRunner
+from lerobot_ros.server.policy.policy_families import SHARED
 from lerobot_ros.sim import default_policy
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, HOME_POSE, SO101_JOINT_NAMES
@@ -156,9 +156,9 @@ def test_each_default_kind_is_cached_under_its_own_versioned_name(tmp_path, monk
 
 
 def test_warm_up_of_an_rtc_policy_runs_the_guidance_path(smolvla_checkpoint, monkeypatch):
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
-    from lerobot_ros.server.warmup import warm_up
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
+    from lerobot_ros.server.policy.warmup import warm_up
 
     runner = PolicyRunner(load_policy(str(smolvla_checkpoint), device="cpu"), rtc_enabled=True, rtc_execution_horizon=10)
     applied = []

@@ -1,4 +1,4 @@
-"""lerobot_ros.server.http_endpoint against a real socket on an ephemeral port."""
+"""lerobot_ros.server.observability.http_endpoint against a real socket on an ephemeral port."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from lerobot_ros.server.http_endpoint import PROMETHEUS_CONTENT_TYPE, HealthEndpoint, HealthSnapshot, Metric, render_prometheus
+from lerobot_ros.server.observability.http_endpoint import PROMETHEUS_CONTENT_TYPE, HealthEndpoint, HealthSnapshot, Metric, render_prometheus
 
 _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from lerobot_ros.server.model_threads import run_on_passing_thread
+from lerobot_ros.server.policy.model_threads import run_on_passing_thread
 from lerobot_ros.server.settings import ServerSettings
-from lerobot_ros.server.startup import StartupFailed, ready_runner
+from lerobot_ros.server.policy.startup import StartupFailed, ready_runner
 
 
 def _threads() -> int:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from lerobot_ros.msg import ActionChunk
-from lerobot_ros.server.pipeline import PipelinedWorker, PreparedQueue, admission_workers
-from lerobot_ros.server.scheduler import RoundRobinScheduler
-from lerobot_ros.server.worker import DRAINING
-from lerobot_ros.telemetry import ServerStats
+from lerobot_ros.server.requests.pipeline import PipelinedWorker, PreparedQueue, admission_workers
+from lerobot_ros.server.requests.scheduler import RoundRobinScheduler
+from lerobot_ros.server.requests.serial_worker import DRAINING
+from lerobot_ros.protocol.telemetry import ServerStats
 from support.fake_runner import FakeRunner
 from support.request_harness import Harness
 

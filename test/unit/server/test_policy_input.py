@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lerobot_ros.contract import SCHEMA_VERSION
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import ObservationFrame, RequestId
-from lerobot_ros.server.checkpoint import load_policy
-from lerobot_ros.server.inference import PolicyRunner
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import ObservationFrame, RequestId
+from lerobot_ros.server.policy.checkpoint import load_policy
+from lerobot_ros.server.policy.inference import PolicyRunner
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from support.request_harness import Harness
 
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 BFLOAT16_BOUND = 0.05
@@ -22,8 +22,8 @@ BFLOAT16_BOUND = 0.05
 
 @pytest.fixture(scope="module")
 def bfloat16_runner(act_checkpoint):
-    from lerobot_ros.server.checkpoint import load_policy
-    from lerobot_ros.server.inference import PolicyRunner
+    from lerobot_ros.server.policy.checkpoint import load_policy
+    from lerobot_ros.server.policy.inference import PolicyRunner
 
     return PolicyRunner(load_policy(str(act_checkpoint), device="cpu", dtype="bfloat16"))
 

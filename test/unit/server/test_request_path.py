@@ -9,8 +9,8 @@ import pytest
 
 from support.request_harness import Harness
 
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import chunk_from_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
 
 
@@ -120,9 +120,9 @@ def test_sessions_have_their_own_processor_instances(harness):
 def test_a_stopping_worker_answers_the_observations_still_waiting_with_a_refusal(harness):
     import logging
 
-    from lerobot_ros.server.scheduler import RoundRobinScheduler
-    from lerobot_ros.server.worker import DRAINING, InferenceWorker
-    from lerobot_ros.telemetry import ServerStats
+    from lerobot_ros.server.requests.scheduler import RoundRobinScheduler
+    from lerobot_ros.server.requests.serial_worker import DRAINING, InferenceWorker
+    from lerobot_ros.protocol.telemetry import ServerStats
 
     scheduler = RoundRobinScheduler()
     other = harness.open("other_arm")

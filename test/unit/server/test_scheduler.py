@@ -3,7 +3,7 @@
 import threading
 import time
 
-from lerobot_ros.server.scheduler import RoundRobinScheduler
+from lerobot_ros.server.requests.scheduler import RoundRobinScheduler
 
 
 def test_newest_observation_wins_and_supersession_is_counted():

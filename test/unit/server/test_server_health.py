@@ -2,9 +2,9 @@
 
 import pytest
 
-from lerobot_ros.server.health import SERVER_METRICS, DiagnosticLevel, diagnostic_summary, health_snapshot, server_health
-from lerobot_ros.server.http_endpoint import render_prometheus
-from lerobot_ros.telemetry import ServerHealth, ServerStats
+from lerobot_ros.server.observability.health import SERVER_METRICS, DiagnosticLevel, diagnostic_summary, health_snapshot, server_health
+from lerobot_ros.server.observability.http_endpoint import render_prometheus
+from lerobot_ros.protocol.telemetry import ServerHealth, ServerStats
 
 
 class Clock:

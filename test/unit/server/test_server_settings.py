@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lerobot_ros.parameters import InvalidParameters
+from lerobot_ros.node_shell.parameters import InvalidParameters
 from lerobot_ros.server.settings import PARAMETERS, ServerSettings
 
 VALID = {"checkpoint": "/models/act"}

@@ -6,9 +6,9 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lerobot_ros.wire.data_plane import integrity
+from lerobot_ros.protocol.wire.data_plane import integrity
 from lerobot_ros.msg import Observation
-from lerobot_ros.server.sessions import PUBLISHER_GONE_GRACE_S, EpisodeMove, EpisodeReset, Session, SessionRegistry
+from lerobot_ros.server.sessions.registry import PUBLISHER_GONE_GRACE_S, EpisodeMove, EpisodeReset, Session, SessionRegistry
 
 
 def session(client="arm", opened=0.0):

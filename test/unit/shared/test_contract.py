@@ -1,6 +1,6 @@
 """The session contract: refusals name what was expected and what arrived."""
 
-from lerobot_ros.contract import SCHEMA_VERSION, CameraSpec, ServerCapabilities, action_names_mismatch, check_robot
+from lerobot_ros.protocol.contract import SCHEMA_VERSION, CameraSpec, ServerCapabilities, action_names_mismatch, check_robot
 from lerobot_ros.msg import Observation
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from lerobot_ros.wire import control_plane
-from lerobot_ros.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.telemetry import ServerHealth
+from lerobot_ros.protocol.wire import control_plane
+from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.protocol.telemetry import ServerHealth
 
 
 def full_capabilities() -> ServerCapabilities:
@@ -73,7 +73,7 @@ def test_server_status_carries_health_and_capabilities():
 
 
 def test_open_request_round_trip():
-    from lerobot_ros.contract import OpenRequest
+    from lerobot_ros.protocol.contract import OpenRequest
 
     request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
     assert control_plane.open_request_from_msg(control_plane.open_request_to_msg(request)) == request
@@ -86,8 +86,8 @@ def test_open_request_round_trip():
 def test_server_status_carries_the_standby_count_the_server_health_holds():
     from builtin_interfaces.msg import Time
 
-    from lerobot_ros.server.health import server_health
-    from lerobot_ros.telemetry import ServerStats
+    from lerobot_ros.server.observability.health import server_health
+    from lerobot_ros.protocol.telemetry import ServerStats
 
     health = server_health(instance_id="abc", server_namespace="/lerobot", heartbeat_seq=1, ready=True,
                            draining=False, uptime_s=1.0, active_sessions=3, max_sessions=8, pending_requests=0,
@@ -98,7 +98,7 @@ def test_server_status_carries_the_standby_count_the_server_health_holds():
 
 
 def test_server_stats_count_outcomes_and_window_inference_times():
-    from lerobot_ros.telemetry import ServerStats
+    from lerobot_ros.protocol.telemetry import ServerStats
 
     now = [100.0]
     stats = ServerStats(window=100, clock=lambda: now[0])

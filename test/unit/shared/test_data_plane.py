@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage
 
-from lerobot_ros import contract
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import (
+from lerobot_ros.protocol import contract
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import (
     OutgoingObservation,
     ChunkReply,
     DataPlaneError,
@@ -25,7 +25,7 @@ from lerobot_ros.wire.data_plane import (
     observation_record,
     observation_to_msg,
 )
-from lerobot_ros.wire.data_plane import cameras
+from lerobot_ros.protocol.wire.data_plane import cameras
 from lerobot_ros.msg import ActionChunk
 
 REQUEST = RequestId("session", "arm", 12, 3, 2, 123_456_789)

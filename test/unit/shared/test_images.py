@@ -1,4 +1,4 @@
-"""lerobot_ros.wire.images: every accepted encoding decodes to the right RGB, every
+"""lerobot_ros.protocol.wire.images: every accepted encoding decodes to the right RGB, every
 malformed frame is refused with a message naming what arrived."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.wire import images
-from lerobot_ros.wire.images import (
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.images import (
     CompressedFrame,
     ImageError,
     compressed_to_rgb,
@@ -303,7 +303,7 @@ def test_resize_same_size_returns_input_and_refuses_bad_size():
 def test_declared_size_is_read_from_jpeg_and_png_headers_without_decoding():
     import cv2
 
-    from lerobot_ros.wire.images import declared_size
+    from lerobot_ros.protocol.wire.images import declared_size
 
     rgb = np.zeros((37, 53, 3), np.uint8)
     assert declared_size(memoryview(bytes(rgb_to_compressed(rgb, 80).data)), "jpeg") == (37, 53)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
-from lerobot_ros.wire import images
-from lerobot_ros.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import ChunkReply, RequestId, chunk_to_msg, integrity, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk, Observation
 
 KEY = integrity.session_key(integrity.new_secret())

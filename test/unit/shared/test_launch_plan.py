@@ -24,7 +24,7 @@ from lerobot_ros.launch_plan import (
     share_path,
     server_plan,
 )
-from lerobot_ros.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
+from lerobot_ros.protocol.wire.output_modes import DEFAULT_OUTPUT_MODE, OUTPUT_MODES
 from lerobot_ros.sim.description import BASE_LINK
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
@@ -135,7 +135,7 @@ def _replicas_and_executors(plan):
 def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it_starts(servers):
     # Checked with the executor's own parser and matcher (executor.discovery), so the plan and the executor
     # cannot disagree on what the entry means.
-    from lerobot_ros.executor.discovery import HEARTBEAT_TYPE, fleet_problem, fleet_spec, servers_in
+    from lerobot_ros.executor.fleet.discovery import HEARTBEAT_TYPE, fleet_problem, fleet_spec, servers_in
     from lerobot_ros.launch_plan import discovery_entry
 
     listed = fleet_plan("/ckpt", servers=servers, robots=3)
@@ -169,7 +169,7 @@ def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it
     (["/gpu0/lerobot"], "auto:/gpu0/lerobot"),
 ])
 def test_discovery_entry_is_the_narrowest_prefix_the_executor_matches_every_namespace_under(namespaces, entry):
-    from lerobot_ros.executor.discovery import fleet_problem, fleet_spec
+    from lerobot_ros.executor.fleet.discovery import fleet_problem, fleet_spec
     from lerobot_ros.launch_plan import discovery_entry
 
     assert discovery_entry(namespaces) == entry

@@ -9,7 +9,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from lerobot_ros.wire.output_modes import (
+from lerobot_ros.protocol.wire.output_modes import (
     DEFAULT_OUTPUT_MODE,
     OUTPUT_MODES,
     choices_text,
@@ -99,7 +99,7 @@ def test_the_simulated_arm_follows_each_mode_and_a_trajectory_in_time():
 
 
 def test_the_registry_imports_without_ros():
-    code = ("import sys; import lerobot_ros.wire.output_modes as m; m.choices_text(); "
+    code = ("import sys; import lerobot_ros.protocol.wire.output_modes as m; m.choices_text(); "
             "print(sorted(n for n in sys.modules if n.split('.')[0] in ('rclpy', 'std_msgs', 'sensor_msgs', 'trajectory_msgs')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""lerobot_ros.parameters: checks, type conversion, all-at-once problems, derived settings."""
+"""lerobot_ros.node_shell.parameters: checks, type conversion, all-at-once problems, derived settings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from array import array
 
 import pytest
 
-from lerobot_ros.parameters import (
+from lerobot_ros.node_shell.parameters import (
     BOOL,
     FLOAT,
     FLOAT_LIST,
@@ -201,7 +201,7 @@ def test_defaults_are_what_the_config_files_list():
 
 
 @pytest.mark.parametrize(
-    "module", ["lerobot_ros.parameters", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings"]
+    "module", ["lerobot_ros.node_shell.parameters", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings"]
 )
 def test_parameter_tables_are_plain_python(module):
     code = f"import sys; import {module}; assert 'rclpy' not in sys.modules"

@@ -10,7 +10,7 @@ from lerobot_ros.policy_names import (
     installed_trained_policy,
     trained_policy_path,
 )
-from lerobot_ros.server.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 
 
 def test_an_explicit_checkpoint_is_used_as_given():

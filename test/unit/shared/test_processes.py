@@ -4,7 +4,7 @@ from lerobot_ros.launch_plan import NodeSpec, Plan
 from lerobot_ros.processes import start_processes, stop_processes
 
 #: A module that imports and exits at once: ``python -m`` of it ignores the ``--ros-args`` it is given.
-QUIET_MODULE = "lerobot_ros.names"
+QUIET_MODULE = "lerobot_ros.protocol.names"
 
 
 def test_nodes_of_one_name_are_told_apart_by_namespace_and_stop_last_started_first(tmp_path):

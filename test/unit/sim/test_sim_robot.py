@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
-from lerobot_ros.wire.output_modes import in_joint_order, reorder_by_name
+from lerobot_ros.protocol.wire.output_modes import in_joint_order, reorder_by_name
 from lerobot_ros.sim.command_input import TimedTrajectory
 from lerobot_ros.sim.so101 import HOME_POSE, SO101_JOINT_NAMES
 

@@ -1,0 +1,1 @@
+"""What the server tells its operator: health, audit log, request capture, the HTTP endpoint."""
