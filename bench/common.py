@@ -39,7 +39,9 @@ REPO = BENCH.parent
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
 
 # Always override: the shell may point at a domain with real robots in it.
-os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(
+    1 + os.getpid() % 100
+)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
@@ -52,7 +54,8 @@ from bench import outside_load  # noqa: E402
 from bench.report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
 
 TICKS = os.sysconf("SC_CLK_TCK")
-# SIGUSR1 prints every thread's stack to stderr: a run that stops making progress shows where it waits
+# SIGUSR1 prints every thread's stack to stderr: a run that stops making progress shows where it
+# waits
 # (the smoke tests send it before they kill a script that overran its time).
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 
@@ -61,9 +64,18 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds); writes to a temporary document")
-    parser.add_argument("--document", type=Path, default=None, help="Markdown file for the section (default docs/benchmarks.md)")
-    parser.add_argument("--plot-dir", type=Path, default=None, help="folder for the PNG (default docs/)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes (seconds); writes to a temporary document"
+    )
+    parser.add_argument(
+        "--document",
+        type=Path,
+        default=None,
+        help="Markdown file for the section (default docs/benchmarks.md)",
+    )
+    parser.add_argument(
+        "--plot-dir", type=Path, default=None, help="folder for the PNG (default docs/)"
+    )
 
 
 def outputs(args) -> tuple[Path, Path]:
@@ -74,9 +86,15 @@ def outputs(args) -> tuple[Path, Path]:
     """
     outside_load.watch(before_s=0.5 if args.smoke else 2.0)
     if args.document is None:
-        args.document = Path(tempfile.mkdtemp(prefix="bench_smoke_")) / "benchmarks.md" if args.smoke else BENCHMARKS_MD
+        args.document = (
+            Path(tempfile.mkdtemp(prefix="bench_smoke_")) / "benchmarks.md"
+            if args.smoke
+            else BENCHMARKS_MD
+        )
     if args.plot_dir is None:
-        args.plot_dir = DOCS if args.document.resolve() == BENCHMARKS_MD.resolve() else args.document.parent
+        args.plot_dir = (
+            DOCS if args.document.resolve() == BENCHMARKS_MD.resolve() else args.document.parent
+        )
     args.plot_dir.mkdir(parents=True, exist_ok=True)
     return args.document, args.plot_dir
 
@@ -130,18 +148,27 @@ def wait_for_log(process: subprocess.Popen, log: Path, text: str, timeout_s: flo
     while text not in (log.read_text(errors="replace") if log.exists() else ""):
         if process.poll() is not None or time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise RuntimeError(f"{log.name}: {text!r} did not appear within {timeout_s:.0f} s (exit {process.poll()}):\n{tail}")
+            raise RuntimeError(
+                f"{log.name}: {text!r} did not appear within {timeout_s:.0f} s (exit "
+                f"{process.poll()}):\n{tail}"
+            )
         time.sleep(0.1)
 
 
-def start_server(directory: Path, node_name: str, parameters: dict, timeout_s: float = 240.0) -> subprocess.Popen:
+def start_server(
+    directory: Path, node_name: str, parameters: dict, timeout_s: float = 240.0
+) -> subprocess.Popen:
     """policy_server_node as a process, waited for until it serves (bounded)."""
     from lerobot_ros.processes import spawn_node
 
     log_path = directory / f"{node_name}.log"
     with log_path.open("w") as log:
-        server = spawn_node("lerobot_ros.server.node", {"audit_log": "off", "device": "cpu", **parameters},
-                            log=log, node_name=node_name)
+        server = spawn_node(
+            "lerobot_ros.server.node",
+            {"audit_log": "off", "device": "cpu", **parameters},
+            log=log,
+            node_name=node_name,
+        )
     try:
         wait_for_log(server, log_path, "ready: serving", timeout_s)
     except BaseException:
@@ -153,17 +180,23 @@ def start_server(directory: Path, node_name: str, parameters: dict, timeout_s: f
 
 
 def start_executor(directory: Path, node_name: str, parameters: dict, env: dict | None = None):
-    """chunk_executor_node; ``env`` overrides variables (e.g. PYTHONPATH: another checkout's executor)."""
+    """chunk_executor_node; ``env`` overrides variables (e.g. PYTHONPATH: another checkout's
+    executor)."""
     from lerobot_ros.processes import spawn_node
 
     with (directory / f"{node_name}.log").open("w") as log:
-        return spawn_node("lerobot_ros.executor.node", parameters, log=log, node_name=node_name, env=env)
+        return spawn_node(
+            "lerobot_ros.executor.node", parameters, log=log, node_name=node_name, env=env
+        )
 
 
 def start_script(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:
-    """A helper process, ``python <argv>`` (a stand-in: ``-m lerobot_ros.standins.<name> ...``), output to a log file."""
+    """A helper process, ``python <argv>`` (a stand-in: ``-m lerobot_ros.standins.<name> ...``),
+    output to a log file."""
     with (directory / f"{name}.log").open("w") as log:
-        return subprocess.Popen([sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, *argv], stdout=log, stderr=subprocess.STDOUT, text=True
+        )
 
 
 def stop_all(processes) -> None:
@@ -241,12 +274,19 @@ class Watcher:
         with self.lock:
             return bool(predicate())
 
-    def wait_streaming(self, names, min_chunks: int, timeout_s: float, processes=(), states=("STREAMING",)) -> bool:
-        """Until every named executor is in one of ``states`` with ``min_chunks`` merged; False at the
-        timeout or as soon as one of ``processes`` has exited (a refused handshake exits at once)."""
+    def wait_streaming(
+        self, names, min_chunks: int, timeout_s: float, processes=(), states=("STREAMING",)
+    ) -> bool:
+        """Until every named executor is in one of ``states`` with ``min_chunks`` merged; False at
+        the
+        timeout or as soon as one of ``processes`` has exited (a refused handshake exits at
+        once)."""
+
         def ready():
             return all(
-                (s := self.status.get(n)) is not None and s.state_name in states and s.chunks_merged >= min_chunks
+                (s := self.status.get(n)) is not None
+                and s.state_name in states
+                and s.chunks_merged >= min_chunks
                 for n in names
             )
 
@@ -270,8 +310,10 @@ class Spinner(threading.Thread):
     robot can destroy its entities (rclpy refuses that while another thread waits on them).
 
     The pause is requested before the lock is taken, and the spinner does not take the lock again
-    while a request is pending: a plain lock is not fair, and a thread that re-takes it microseconds
-    after releasing it can starve a waiter indefinitely on a busy machine (the batching smoke hung so).
+    while a request is pending: a plain lock is not fair, and a thread that re-takes it
+    microseconds
+    after releasing it can starve a waiter indefinitely on a busy machine (the batching smoke hung
+    so).
     """
 
     def __init__(self, node) -> None:
@@ -324,10 +366,24 @@ class Spinner(threading.Thread):
 
 def counters(status) -> dict:
     """The cumulative counters of an ExecutorStatus, as a dict (for window deltas)."""
-    fields = ("commands_published", "requests_sent", "chunks_merged", "chunks_dropped", "request_timeouts",
-              "starvation_ticks", "fallback_ticks", "chunk_boundaries", "boundary_jump_mean", "boundary_jump_max",
-              "action_step_mean", "last_delay_steps", "last_trimmed_rows", "latency_ms_p50", "latency_ms_p95",
-              "request_threshold_s")
+    fields = (
+        "commands_published",
+        "requests_sent",
+        "chunks_merged",
+        "chunks_dropped",
+        "request_timeouts",
+        "starvation_ticks",
+        "fallback_ticks",
+        "chunk_boundaries",
+        "boundary_jump_mean",
+        "boundary_jump_max",
+        "action_step_mean",
+        "last_delay_steps",
+        "last_trimmed_rows",
+        "latency_ms_p50",
+        "latency_ms_p95",
+        "request_threshold_s",
+    )
     values = {name: getattr(status, name) for name in fields}
     values["rtc_active"] = bool(status.rtc_active)
     values["state_name"] = status.state_name
@@ -336,8 +392,10 @@ def counters(status) -> dict:
 
 
 def open_session_retrying(session, request, client_id: str, attempts: int = 3):
-    """``session.open_session`` (a SessionClient), asked again while unanswered: on an overloaded machine an
-    OpenSession can go unanswered, and a re-open replaces it. The grant; RuntimeError with the refusal otherwise."""
+    """``session.open_session`` (a SessionClient), asked again while unanswered: on an overloaded
+    machine an
+    OpenSession can go unanswered, and a re-open replaces it. The grant; RuntimeError with the
+    refusal otherwise."""
     for _ in range(attempts):
         grant = session.open_session(request, timeout_s=30.0)
         if not isinstance(grant, str) or "did not reply" not in grant:
@@ -353,7 +411,8 @@ def load_average() -> float:
 
 
 def torch_thread_env(threads: int) -> dict:
-    """This process's environment with torch's intra-op threads fixed to ``threads`` for a child (0: torch's default)."""
+    """This process's environment with torch's intra-op threads fixed to ``threads`` for a child
+    (0: torch's default)."""
     environment = dict(os.environ)
     if threads > 0:
         environment.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))

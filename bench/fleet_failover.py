@@ -1,4 +1,5 @@
-"""Failover inside a fleet: empty-queue ticks, time to the first chunk from the new replica, extra load.
+"""Failover inside a fleet: empty-queue ticks, time to the first chunk from the new replica, extra
+load.
 
 Three policy_server_node replicas of the tiny SmolVLA (RTC-capable) serve one
 chunk_executor_node at 30 Hz with the DEFAULT buffer_time_s, staleness bounds,
@@ -22,7 +23,8 @@ loading beside the robot (2 shared cores: that load is part of the figures).
 
 Per mode, first ``--steady-s`` of steady state (the standby armed, no fault):
 the requests sent per chunk merged there are what standby and hedging cost
-a fleet in normal running. Per fault: seconds from the fault to the first chunk merged from the standby,
+a fleet in normal running. Per fault: seconds from the fault to the first chunk merged from the
+standby,
 the control ticks that found the queue empty from the fault until 1 s after
 that chunk (``starvation_ticks``), and what the move reacted to. Per mode: the
 requests sent per chunk merged over the faults too (hedges and the standby's
@@ -31,7 +33,8 @@ re-arming included: the load of a fault-dense stretch).
 ``--standby off`` runs the same faults without a standby (the placement
 after a detected loss), for comparison.
 
-usage: python -m bench.fleet_failover [--repeats N] [--modes append rtc] [--standby on|off] [--smoke]
+usage: python -m bench.fleet_failover [--repeats N] [--modes append rtc] [--standby on|off]
+[--smoke]
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ from pathlib import Path
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
 from bench.common import median, percentile
-
 from lerobot_ros.sim.default_policy import default_checkpoint
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
@@ -55,7 +57,9 @@ FAULTS = (("kill -9", signal.SIGKILL), ("SIGTERM drain", signal.SIGTERM))
 STATUS_PERIOD_S = 0.05
 FPS = 30.0
 CHUNK_S = 50 / FPS  # the tiny SmolVLA's chunk: a fault point is drawn over one chunk's playback
-ARMED_TIMEOUT_S = 120.0  # a standby needs a ready replica besides the serving one: a restart can take this long
+ARMED_TIMEOUT_S = (
+    120.0  # a standby needs a ready replica besides the serving one: a restart can take this long
+)
 
 
 class Replicas:
@@ -72,9 +76,12 @@ class Replicas:
         self.starts += 1
         log = self.directory / f"{REPLICAS[index]}_{self.starts}.log"  # each start its own log
         with log.open("w") as handle:
-            self.processes[index] = spawn_node("lerobot_ros.server.node", {
-                "checkpoint": str(self.checkpoint), "audit_log": "off", "device": "cpu"},
-                log=handle, node_name=REPLICAS[index])
+            self.processes[index] = spawn_node(
+                "lerobot_ros.server.node",
+                {"checkpoint": str(self.checkpoint), "audit_log": "off", "device": "cpu"},
+                log=handle,
+                node_name=REPLICAS[index],
+            )
         if wait:
             common.wait_for_log(self.processes[index], log, "ready: serving", 240.0)
 
@@ -90,14 +97,22 @@ class Replicas:
 
 
 def armed(status, standby: bool) -> bool:
-    return status is not None and status.state_name == "STREAMING" and (
-        not standby or (status.standby_replica != "" and status.hedge_deadline_ms > 0))
+    return (
+        status is not None
+        and status.state_name == "STREAMING"
+        and (not standby or (status.standby_replica != "" and status.hedge_deadline_ms > 0))
+    )
 
 
-def fault_once(watcher, name: str, replicas: Replicas, fault: str, sig: int, standby: bool, rng: random.Random) -> dict:
-    """Wait for a standby, fault the serving replica at a random point, wait for the first chunk from another."""
+def fault_once(
+    watcher, name: str, replicas: Replicas, fault: str, sig: int, standby: bool, rng: random.Random
+) -> dict:
+    """Wait for a standby, fault the serving replica at a random point, wait for the first chunk
+    from another."""
     if not watcher.wait(lambda: armed(watcher.status.get(name), standby), ARMED_TIMEOUT_S):
-        raise RuntimeError(f"{name}: no standby armed within {ARMED_TIMEOUT_S:.0f} s: {watcher.latest(name)}")
+        raise RuntimeError(
+            f"{name}: no standby armed within {ARMED_TIMEOUT_S:.0f} s: {watcher.latest(name)}"
+        )
     time.sleep(rng.uniform(0.0, CHUNK_S))
     status = watcher.latest(name)
     serving = REPLICAS.index(status.server_namespace.strip("/"))
@@ -114,7 +129,10 @@ def fault_once(watcher, name: str, replicas: Replicas, fault: str, sig: int, sta
             chunk_at, first = time.monotonic(), status
         time.sleep(STATUS_PERIOD_S / 5)
     if chunk_at is None:
-        raise RuntimeError(f"{name}: no chunk from another replica within 60 s; last status {watcher.latest(name)}")
+        raise RuntimeError(
+            f"{name}: no chunk from another replica within 60 s; last status "
+            f"{watcher.latest(name)}"
+        )
     time.sleep(1.0)
     after = common.counters(watcher.latest(name))
     replicas.reap(serving)
@@ -128,29 +146,63 @@ def fault_once(watcher, name: str, replicas: Replicas, fault: str, sig: int, sta
     }
 
 
-def run_mode(watcher, directory: Path, replicas: Replicas, mode: str, repeats: int, standby: bool,
-             rng: random.Random, steady_s: float) -> dict:
+def run_mode(
+    watcher,
+    directory: Path,
+    replicas: Replicas,
+    mode: str,
+    repeats: int,
+    standby: bool,
+    rng: random.Random,
+    steady_s: float,
+) -> dict:
     label, rtc = MODES[mode]
     name = f"fleet_{mode}"
     prefix = f"/{name}"
-    robot = common.start_script(directory, f"{name}_robot", [
-        "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix, "--out", str(directory / f"{name}.jsonl"),
-        "--run-s", "3600"])
+    robot = common.start_script(
+        directory,
+        f"{name}_robot",
+        [
+            "-m",
+            "lerobot_ros.standins.robot_io",
+            "--prefix",
+            prefix,
+            "--out",
+            str(directory / f"{name}.jsonl"),
+            "--run-s",
+            "3600",
+        ],
+    )
     watcher.watch_status(name)
-    executor = common.start_executor(directory, name, {
-        "server_namespaces": [f"/{replica}" for replica in REPLICAS], "client_id": name, "fps": FPS,
-        "joint_names": list(SO101_JOINT_NAMES), "camera_names": [FRONT_CAMERA], "camera_topics": [f"{prefix}/camera"],
-        "camera_transports": ["compressed"], "state_topic": f"{prefix}/joint_states",
-        "output_topic": f"{prefix}/commands", "rtc_requested": rtc, "status_period_s": STATUS_PERIOD_S,
-        "standby_session": standby,
-    })
+    executor = common.start_executor(
+        directory,
+        name,
+        {
+            "server_namespaces": [f"/{replica}" for replica in REPLICAS],
+            "client_id": name,
+            "fps": FPS,
+            "joint_names": list(SO101_JOINT_NAMES),
+            "camera_names": [FRONT_CAMERA],
+            "camera_topics": [f"{prefix}/camera"],
+            "camera_transports": ["compressed"],
+            "state_topic": f"{prefix}/joint_states",
+            "output_topic": f"{prefix}/commands",
+            "rtc_requested": rtc,
+            "status_period_s": STATUS_PERIOD_S,
+            "standby_session": standby,
+        },
+    )
     faults = []
     try:
         if not watcher.wait_streaming([name], 3, 120, [executor]):
-            raise RuntimeError(f"{name} did not stream:\n" + (directory / f"{name}.log").read_text()[-3000:])
+            raise RuntimeError(
+                f"{name} did not stream:\n" + (directory / f"{name}.log").read_text()[-3000:]
+            )
         # Steady state first: the standby armed, no fault, the hedges the deadline alone makes.
         if not watcher.wait(lambda: armed(watcher.status.get(name), standby), ARMED_TIMEOUT_S):
-            raise RuntimeError(f"{name}: no standby armed within {ARMED_TIMEOUT_S:.0f} s: {watcher.latest(name)}")
+            raise RuntimeError(
+                f"{name}: no standby armed within {ARMED_TIMEOUT_S:.0f} s: {watcher.latest(name)}"
+            )
         quiet = common.counters(watcher.latest(name))
         time.sleep(steady_s)
         steady = common.counters(watcher.latest(name))
@@ -166,29 +218,46 @@ def run_mode(watcher, directory: Path, replicas: Replicas, mode: str, repeats: i
     merged = end["chunks_merged"] - start["chunks_merged"]
     steady_merged = steady["chunks_merged"] - quiet["chunks_merged"]
     return {
-        "label": label, "faults": faults, "steady_s": steady_s,
-        "steady_requests_per_chunk": (steady["requests_sent"] - quiet["requests_sent"]) / steady_merged
-        if steady_merged else float("nan"),
-        "requests_per_chunk": (end["requests_sent"] - start["requests_sent"]) / merged if merged else float("nan"),
-        "hedges_sent": end_status.hedges_sent, "hedges_won": end_status.hedges_won,
-        "hedge_answers_dropped": end_status.hedge_answers_dropped, "promotions": end_status.standby_promotions,
-        "latency_ms_p95": end_status.latency_ms_p95, "hedge_deadline_ms": end_status.hedge_deadline_ms,
+        "label": label,
+        "faults": faults,
+        "steady_s": steady_s,
+        "steady_requests_per_chunk": (steady["requests_sent"] - quiet["requests_sent"])
+        / steady_merged
+        if steady_merged
+        else float("nan"),
+        "requests_per_chunk": (end["requests_sent"] - start["requests_sent"]) / merged
+        if merged
+        else float("nan"),
+        "hedges_sent": end_status.hedges_sent,
+        "hedges_won": end_status.hedges_won,
+        "hedge_answers_dropped": end_status.hedge_answers_dropped,
+        "promotions": end_status.standby_promotions,
+        "latency_ms_p95": end_status.latency_ms_p95,
+        "hedge_deadline_ms": end_status.hedge_deadline_ms,
         "threshold_s": end_status.request_threshold_s,
     }
 
 
 def reacted_to(reason: str) -> str:
-    for key, short in (("hedged request", "hedge"), ("announced a drain", "drain"), ("heartbeat silent", "heartbeat"),
-                       ("left the ROS graph", "graph"), ("request timeouts", "timeouts")):
+    for key, short in (
+        ("hedged request", "hedge"),
+        ("announced a drain", "drain"),
+        ("heartbeat silent", "heartbeat"),
+        ("left the ROS graph", "graph"),
+        ("request timeouts", "timeouts"),
+    ):
         if key in reason:
             return short
     return reason[:40] or "?"
 
 
 def table(results: list[dict]) -> list[str]:
-    lines = ["| mode | fault | faults | with an empty tick | empty-queue ticks, total (max) | to first chunk from "
-             "the standby, median / p95 / max | moved on | request timeouts |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mode | fault | faults | with an empty tick | empty-queue ticks, total (max) | to first "
+        "chunk from "
+        "the standby, median / p95 / max | moved on | request timeouts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for result in results:
         for fault, _ in FAULTS:
             rows = [r for r in result["faults"] if r["fault"] == fault]
@@ -199,39 +268,61 @@ def table(results: list[dict]) -> list[str]:
             causes = {}
             for r in rows:
                 causes[reacted_to(r["reason"])] = causes.get(reacted_to(r["reason"]), 0) + 1
-            lines.append(f"| {result['label']} | {fault} | {len(rows)} | {sum(t > 0 for t in ticks)} | {sum(ticks)} "
-                         f"({max(ticks)}) | {median(seconds):.2f} / {percentile(seconds, 0.95):.2f} / "
-                         f"{max(seconds):.2f} s | {', '.join(f'{k} {v}' for k, v in sorted(causes.items()))} | "
-                         f"{sum(r['timeouts'] for r in rows)} |")
+            lines.append(
+                f"| {result['label']} | {fault} | {len(rows)} | {sum(t > 0 for t in ticks)} | "
+                f"{sum(ticks)} "
+                f"({max(ticks)}) | {median(seconds):.2f} / {percentile(seconds, 0.95):.2f} / "
+                f"{max(seconds):.2f} s | "
+                f"{', '.join(f'{k} {v}' for k, v in sorted(causes.items()))} | "
+                f"{sum(r['timeouts'] for r in rows)} |"
+            )
     return lines
 
 
 def load_table(results: list[dict]) -> list[str]:
-    lines = ["| mode | requests per chunk merged, steady state (no fault) | over the faults | hedges sent (won / "
-             "answers dropped) | standby promotions | round trip p95 at the end | hedge deadline | request threshold |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mode | requests per chunk merged, steady state (no fault) | over the faults | hedges "
+        "sent (won / "
+        "answers dropped) | standby promotions | round trip p95 at the end | hedge deadline | "
+        "request threshold |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r['label']} | **{r['steady_requests_per_chunk']:.3f}** ({r['steady_s']:.0f} s) | "
-                     f"{r['requests_per_chunk']:.3f} | {r['hedges_sent']} ({r['hedges_won']} / "
-                     f"{r['hedge_answers_dropped']}) | {r['promotions']} | {r['latency_ms_p95']:.0f} ms | "
-                     f"{r['hedge_deadline_ms']:.0f} ms | {r['threshold_s']:.2f} s |")
+        lines.append(
+            f"| {r['label']} | **{r['steady_requests_per_chunk']:.3f}** ({r['steady_s']:.0f} s) | "
+            f"{r['requests_per_chunk']:.3f} | {r['hedges_sent']} ({r['hedges_won']} / "
+            f"{r['hedge_answers_dropped']}) | {r['promotions']} | {r['latency_ms_p95']:.0f} ms | "
+            f"{r['hedge_deadline_ms']:.0f} ms | {r['threshold_s']:.2f} s |"
+        )
     return lines
 
 
 def verdict(results: list[dict], standby: bool) -> str:
     if not standby:
         return "Run without a standby (comparison): no goal is judged from it."
-    dry = [f"{r['label']}, {f['fault']}" for r in results for f in r["faults"] if f["empty_queue_ticks"]]
-    ticks = ("Goal 0 empty-queue ticks for kill -9 and drain in both modes: "
-             + ("**met** (" + ", ".join(f"{len(r['faults'])} faults {r['label']}" for r in results) + ")."
-                if not dry else f"**missed** in {len(dry)} of {sum(len(r['faults']) for r in results)} faults ("
-                + "; ".join(sorted(set(dry))) + ")."))
+    dry = [
+        f"{r['label']}, {f['fault']}"
+        for r in results
+        for f in r["faults"]
+        if f["empty_queue_ticks"]
+    ]
+    ticks = "Goal 0 empty-queue ticks for kill -9 and drain in both modes: " + (
+        "**met** (" + ", ".join(f"{len(r['faults'])} faults {r['label']}" for r in results) + ")."
+        if not dry
+        else f"**missed** in {len(dry)} of {sum(len(r['faults']) for r in results)} faults ("
+        + "; ".join(sorted(set(dry)))
+        + ")."
+    )
     heavy = [r for r in results if not r["steady_requests_per_chunk"] <= 1.1]
-    load = ("Goal at most 1.1 requests per chunk merged (steady state, the standby armed): "
-            + ("**met**" if not heavy else "**missed**") + " ("
-            + ", ".join(f"{r['label']} {r['steady_requests_per_chunk']:.3f}" for r in results)
-            + "); over the fault-dense part, where every promotion re-arms a standby: "
-            + ", ".join(f"{r['label']} {r['requests_per_chunk']:.3f}" for r in results) + ".")
+    load = (
+        "Goal at most 1.1 requests per chunk merged (steady state, the standby armed): "
+        + ("**met**" if not heavy else "**missed**")
+        + " ("
+        + ", ".join(f"{r['label']} {r['steady_requests_per_chunk']:.3f}" for r in results)
+        + "); over the fault-dense part, where every promotion re-arms a standby: "
+        + ", ".join(f"{r['label']} {r['requests_per_chunk']:.3f}" for r in results)
+        + "."
+    )
     return ticks + "\n\n" + load
 
 
@@ -239,10 +330,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20, help="faults of each kind per mode")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    parser.add_argument("--standby", choices=("on", "off"), default="on", help="the executor's standby_session")
+    parser.add_argument(
+        "--standby", choices=("on", "off"), default="on", help="the executor's standby_session"
+    )
     parser.add_argument("--seed", type=int, default=0, help="for the fault points")
-    parser.add_argument("--steady-s", type=float, default=60.0,
-                        help="seconds of steady state (standby armed, no fault) measured first, per mode")
+    parser.add_argument(
+        "--steady-s",
+        type=float,
+        default=60.0,
+        help="seconds of steady state (standby armed, no fault) measured first, per mode",
+    )
     common.add_output_arguments(parser)
     args = parser.parse_args()
     document, _ = common.outputs(args)
@@ -262,10 +359,16 @@ def main() -> None:
         for index in range(len(REPLICAS)):
             replicas.start(index, wait=False)
         for index in range(len(REPLICAS)):
-            common.wait_for_log(replicas.processes[index], logs / f"{REPLICAS[index]}_{index + 1}.log",
-                                "ready: serving", 300.0)
+            common.wait_for_log(
+                replicas.processes[index],
+                logs / f"{REPLICAS[index]}_{index + 1}.log",
+                "ready: serving",
+                300.0,
+            )
         for mode in args.modes:
-            results.append(run_mode(watcher, logs, replicas, mode, args.repeats, standby, rng, args.steady_s))
+            results.append(
+                run_mode(watcher, logs, replicas, mode, args.repeats, standby, rng, args.steady_s)
+            )
     finally:
         replicas.stop()
         watcher.close()
@@ -275,10 +378,14 @@ def main() -> None:
     body = f"""
 Three replicas of the tiny SmolVLA, one executor at 30 Hz with the defaults: buffer_time_s 0.5 s,
 heartbeat_timeout_s 2 s, request_timeout_s 1 s, standby_session **{args.standby}**, hedge deadline
-max(hedge_min_deadline_s 0.1 s, hedge_deadline_factor 2 x the p95 round trip). {args.repeats} faults of each
-kind per mode, after {args.steady_s:.0f} s of steady state (no fault), alternating kill -9 and SIGTERM, each at
-a random point of the request cycle (seed {args.seed}) after the standby was armed again; the faulted
-replica restarts in the background meanwhile. {minutes:.0f} min; load average (1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores, shared).
+max(hedge_min_deadline_s 0.1 s, hedge_deadline_factor 2 x the p95 round trip). {args.repeats}
+faults of each
+kind per mode, after {args.steady_s:.0f} s of steady state (no fault), alternating kill -9 and
+SIGTERM, each at
+a random point of the request cycle (seed {args.seed}) after the standby was armed again; the
+faulted
+replica restarts in the background meanwhile. {minutes:.0f} min; load average (1 min)
+{load_before:.1f} before, {load_after:.1f} after (2 cores, shared).
 
 {chr(10).join(table(results))}
 
@@ -286,9 +393,12 @@ replica restarts in the background meanwhile. {minutes:.0f} min; load average (1
 
 {verdict(results, standby)}
 """
-    command = "python -m bench.fleet_failover" + (" --smoke" if args.smoke else
-                                                  f" --repeats {args.repeats} --modes {' '.join(args.modes)}"
-                                                  + (" --standby off" if not standby else ""))
+    command = "python -m bench.fleet_failover" + (
+        " --smoke"
+        if args.smoke
+        else f" --repeats {args.repeats} --modes {' '.join(args.modes)}"
+        + (" --standby off" if not standby else "")
+    )
     common.write_section("fleet_failover", command, body, document=document)
 
 

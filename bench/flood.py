@@ -47,9 +47,14 @@ def _open_session(node, namespace: str, client_id: str, timeout_s: float = 20.0)
     client = node.create_client(OpenSession, f"{namespace}/open_session")
     if not client.wait_for_service(timeout_sec=timeout_s):
         raise RuntimeError(f"{namespace}/open_session did not appear within {timeout_s} s")
-    request = OpenSession.Request(client_id=client_id, schema_version=Observation.CURRENT_SCHEMA_VERSION,
-                                  action_names=list(SO101_JOINT_NAMES), state_dim=STATE_DIM,
-                                  camera_names=[FRONT_CAMERA], fps=30.0)
+    request = OpenSession.Request(
+        client_id=client_id,
+        schema_version=Observation.CURRENT_SCHEMA_VERSION,
+        action_names=list(SO101_JOINT_NAMES),
+        state_dim=STATE_DIM,
+        camera_names=[FRONT_CAMERA],
+        fps=30.0,
+    )
     import rclpy
 
     future = client.call_async(request)
@@ -62,14 +67,22 @@ def _open_session(node, namespace: str, client_id: str, timeout_s: float = 20.0)
 def _observation(session_id: str, client_id: str, seq: int, state=None):
     import numpy as np
 
-    from lerobot_ros.sim.so101 import FRONT_CAMERA
     from lerobot_ros.protocol.wire import images
-    from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
+    from lerobot_ros.protocol.wire.data_plane import (
+        OutgoingObservation,
+        RequestId,
+        observation_to_msg,
+    )
+    from lerobot_ros.sim.so101 import FRONT_CAMERA
 
     state = np.zeros(STATE_DIM, np.float32) if state is None else state
     rgb = np.full((96, 128, 3), 90, np.uint8)
     request = RequestId(session_id, client_id, seq, 0, 0, time.monotonic_ns())
-    return observation_to_msg(OutgoingObservation(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}))
+    return observation_to_msg(
+        OutgoingObservation(
+            request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}
+        )
+    )
 
 
 def _wait_matched(node, publisher, timeout_s: float = 10.0) -> bool:
@@ -108,8 +121,16 @@ def attack(namespace: str, client_id: str, rate: float, seconds: float) -> int:
         valid = _observation(opened.session_id, client_id, 1)
         integrity.sign(valid, key)
         publisher.publish(valid)  # one admitted observation fixes epoch 0 and seq 1
-        print(json.dumps({"event": "opened", "session_id": opened.session_id, "t": time.monotonic()}), flush=True)
-        nan_state, zero_state = np.full(STATE_DIM, np.nan, np.float32), np.zeros(STATE_DIM, np.float32)
+        print(
+            json.dumps(
+                {"event": "opened", "session_id": opened.session_id, "t": time.monotonic()}
+            ),
+            flush=True,
+        )
+        nan_state, zero_state = (
+            np.full(STATE_DIM, np.nan, np.float32),
+            np.zeros(STATE_DIM, np.float32),
+        )
         sent, closed_at, seq, start = 0, None, 1, time.monotonic()
         period = 1.0 / rate
         while time.monotonic() - start < seconds:
@@ -135,21 +156,38 @@ def attack(namespace: str, client_id: str, rate: float, seconds: float) -> int:
                 closed_at = time.monotonic()
                 print(json.dumps({"event": "closed", "t": closed_at, "sent": sent}), flush=True)
                 reopen = _open_session(node, namespace, client_id)  # at once: within the backoff
-                print(json.dumps({"event": "reopen", "accepted": reopen.accepted, "refusal": reopen.refusal,
-                                  "message": reopen.message}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "event": "reopen",
+                            "accepted": reopen.accepted,
+                            "refusal": reopen.refusal,
+                            "message": reopen.message,
+                        }
+                    ),
+                    flush=True,
+                )
             delay = start + sent * period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
         elapsed = time.monotonic() - start
-        print(json.dumps({"event": "done", "sent": sent, "rate": sent / elapsed, "closed_at": closed_at}), flush=True)
+        print(
+            json.dumps(
+                {"event": "done", "sent": sent, "rate": sent / elapsed, "closed_at": closed_at}
+            ),
+            flush=True,
+        )
         return 0
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
 
 
-def robot(namespace: str, client_id: str, hz: float, seconds: float, request_timeout_s: float = 1.0) -> int:
-    """A legitimate robot: one request in flight, at most ``hz`` a second; one JSON line per chunk."""
+def robot(
+    namespace: str, client_id: str, hz: float, seconds: float, request_timeout_s: float = 1.0
+) -> int:
+    """A legitimate robot: one request in flight, at most ``hz`` a second; one JSON line per
+    chunk."""
     import rclpy
 
     from lerobot_ros.msg import ActionChunk, Observation
@@ -165,7 +203,9 @@ def robot(namespace: str, client_id: str, hz: float, seconds: float, request_tim
             return 1
         key = integrity.session_key(opened.session_secret)
         received: list = []
-        node.create_subscription(ActionChunk, opened.action_chunk_topic, received.append, ACTION_CHUNK_QOS)
+        node.create_subscription(
+            ActionChunk, opened.action_chunk_topic, received.append, ACTION_CHUNK_QOS
+        )
         publisher = node.create_publisher(Observation, opened.observation_topic, OBSERVATION_QOS)
         if not _wait_matched(node, publisher):
             print(json.dumps({"event": "not_matched"}), flush=True)
@@ -182,11 +222,24 @@ def robot(namespace: str, client_id: str, hz: float, seconds: float, request_tim
             answer = None
             while answer is None and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.01)
-                answer = next((c for c in received if c.seq == seq and integrity.verify(c, key) is None), None)
+                answer = next(
+                    (c for c in received if c.seq == seq and integrity.verify(c, key) is None),
+                    None,
+                )
             received.clear()
             if answer is not None:
-                print(json.dumps({"event": "chunk", "t": time.monotonic(), "seq": seq, "status": answer.status,
-                                  "latency_ms": (time.monotonic() - sent_at) * 1000}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "event": "chunk",
+                            "t": time.monotonic(),
+                            "seq": seq,
+                            "status": answer.status,
+                            "latency_ms": (time.monotonic() - sent_at) * 1000,
+                        }
+                    ),
+                    flush=True,
+                )
             wait = sent_at + 1.0 / hz - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
@@ -196,7 +249,9 @@ def robot(namespace: str, client_id: str, hz: float, seconds: float, request_tim
         rclpy.try_shutdown()
 
 
-def agent_command(mode: str, namespace: str, client_id: str, *options: str, core: int | None = None) -> list[str]:
+def agent_command(
+    mode: str, namespace: str, client_id: str, *options: str, core: int | None = None
+) -> list[str]:
     command = [sys.executable, "-m", "bench.flood", f"--{mode}", namespace, client_id, *options]
     return (["taskset", "-c", str(core)] if core is not None else []) + command
 
@@ -205,12 +260,13 @@ def agent_command(mode: str, namespace: str, client_id: str, *options: str, core
 
 
 def refusal_cost(repeats: int = 2000) -> dict:
-    """Microseconds per refused observation, by stage, for a typical executor observation (one 96x128 JPEG)."""
+    """Microseconds per refused observation, by stage, for a typical executor observation (one
+    96x128 JPEG)."""
     from rclpy.serialization import deserialize_message, serialize_message
 
     from lerobot_ros.msg import Observation
-    from lerobot_ros.server.sessions.registry import Session, SessionRegistry
     from lerobot_ros.protocol.wire.data_plane import RequestLimits, integrity, observation_from_msg
+    from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 
     registry = SessionRegistry()
     session = Session("arm", task="", fps=30.0, rtc_enabled=False, opened_at=0.0)
@@ -248,6 +304,7 @@ def refusal_cost(repeats: int = 2000) -> dict:
 
 def other_cpu_cores(own_pids: set[int], seconds: float) -> float:
     """Cores used by processes outside ``own_pids`` (and their children) over ``seconds``."""
+
     def totals() -> tuple[float, float]:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         busy_all = sum(int(v) for i, v in enumerate(fields[:8]) if i not in (3, 4))
@@ -278,19 +335,36 @@ def run(args) -> dict:
     from lerobot_ros.sim.default_policy import default_checkpoint
 
     outside_load.watch()
-    directory = Path(args.document).parent if args.smoke else Path(__import__("tempfile").mkdtemp(prefix="flood_"))
+    directory = (
+        Path(args.document).parent
+        if args.smoke
+        else Path(__import__("tempfile").mkdtemp(prefix="flood_"))
+    )
     env = dict(os.environ, LEROBOT_ROS_TEST_DOMAIN_ID=os.environ["ROS_DOMAIN_ID"])
-    server = common.start_server(directory, "lerobot_flood", {"checkpoint": str(default_checkpoint()),
-                                                                "max_sessions": 4})
+    server = common.start_server(
+        directory, "lerobot_flood", {"checkpoint": str(default_checkpoint()), "max_sessions": 4}
+    )
     namespace = "/lerobot_flood"
     processes = [server]
     try:
         robots = {}
         for name in ("robot_a", "robot_b"):
             log = (directory / f"{name}.jsonl").open("w")
-            robots[name] = subprocess.Popen(agent_command("robot", namespace, name, "--hz", str(args.robot_hz),
-                                                          "--seconds", str(args.baseline_s + args.flood_s + 3)),
-                                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.REPO)
+            robots[name] = subprocess.Popen(
+                agent_command(
+                    "robot",
+                    namespace,
+                    name,
+                    "--hz",
+                    str(args.robot_hz),
+                    "--seconds",
+                    str(args.baseline_s + args.flood_s + 3),
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=common.REPO,
+            )
             processes.append(robots[name])
         time.sleep(args.baseline_s)
         own = {p.pid for p in processes}
@@ -298,15 +372,32 @@ def run(args) -> dict:
         baseline_end = time.monotonic()
         attacker_log = directory / "attacker.jsonl"
         with attacker_log.open("w") as log:
-            attacker = subprocess.Popen(agent_command("attack", namespace, "attacker", "--rate", str(args.rate),
-                                                      "--seconds", str(args.flood_s), core=args.attacker_core),
-                                        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=common.REPO)
+            attacker = subprocess.Popen(
+                agent_command(
+                    "attack",
+                    namespace,
+                    "attacker",
+                    "--rate",
+                    str(args.rate),
+                    "--seconds",
+                    str(args.flood_s),
+                    core=args.attacker_core,
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=common.REPO,
+            )
         processes.append(attacker)
         during_other = other_cpu_cores(own | {attacker.pid}, 2.0)
         attacker.wait(timeout=args.flood_s + 60)
         for process in robots.values():
             process.wait(timeout=60)
-        events = [json.loads(line) for line in attacker_log.read_text().splitlines() if line.startswith("{")]
+        events = [
+            json.loads(line)
+            for line in attacker_log.read_text().splitlines()
+            if line.startswith("{")
+        ]
         opened = next((e["t"] for e in events if e["event"] == "opened"), None)
         closed = next((e["t"] for e in events if e["event"] == "closed"), None)
         done = next((e for e in events if e["event"] == "done"), {})
@@ -314,18 +405,30 @@ def run(args) -> dict:
         flood_end = opened + args.flood_s if opened else None
         shares = {}
         for name in robots:
-            chunks = [json.loads(line)["t"] for line in (directory / f"{name}.jsonl").read_text().splitlines()
-                      if '"chunk"' in line]
+            chunks = [
+                json.loads(line)["t"]
+                for line in (directory / f"{name}.jsonl").read_text().splitlines()
+                if '"chunk"' in line
+            ]
             baseline = rate_between(chunks, baseline_end - args.baseline_s + 2.0, baseline_end)
             before = rate_between(chunks, opened, closed) if opened and closed else float("nan")
             after = rate_between(chunks, closed + 0.5, flood_end) if closed else float("nan")
-            shares[name] = {"baseline_chunks_per_s": round(baseline, 2), "before_closure": round(before / baseline, 3),
-                            "after_closure": round(after / baseline, 3)}
-        return {"robots": shares, "attacker_rate": round(done.get("rate", float("nan")), 0),
-                "closed_after_s": round(closed - opened, 2) if opened and closed else None,
-                "reopen_refusal": reopen.get("refusal"), "reopen_message": reopen.get("message", "")[:160],
-                "other_cores_before": round(before_other, 2), "other_cores_during": round(during_other, 2),
-                "load_average": round(os.getloadavg()[0], 2), "refusal_cost_us": refusal_cost(200 if args.smoke else 2000)}
+            shares[name] = {
+                "baseline_chunks_per_s": round(baseline, 2),
+                "before_closure": round(before / baseline, 3),
+                "after_closure": round(after / baseline, 3),
+            }
+        return {
+            "robots": shares,
+            "attacker_rate": round(done.get("rate", float("nan")), 0),
+            "closed_after_s": round(closed - opened, 2) if opened and closed else None,
+            "reopen_refusal": reopen.get("refusal"),
+            "reopen_message": reopen.get("message", "")[:160],
+            "other_cores_before": round(before_other, 2),
+            "other_cores_during": round(during_other, 2),
+            "load_average": round(os.getloadavg()[0], 2),
+            "refusal_cost_us": refusal_cost(200 if args.smoke else 2000),
+        }
     finally:
         common.stop_all(processes)
 
@@ -333,39 +436,57 @@ def run(args) -> dict:
 def report(result: dict, args) -> str:
     cost = result["refusal_cost_us"]
     rows = "\n".join(
-        f"| {name} | {r['baseline_chunks_per_s']:.2f} | {r['before_closure']:.0%} | {r['after_closure']:.0%} |"
-        for name, r in result["robots"].items())
+        f"| {name} | {r['baseline_chunks_per_s']:.2f} | {r['before_closure']:.0%} | "
+        f"{r['after_closure']:.0%} |"
+        for name, r in result["robots"].items()
+    )
     quiet = result["other_cores_before"] < 0.3 and result["other_cores_during"] < 0.3
     return f"""Two legitimate robots ask at {args.robot_hz:g} Hz (one request in flight) while a third session,
-pinned to core {args.attacker_core} with `taskset`, floods its own observation topic at {result['attacker_rate']:.0f} msg/s
-(forged MACs, replayed seqs, wrong epochs, validly signed NaN states, in turn). Shares are of each robot's own
-baseline in the same run (the {args.baseline_s:g} s before the flood). Goals: >= 80 % before the flooding session is
+pinned to core {args.attacker_core} with `taskset`, floods its own observation topic at
+{result["attacker_rate"]:.0f} msg/s
+(forged MACs, replayed seqs, wrong epochs, validly signed NaN states, in turn). Shares are of each
+robot's own
+baseline in the same run (the {args.baseline_s:g} s before the flood). Goals: >= 80 % before the
+flooding session is
 closed, >= 95 % after.
 
 | robot | baseline chunks/s | share while the flooding session is open | share after it was closed |
 |---|---|---|---|
 {rows}
 
-The flooding session was closed {result['closed_after_s']} s after it opened;
-its re-open was refused with code {result['reopen_refusal']} ("{result['reopen_message']}..."). CPU used by processes outside this run:
-{result['other_cores_before']} cores before, {result['other_cores_during']} during (load average
-{result['load_average']}); {'quiet enough to judge (< 0.3 cores)' if quiet else '**disturbed: above 0.3 cores, do not judge this run**'}.
+The flooding session was closed {result["closed_after_s"]} s after it opened;
+its re-open was refused with code {result["reopen_refusal"]} ("{result["reopen_message"]}..."). CPU
+used by processes outside this run:
+{result["other_cores_before"]} cores before, {result["other_cores_during"]} during (load average
+{result["load_average"]});
+{"quiet enough to judge (< 0.3 cores)" if quiet else "**disturbed: above 0.3 cores, do not judge this run**"}.
 
-Where the time of one refused observation goes (one 96x128 JPEG, {cost['message_bytes']} bytes on the wire; this
-process, microseconds): deserialisation by rclpy {cost['deserialize_us']:.1f}; refused by the cheap checks (replayed
-seq) {cost['refused_by_seq_us']:.1f}; refused by the MAC {cost['refused_by_mac_us']:.1f} (the MAC alone
-{cost['mac_alone_us']:.1f}); for comparison, the worker's validation and decode it would have reached
-{cost['validation_decode_us']:.1f}. Over the budget (`flood_refusals_per_s`) an observation costs only its
+Where the time of one refused observation goes (one 96x128 JPEG, {cost["message_bytes"]} bytes on
+the wire; this
+process, microseconds): deserialisation by rclpy {cost["deserialize_us"]:.1f}; refused by the cheap
+checks (replayed
+seq) {cost["refused_by_seq_us"]:.1f}; refused by the MAC {cost["refused_by_mac_us"]:.1f} (the MAC
+alone
+{cost["mac_alone_us"]:.1f}); for comparison, the worker's validation and decode it would have
+reached
+{cost["validation_decode_us"]:.1f}. Over the budget (`flood_refusals_per_s`) an observation costs
+only its
 deserialisation and a dictionary look-up.
 """
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--attack", nargs=2, metavar=("NAMESPACE", "CLIENT_ID"))
     parser.add_argument("--robot", nargs=2, metavar=("NAMESPACE", "CLIENT_ID"))
-    parser.add_argument("--rate", type=float, default=2000.0, help="attacker: observations per second")
-    parser.add_argument("--hz", type=float, default=10.0, help="robot agent: requests per second at most")
+    parser.add_argument(
+        "--rate", type=float, default=2000.0, help="attacker: observations per second"
+    )
+    parser.add_argument(
+        "--hz", type=float, default=10.0, help="robot agent: requests per second at most"
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="agents: how long")
     parser.add_argument("--robot-hz", type=float, default=10.0)
     parser.add_argument("--baseline-s", type=float, default=8.0)
@@ -383,12 +504,19 @@ def main() -> int:
     from bench.report import RELIABILITY_MD, write_section
 
     if args.document is None:
-        args.document = Path(__import__("tempfile").mkdtemp(prefix="flood_smoke_")) / "reliability.md" if args.smoke else RELIABILITY_MD
+        args.document = (
+            Path(__import__("tempfile").mkdtemp(prefix="flood_smoke_")) / "reliability.md"
+            if args.smoke
+            else RELIABILITY_MD
+        )
     result = run(args)
     command = "python -m bench.flood" + (" --smoke" if args.smoke else "")
     write_section("flood", command, report(result, args), args.document)
     print(json.dumps(result))
-    ok = all(not math.isnan(r["before_closure"]) for r in result["robots"].values()) and result["closed_after_s"] is not None
+    ok = (
+        all(not math.isnan(r["before_closure"]) for r in result["robots"].values())
+        and result["closed_after_s"] is not None
+    )
     return 0 if ok else 1
 
 

@@ -1,7 +1,9 @@
 """The forward's service curve t(b) and its GIL share g, for the modeled accelerator (issue 32).
 
-usage: python -m bench.forward_curve [--policies act,pi0,pi05] [--batches 1,2,4,8,16,32,64] [--device cuda]
-                                     [--dtype bfloat16] [--repeats 20] [--warmup 3] [--small] [--out FILE.json]
+usage: python -m bench.forward_curve [--policies act,pi0,pi05] [--batches 1,2,4,8,16,32,64]
+[--device cuda]
+                                     [--dtype bfloat16] [--repeats 20] [--warmup 3] [--small]
+                                     [--out FILE.json]
 
 For each policy, LeRobot's own model at its default size with random weights
 (nothing is downloaded: ACT without pretrained backbone weights; pi0 and
@@ -53,8 +55,10 @@ def _features(image_shape):
 
 
 def _shallow_gemma(modeling) -> None:
-    """--small only: every Gemma of ``modeling`` keeps its widths but has one layer (LeRobot's PaliGemma
-    projects the vision tower to 2048 wide, so the narrower gemma_300m variant cannot stand in for it)."""
+    """--small only: every Gemma of ``modeling`` keeps its widths but has one layer (LeRobot's
+    PaliGemma
+    projects the vision tower to 2048 wide, so the narrower gemma_300m variant cannot stand in for
+    it)."""
     full = modeling.get_gemma_config
     if getattr(full, "shallow", False):
         return
@@ -76,8 +80,15 @@ def build(name: str, small: bool, device: str, dtype: str):
         from lerobot.policies.act.modeling_act import ACTPolicy
 
         size = dict(dim_model=256, dim_feedforward=1024, n_encoder_layers=2) if small else {}
-        config = ACTConfig(input_features=inputs, output_features=outputs, chunk_size=CHUNK, n_action_steps=CHUNK,
-                           pretrained_backbone_weights=None, device=device, **size)
+        config = ACTConfig(
+            input_features=inputs,
+            output_features=outputs,
+            chunk_size=CHUNK,
+            n_action_steps=CHUNK,
+            pretrained_backbone_weights=None,
+            device=device,
+            **size,
+        )
         policy = ACTPolicy(config)
     elif name in ("pi0", "pi05"):
         if name == "pi0":
@@ -90,8 +101,15 @@ def build(name: str, small: bool, device: str, dtype: str):
         if small:
             _shallow_gemma(sys.modules[Policy.__module__])
             size = dict(num_inference_steps=1)
-        config = Config(input_features=inputs, output_features=outputs, chunk_size=CHUNK, n_action_steps=CHUNK,
-                        device=device, dtype=dtype if device != "cpu" else "float32", **size)
+        config = Config(
+            input_features=inputs,
+            output_features=outputs,
+            chunk_size=CHUNK,
+            n_action_steps=CHUNK,
+            device=device,
+            dtype=dtype if device != "cpu" else "float32",
+            **size,
+        )
         policy = Policy(config)
     else:
         raise SystemExit(f"unknown policy {name!r}: expected act, pi0 or pi05")
@@ -101,9 +119,13 @@ def build(name: str, small: bool, device: str, dtype: str):
 def batch_of(size: int, device: str) -> dict:
     """A preprocessed batch: images in [0, 1], a normalised state, task tokens with a full mask."""
     generator = torch.Generator().manual_seed(size)
-    batch = {name: torch.rand(size, 3, IMAGE_SIZE, IMAGE_SIZE, generator=generator) for name in CAMERAS}
+    batch = {
+        name: torch.rand(size, 3, IMAGE_SIZE, IMAGE_SIZE, generator=generator) for name in CAMERAS
+    }
     batch["observation.state"] = torch.randn(size, JOINTS, generator=generator)
-    batch["observation.language.tokens"] = torch.randint(0, 1000, (size, TASK_TOKENS), generator=generator)
+    batch["observation.language.tokens"] = torch.randint(
+        0, 1000, (size, TASK_TOKENS), generator=generator
+    )
     batch["observation.language.attention_mask"] = torch.ones(size, TASK_TOKENS, dtype=torch.bool)
     return {key: value.to(device) for key, value in batch.items()}
 
@@ -114,7 +136,8 @@ def _synchronize(device: str) -> None:
 
 
 def time_forward(policy, size: int, device: str, repeats: int, warmup: int) -> list[float]:
-    """Seconds per ``predict_action_chunk`` at batch ``size``, the actions on the host (as the server needs them)."""
+    """Seconds per ``predict_action_chunk`` at batch ``size``, the actions on the host (as the
+    server needs them)."""
     batch = batch_of(size, device)
     times = []
     with torch.inference_mode():
@@ -127,7 +150,9 @@ def time_forward(policy, size: int, device: str, repeats: int, warmup: int) -> l
             elapsed = time.perf_counter() - start
             if index >= warmup:
                 times.append(elapsed)
-    assert tuple(actions.shape) == (size, CHUNK, JOINTS), f"expected ({size}, {CHUNK}, {JOINTS}), got {tuple(actions.shape)}"
+    assert tuple(actions.shape) == (size, CHUNK, JOINTS), (
+        f"expected ({size}, {CHUNK}, {JOINTS}), got {tuple(actions.shape)}"
+    )
     return times
 
 
@@ -141,7 +166,8 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def _counter_rate(seconds: float, busy=None) -> float:
-    """Increments per second of a pure-Python loop, alone or while ``busy()`` runs on this thread."""
+    """Increments per second of a pure-Python loop, alone or while ``busy()`` runs on this
+    thread."""
     stop, count = threading.Event(), [0]
 
     def count_up():
@@ -177,8 +203,13 @@ def gil_share(policy, size: int, device: str, seconds: float) -> float:
 def versions(device: str) -> dict:
     import lerobot
 
-    found = {"python": platform.python_version(), "torch": torch.__version__, "lerobot": lerobot.__version__,
-             "lerobot_from": lerobot.__file__, "device": device}
+    found = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "lerobot": lerobot.__version__,
+        "lerobot_from": lerobot.__file__,
+        "device": device,
+    }
     if device.startswith("cuda"):
         found.update(cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0))
     return found
@@ -189,11 +220,15 @@ def main(argv=None) -> dict:
     parser.add_argument("--policies", default="act,pi0,pi05")
     parser.add_argument("--batches", default="1,2,4,8,16,32,64")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="bfloat16", help="pi0/pi0.5 weights on a GPU (float32 on the CPU)")
+    parser.add_argument(
+        "--dtype", default="bfloat16", help="pi0/pi0.5 weights on a GPU (float32 on the CPU)"
+    )
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--gil-seconds", type=float, default=2.0)
-    parser.add_argument("--small", action="store_true", help="reduced variants: a rehearsal, not a measurement")
+    parser.add_argument(
+        "--small", action="store_true", help="reduced variants: a rehearsal, not a measurement"
+    )
     parser.add_argument("--out", default="", help="write the JSON here too")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
@@ -204,14 +239,25 @@ def main(argv=None) -> dict:
         curve = {}
         for size in (int(b) for b in args.batches.split(",")):
             times = time_forward(policy, size, args.device, args.repeats, args.warmup)
-            curve[size] = {"median_ms": 1e3 * statistics.median(times),
-                           "p95_ms": 1e3 * sorted(times)[max(0, round(0.95 * len(times)) - 1)]}
-            print(f"{name} b={size}: {curve[size]['median_ms']:.1f} ms (p95 {curve[size]['p95_ms']:.1f})", flush=True)
+            curve[size] = {
+                "median_ms": 1e3 * statistics.median(times),
+                "p95_ms": 1e3 * sorted(times)[max(0, round(0.95 * len(times)) - 1)],
+            }
+            print(
+                f"{name} b={size}: {curve[size]['median_ms']:.1f} ms (p95 "
+                f"{curve[size]['p95_ms']:.1f})",
+                flush=True,
+            )
         t0, k = fit([(size, point["median_ms"] / 1e3) for size, point in curve.items()])
         g = gil_share(policy, 1, args.device, args.gil_seconds)
-        result["policies"][name] = {"t_ms": curve, "t0_ms": 1e3 * t0, "k_ms": 1e3 * k, "g": g,
-                                    "parameters_m": sum(p.numel() for p in policy.parameters()) / 1e6,
-                                    "seconds": time.perf_counter() - started}
+        result["policies"][name] = {
+            "t_ms": curve,
+            "t0_ms": 1e3 * t0,
+            "k_ms": 1e3 * k,
+            "g": g,
+            "parameters_m": sum(p.numel() for p in policy.parameters()) / 1e6,
+            "seconds": time.perf_counter() - started,
+        }
         print(f"{name}: t(b) = {1e3 * t0:.2f} + {1e3 * k:.2f}*b ms, g = {g:.2f}", flush=True)
         del policy
         if args.device.startswith("cuda"):

@@ -43,10 +43,14 @@ def free_port() -> int:
 
 
 class GrpcPeer:
-    def __init__(self, directory: Path, fps: int = 30, timeout_s: float = 240.0, env: dict | None = None) -> None:
+    def __init__(
+        self, directory: Path, fps: int = 30, timeout_s: float = 240.0, env: dict | None = None
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         previous = os.getcwd()
-        os.chdir(directory)  # importing LeRobot's client module creates logs/ in the working directory
+        os.chdir(
+            directory
+        )  # importing LeRobot's client module creates logs/ in the working directory
         try:
             import grpc
             from lerobot.async_inference.configs import get_aggregate_function
@@ -61,16 +65,29 @@ class GrpcPeer:
         self.console = directory / "console.log"
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1",
-                 f"--port={self.port}", f"--fps={fps}", "--inference_latency=0", "--obs_queue_timeout=60"],
-                cwd=directory, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
+                [
+                    sys.executable,
+                    "-m",
+                    "lerobot.async_inference.policy_server",
+                    "--host=127.0.0.1",
+                    f"--port={self.port}",
+                    f"--fps={fps}",
+                    "--inference_latency=0",
+                    "--obs_queue_timeout=60",
+                ],
+                cwd=directory,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
             )
         self.timeout_s = timeout_s
         self.connected = False
         self.pb = services_pb2
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}", grpc_channel_options())
         self.stub = services_pb2_grpc.AsyncInferenceStub(self.channel)
-        # RobotClient's merge, on a client without a robot or threads: only the queue state it uses.
+        # RobotClient's merge, on a client without a robot or threads: only the queue state it
+        # uses.
         self.client = RobotClient.__new__(RobotClient)
         self.aggregate = get_aggregate_function("weighted_average")
         self.fps = fps
@@ -81,13 +98,22 @@ class GrpcPeer:
             common.wait_for_log(self.process, self.console, "PolicyServer started", self.timeout_s)
             self.connected = True
 
-    def load(self, checkpoint: Path, joint_names, cameras: dict[str, tuple[int, int]], chunk: int = 50,
-             device: str = "cpu") -> None:
-        """Ready + SendPolicyInstructions for an ACT checkpoint; ``cameras`` maps raw keys to (height, width)."""
+    def load(
+        self,
+        checkpoint: Path,
+        joint_names,
+        cameras: dict[str, tuple[int, int]],
+        chunk: int = 50,
+        device: str = "cpu",
+    ) -> None:
+        """Ready + SendPolicyInstructions for an ACT checkpoint; ``cameras`` maps raw keys to
+        (height, width)."""
         from lerobot.async_inference.helpers import RemotePolicyConfig
         from lerobot.utils.feature_utils import hw_to_dataset_features
 
-        hardware = {f"{name}.pos": float for name in joint_names} | {key: (h, w, 3) for key, (h, w) in cameras.items()}
+        hardware = {f"{name}.pos": float for name in joint_names} | {
+            key: (h, w, 3) for key, (h, w) in cameras.items()
+        }
         features = hw_to_dataset_features(hardware, "observation", use_video=False)
         self.joint_keys = [f"{name}.pos" for name in joint_names]
         self.wait_started()
@@ -104,10 +130,18 @@ class GrpcPeer:
         from lerobot.async_inference.helpers import TimedObservation
         from lerobot.transport.utils import send_bytes_in_chunks
 
-        raw = {key: float(value) for key, value in zip(self.joint_keys, state)} | dict(frames)
-        pending = self.stub.GetActions.future(self.pb.Empty())  # RobotClient's receiver always has one waiting
+        raw = {
+            key: float(value) for key, value in zip(self.joint_keys, state, strict=False)
+        } | dict(frames)
+        pending = self.stub.GetActions.future(
+            self.pb.Empty()
+        )  # RobotClient's receiver always has one waiting
         started = time.perf_counter()
-        data = pickle.dumps(TimedObservation(timestamp=time.time(), timestep=timestep, observation=raw, must_go=True))
+        data = pickle.dumps(
+            TimedObservation(
+                timestamp=time.time(), timestep=timestep, observation=raw, must_go=True
+            )
+        )
         pickled = time.perf_counter()
         self.stub.SendObservations(send_bytes_in_chunks(data, self.pb.Observation, silent=True))
         sent = time.perf_counter()
@@ -120,19 +154,36 @@ class GrpcPeer:
         merged = time.perf_counter()
         if len(timed_actions) == 0:
             raise RuntimeError("LeRobot's server answered with no actions")
-        return {"encode": pickled - started, "send_rpc": sent - pickled, "wait_actions": received - sent,
-                "merge": merged - received, "round_trip": merged - started, "bytes": len(data)}
+        return {
+            "encode": pickled - started,
+            "send_rpc": sent - pickled,
+            "wait_actions": received - sent,
+            "merge": merged - received,
+            "round_trip": merged - started,
+            "bytes": len(data),
+        }
 
     def server_split(self) -> dict[int, dict]:
         """The server's own DEBUG split per observation timestep, in seconds."""
         split: dict[int, dict] = {}
         for path in sorted((self.directory / "logs").glob("policy_server_*.log")):
             text = path.read_text(errors="replace")
-            for match in re.finditer(r"Observation (\d+) \| Prepare time: ([\d.]+)ms \| Preprocessing time: ([\d.]+)ms \| "
-                                     r"Inference time: ([\d.]+)ms \| Postprocessing time: ([\d.]+)ms", text):
+            for match in re.finditer(
+                r"Observation (\d+) \| Prepare time: ([\d.]+)ms \| Preprocessing time: ([\d.]+)ms "
+                r"\| "
+                r"Inference time: ([\d.]+)ms \| Postprocessing time: ([\d.]+)ms",
+                text,
+            ):
                 step = int(match.group(1))
-                split[step] = {k: float(match.group(i)) / 1000 for i, k in
-                               ((2, "prepare"), (3, "preprocess"), (4, "inference"), (5, "postprocess"))}
+                split[step] = {
+                    k: float(match.group(i)) / 1000
+                    for i, k in (
+                        (2, "prepare"),
+                        (3, "preprocess"),
+                        (4, "inference"),
+                        (5, "postprocess"),
+                    )
+                }
             pending = []
             for line in text.splitlines():
                 found = re.search(r"Received observation #(\d+) \|", line)

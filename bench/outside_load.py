@@ -43,23 +43,28 @@ class Sample:
 
 
 def busy_ticks(stat_text: str) -> int:
-    """Non-idle ticks of the machine from /proc/stat's aggregate ``cpu`` line (guest time is in user already)."""
+    """Non-idle ticks of the machine from /proc/stat's aggregate ``cpu`` line (guest time is in
+    user already)."""
     fields = stat_text.splitlines()[0].split()
-    assert fields[0] == "cpu", f"/proc/stat should start with the aggregate cpu line, got {fields[:2]}"
+    assert fields[0] == "cpu", (
+        f"/proc/stat should start with the aggregate cpu line, got {fields[:2]}"
+    )
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields[1:9])
     return user + nice + system + irq + softirq + steal
 
 
 def process_times(stat_line: str) -> ProcessTimes:
-    """One /proc/PID/stat line; the command name may hold spaces and parentheses, so split after the last ')'."""
+    """One /proc/PID/stat line; the command name may hold spaces and parentheses, so split after
+    the last ')'."""
     pid = int(stat_line.split(" ", 1)[0])
-    rest = stat_line[stat_line.rindex(")") + 2:].split()
+    rest = stat_line[stat_line.rindex(")") + 2 :].split()
     # rest[0] is field 3 (state): ppid is field 4, utime..cstime fields 14-17.
     return ProcessTimes(pid, int(rest[1]), sum(int(value) for value in rest[11:15]))
 
 
 def tree_ticks(processes: list[ProcessTimes], root: int) -> int:
-    """CPU ticks of ``root`` and its live descendants, each process counted once (see the module docstring)."""
+    """CPU ticks of ``root`` and its live descendants, each process counted once (see the module
+    docstring)."""
     children: dict[int, list[ProcessTimes]] = {}
     for process in processes:
         children.setdefault(process.parent, []).append(process)
@@ -94,11 +99,16 @@ def _read_processes() -> list[ProcessTimes]:
 
 def sample(root: int | None = None) -> Sample:
     root = os.getpid() if root is None else root
-    return Sample(time.monotonic(), busy_ticks((PROC / "stat").read_text()), tree_ticks(_read_processes(), root))
+    return Sample(
+        time.monotonic(),
+        busy_ticks((PROC / "stat").read_text()),
+        tree_ticks(_read_processes(), root),
+    )
 
 
 class OutsideLoad:
-    """Samples the machine once a second from ``start()``: outside work before the run and during it."""
+    """Samples the machine once a second from ``start()``: outside work before the run and during
+    it."""
 
     def __init__(self, before_s: float = 2.0, period_s: float = 1.0) -> None:
         self.before_s, self.period_s = before_s, period_s
@@ -108,12 +118,15 @@ class OutsideLoad:
         self._run_started: Sample | None = None
 
     def start(self) -> None:
-        """Measure ``before_s`` of quiet before the benchmark starts anything, then keep sampling."""
+        """Measure ``before_s`` of quiet before the benchmark starts anything, then keep
+        sampling."""
         first = sample()
         time.sleep(self.before_s)
         self._run_started = sample()
         self.samples = [first, self._run_started]
-        self._thread = threading.Thread(target=self._sample_forever, name="outside_load", daemon=True)
+        self._thread = threading.Thread(
+            target=self._sample_forever, name="outside_load", daemon=True
+        )
         self._thread.start()
 
     def _sample_forever(self) -> None:
@@ -133,22 +146,29 @@ class OutsideLoad:
         during = list(self.samples[1:]) + [now]
         worst = 0.0
         for index, start in enumerate(during):
-            for end in during[index + 1:]:
+            for end in during[index + 1 :]:
                 if end.monotonic_s - start.monotonic_s >= 5.0:
                     worst = max(worst, outside_cores(start, end))
                     break
         return outside_cores(during[0], now), worst
 
     def describe(self) -> str:
-        """One line for the benchmark's section: was the run quiet enough to judge a goal from it?"""
+        """One line for the benchmark's section: was the run quiet enough to judge a goal from
+        it?"""
         if not self.started:
             return _after_only(self.before_s)
         mean, worst = self.during_cores()
         before = self.before_cores()
         quiet = before < QUIET_CORES and mean < QUIET_CORES
-        verdict = "quiet" if quiet else f"DISTURBED: over {QUIET_CORES} cores, rerun before judging a goal"
-        return (f"CPU used outside the benchmark: {before:.2f} cores before, {mean:.2f} during "
-                f"(worst 5 s: {worst:.2f}) - {verdict}.")
+        verdict = (
+            "quiet"
+            if quiet
+            else f"DISTURBED: over {QUIET_CORES} cores, rerun before judging a goal"
+        )
+        return (
+            f"CPU used outside the benchmark: {before:.2f} cores before, {mean:.2f} during "
+            f"(worst 5 s: {worst:.2f}) - {verdict}."
+        )
 
 
 def _after_only(seconds: float) -> str:
@@ -156,8 +176,10 @@ def _after_only(seconds: float) -> str:
     time.sleep(seconds)
     cores = outside_cores(first, sample())
     verdict = "quiet" if cores < QUIET_CORES else f"DISTURBED: over {QUIET_CORES} cores"
-    return (f"CPU used outside the benchmark: not recorded during the run; {cores:.2f} cores "
-            f"in {seconds:g} s after it - {verdict}.")
+    return (
+        f"CPU used outside the benchmark: not recorded during the run; {cores:.2f} cores "
+        f"in {seconds:g} s after it - {verdict}."
+    )
 
 
 #: The one recorder a benchmark process has: started by ``watch()``, read by report.write_section.
@@ -165,7 +187,8 @@ RECORDER = OutsideLoad()
 
 
 def watch(before_s: float = 2.0) -> None:
-    """Start recording outside work, once per process; call it before the benchmark starts any process."""
+    """Start recording outside work, once per process; call it before the benchmark starts any
+    process."""
     if not RECORDER.started:
         RECORDER.before_s = before_s
         RECORDER.start()

@@ -1,4 +1,5 @@
-"""Robots that ask at a real robot's rate: the executor's trigger and replace-mode queue, many in one process.
+"""Robots that ask at a real robot's rate: the executor's trigger and replace-mode queue, many in
+one process.
 
 A closed-loop client (bench/batching.py) measures what a server can push
 out; a deployment's question is how many real robots it holds, and a real
@@ -42,12 +43,17 @@ import time
 import numpy as np
 
 from bench.common import open_session_retrying
-from lerobot_ros.protocol.contract import OpenRequest
 from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
-from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.msg import Observation
+from lerobot_ros.protocol.contract import OpenRequest
+from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, camera_payloads, observation_to_msg
+from lerobot_ros.protocol.wire.data_plane import (
+    OutgoingObservation,
+    RequestId,
+    camera_payloads,
+    observation_to_msg,
+)
 
 FPS = 30.0
 CHUNK = 50
@@ -64,13 +70,16 @@ def threshold_rows(p95_s: float, fps: float = FPS, chunk: int = CHUNK) -> int:
     return math.floor(theta * fps + 1e-9)
 
 
-def request_rate(p95_s: float, round_trip_s: float = 0.0, fps: float = FPS, chunk: int = CHUNK) -> float:
+def request_rate(
+    p95_s: float, round_trip_s: float = 0.0, fps: float = FPS, chunk: int = CHUNK
+) -> float:
     """Requests per second of one robot whose p95 round trip is ``p95_s`` (module docstring)."""
     return fps / max(chunk - threshold_rows(p95_s, fps, chunk), fps * round_trip_s, 1e-9)
 
 
 class ReplaceModeQueue:
-    """One robot's queue and trigger in replace mode, as times: when the next request is due, what a merge leaves."""
+    """One robot's queue and trigger in replace mode, as times: when the next request is due, what
+    a merge leaves."""
 
     def __init__(self, fps: float = FPS, chunk: int = CHUNK) -> None:
         self.fps, self.chunk = fps, chunk
@@ -93,7 +102,8 @@ class ReplaceModeQueue:
         return self.latency.delay_steps(self.fps)
 
     def merge(self, sent_s: float, received_s: float) -> tuple[int, int]:
-        """A chunk sent at ``sent_s`` merged at ``received_s``: (rows trimmed, control steps the queue was empty)."""
+        """A chunk sent at ``sent_s`` merged at ``received_s``: (rows trimmed, control steps the
+        queue was empty)."""
         latency = max(0.0, received_s - sent_s)
         steps_since_merge = int((received_s - self.merged_at) * self.fps + 1e-9)
         starved = max(0, steps_since_merge - self.rows)
@@ -105,9 +115,13 @@ class ReplaceModeQueue:
         return trimmed, starved
 
 
-def encoded_cameras(names, frame_shape=(480, 640), policy_size=(224, 224), quality: int = 90, seed: int = 0) -> dict:
-    """One JPEG per camera as the executor sends it by default: a ``frame_shape`` frame shrunk to the policy's
-    size and encoded (``camera_payloads``, jpeg_quality 90). Smooth content with a little noise, so the JPEG
+def encoded_cameras(
+    names, frame_shape=(480, 640), policy_size=(224, 224), quality: int = 90, seed: int = 0
+) -> dict:
+    """One JPEG per camera as the executor sends it by default: a ``frame_shape`` frame shrunk to
+    the policy's
+    size and encoded (``camera_payloads``, jpeg_quality 90). Smooth content with a little noise, so
+    the JPEG
     is about the size a real scene gives, not the size of white noise."""
     rng = np.random.default_rng(seed)
     height, width = frame_shape
@@ -115,7 +129,10 @@ def encoded_cameras(names, frame_shape=(480, 640), policy_size=(224, 224), quali
     frames = {}
     for index, name in enumerate(names):
         phase = rng.uniform(0, 2 * np.pi, 3)
-        channels = [127 + 90 * np.sin(x / (37 + 11 * index + 5 * c) + y / (53 + 7 * c) + phase[c]) for c in range(3)]
+        channels = [
+            127 + 90 * np.sin(x / (37 + 11 * index + 5 * c) + y / (53 + 7 * c) + phase[c])
+            for c in range(3)
+        ]
         rgb = np.stack(channels, axis=-1) + rng.normal(0, 6, (height, width, 3))
         frames[name] = images.rgb_to_raw(np.clip(rgb, 0, 255).astype(np.uint8))
     compressed, _ = camera_payloads(frames, quality, {name: policy_size for name in names})
@@ -123,26 +140,42 @@ def encoded_cameras(names, frame_shape=(480, 640), policy_size=(224, 224), quali
 
 
 class PacedRobot(threading.Thread):
-    """One robot of the fleet: its own session, one request in flight, asking when its trigger says."""
+    """One robot of the fleet: its own session, one request in flight, asking when its trigger
+    says."""
 
-    def __init__(self, node, namespace: str, client_id: str, index: int, cameras: dict, action_names) -> None:
+    def __init__(
+        self, node, namespace: str, client_id: str, index: int, cameras: dict, action_names
+    ) -> None:
         super().__init__(name=client_id, daemon=True)
         from lerobot_ros.executor.session.session_client import SessionClient
 
         self.client_id, self.cameras = client_id, cameras
         self.session = SessionClient(node, namespace, client_id)
         self.session.spinning = True  # the fleet's spinner thread spins the node
-        request = OpenRequest(client_id=client_id, schema_version=Observation.CURRENT_SCHEMA_VERSION,
-                              action_names=tuple(action_names), state_dim=len(action_names),
-                              camera_names=tuple(cameras), fps=FPS, task=TASK, rtc_requested=False)
+        request = OpenRequest(
+            client_id=client_id,
+            schema_version=Observation.CURRENT_SCHEMA_VERSION,
+            action_names=tuple(action_names),
+            state_dim=len(action_names),
+            camera_names=tuple(cameras),
+            fps=FPS,
+            task=TASK,
+            rtc_requested=False,
+        )
         self.session_id = open_session_retrying(self.session, request, client_id).session_id
         self.rng = np.random.default_rng(index)
         self.state = self.rng.uniform(-0.5, 0.5, len(action_names)).astype(np.float32)
-        self.halt, self.go, self.idle, self.stopped = threading.Event(), threading.Event(), threading.Event(), False
+        self.halt, self.go, self.idle, self.stopped = (
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+            False,
+        )
         self.idle.set()
         self.phase_s = 0.0
         self.seq = 0
-        # (received monotonic ns, round trip s, batch size, steps the queue was empty before this merge)
+        # (received monotonic ns, round trip s, batch size, steps the queue was empty before this
+        # merge)
         self.answers: list[tuple[int, float, int, int]] = []
         self.failures: list[tuple[int, str]] = []
 
@@ -166,13 +199,27 @@ class PacedRobot(threading.Thread):
             self.seq += 1
             sent = time.monotonic_ns()
             request = RequestId(self.session_id, self.client_id, self.seq, 0, 0, sent)
-            msg = observation_to_msg(OutgoingObservation(request, TASK, self.state, self.cameras, {}, 0))
+            msg = observation_to_msg(
+                OutgoingObservation(request, TASK, self.state, self.cameras, {}, 0)
+            )
             answer = self.session.request_chunk(request, msg, timeout_s=REQUEST_TIMEOUT_S)
             if answer.chunk is None:
-                self.failures.append((time.monotonic_ns(), answer.refusal or f"no chunk within {REQUEST_TIMEOUT_S:g} s"))
+                self.failures.append(
+                    (
+                        time.monotonic_ns(),
+                        answer.refusal or f"no chunk within {REQUEST_TIMEOUT_S:g} s",
+                    )
+                )
                 continue  # still due: the next observation leaves at once
             _, starved = queue.merge(sent / 1e9, answer.received_ns / 1e9)
-            self.answers.append((answer.received_ns, (answer.received_ns - sent) / 1e9, answer.chunk.batch_size, starved))
+            self.answers.append(
+                (
+                    answer.received_ns,
+                    (answer.received_ns - sent) / 1e9,
+                    answer.chunk.batch_size,
+                    starved,
+                )
+            )
 
     def resume(self, phase_s: float) -> None:
         self.phase_s = phase_s
@@ -184,9 +231,12 @@ class PacedRobot(threading.Thread):
 
 
 class Fleet:
-    """The robots of one server, opened as needed; ``stream(n)`` runs the first n, ``pause`` holds them all."""
+    """The robots of one server, opened as needed; ``stream(n)`` runs the first n, ``pause`` holds
+    them all."""
 
-    def __init__(self, node, spinner, namespace: str, tag: str, cameras: dict, action_names, seed: int = 0) -> None:
+    def __init__(
+        self, node, spinner, namespace: str, tag: str, cameras: dict, action_names, seed: int = 0
+    ) -> None:
         self.node, self.spinner, self.namespace, self.tag = node, spinner, namespace, tag
         self.cameras, self.action_names = cameras, tuple(action_names)
         self.robots: list[PacedRobot] = []
@@ -194,8 +244,14 @@ class Fleet:
 
     def grow(self, count: int) -> None:
         while len(self.robots) < count:
-            robot = PacedRobot(self.node, self.namespace, f"{self.tag}_{len(self.robots)}", len(self.robots),
-                               self.cameras, self.action_names)
+            robot = PacedRobot(
+                self.node,
+                self.namespace,
+                f"{self.tag}_{len(self.robots)}",
+                len(self.robots),
+                self.cameras,
+                self.action_names,
+            )
             robot.start()
             self.robots.append(robot)
 
@@ -220,5 +276,7 @@ class Fleet:
             robot.stopped = True
             robot.join(timeout=5)
             robot.session.close_session(robot.session_id, timeout_s=5.0)
-            with self.spinner.paused():  # rclpy refuses entities destroyed while another thread waits on them
+            with (
+                self.spinner.paused()
+            ):  # rclpy refuses entities destroyed while another thread waits on them
                 robot.session.destroy()

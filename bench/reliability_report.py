@@ -47,7 +47,17 @@ RUN_TIMEOUT_S = 1800
 def run_tests(files: list[str], log: Path, junit: Path, extra: list[str]) -> tuple[int, float]:
     env = {**os.environ, "LEROBOT_ROS_RELIABILITY_LOG": str(log)}
     started = time.monotonic()
-    command = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *files,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        *extra,
+    ]
     print("$ " + " ".join(command), flush=True)
     try:
         code = subprocess.run(command, cwd=REPO, env=env, timeout=RUN_TIMEOUT_S).returncode
@@ -57,7 +67,8 @@ def run_tests(files: list[str], log: Path, junit: Path, extra: list[str]) -> tup
 
 
 def test_outcomes(junit: Path) -> dict[str, dict]:
-    """Per test file: passed / failed / xfailed / skipped counts, seconds, and the failed tests' names."""
+    """Per test file: passed / failed / xfailed / skipped counts, seconds, and the failed tests'
+    names."""
     files: dict[str, dict] = {}
     if not junit.exists():
         return files
@@ -65,15 +76,19 @@ def test_outcomes(junit: Path) -> dict[str, dict]:
         # classname is "test.test_chaos" (or "test.test_chaos.TestClass"): keep the module.
         parts = case.get("classname", "").split(".")
         module = next((part for part in parts if part.startswith("test_")), parts[-1])
-        entry = files.setdefault(module, {"passed": 0, "failed": 0, "xfailed": 0, "skipped": 0, "seconds": 0.0,
-                                          "failures": []})
+        entry = files.setdefault(
+            module,
+            {"passed": 0, "failed": 0, "xfailed": 0, "skipped": 0, "seconds": 0.0, "failures": []},
+        )
         entry["seconds"] += float(case.get("time", 0) or 0)
         if case.find("failure") is not None or case.find("error") is not None:
             entry["failed"] += 1
             entry["failures"].append(case.get("name"))
         elif case.find("skipped") is not None:
             # pytest writes an expected failure (a known bug, marked xfail) as a skip of this type.
-            entry["xfailed" if case.find("skipped").get("type") == "pytest.xfail" else "skipped"] += 1
+            entry[
+                "xfailed" if case.find("skipped").get("type") == "pytest.xfail" else "skipped"
+            ] += 1
         else:
             entry["passed"] += 1
     return files
@@ -86,7 +101,8 @@ def read_records(log: Path) -> list[dict]:
 
 
 def describe(values: list) -> str:
-    """One detail over one or several records: as recorded, or if they differ a range of numbers or the first few."""
+    """One detail over one or several records: as recorded, or if they differ a range of numbers or
+    the first few."""
     if len(values) == 1:
         if not isinstance(values[0], list):
             return str(values[0])
@@ -112,8 +128,17 @@ def aggregate(records: list[dict]) -> dict[str, list[dict]]:
     rows: dict[tuple[str, str], dict] = {}
     for record in records:
         key = (record["category"], record["case"])
-        row = rows.setdefault(key, {"case": record["case"], "tried": 0, "survived": 0, "lost": 0, "records": 0,
-                                    "details": {}})
+        row = rows.setdefault(
+            key,
+            {
+                "case": record["case"],
+                "tried": 0,
+                "survived": 0,
+                "lost": 0,
+                "records": 0,
+                "details": {},
+            },
+        )
         row["tried"] += int(record["tried"])
         row["survived"] += int(record["survived"])
         row["lost"] += int(record["lost"])
@@ -124,8 +149,12 @@ def aggregate(records: list[dict]) -> dict[str, list[dict]]:
     categories: dict[str, list[dict]] = {}
     for (category, _), row in rows.items():
         categories.setdefault(category, []).append(row)
+
     def rank(category: str) -> tuple[int, str]:
-        return next((i for i, prefix in enumerate(CATEGORY_ORDER) if category.startswith(prefix)), len(CATEGORY_ORDER)), category
+        return next(
+            (i for i, prefix in enumerate(CATEGORY_ORDER) if category.startswith(prefix)),
+            len(CATEGORY_ORDER),
+        ), category
 
     return {category: categories[category] for category in sorted(categories, key=rank)}
 
@@ -136,9 +165,17 @@ def cell(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def render(categories: dict[str, list[dict]], outcomes: dict[str, dict], missing: list[str], code: int,
-           seconds: float) -> tuple[str, bool]:
-    totals = {key: sum(row[key] for rows in categories.values() for row in rows) for key in ("tried", "survived", "lost")}
+def render(
+    categories: dict[str, list[dict]],
+    outcomes: dict[str, dict],
+    missing: list[str],
+    code: int,
+    seconds: float,
+) -> tuple[str, bool]:
+    totals = {
+        key: sum(row[key] for rows in categories.values() for row in rows)
+        for key in ("tried", "survived", "lost")
+    }
     clean = totals["lost"] == 0 and totals["survived"] == totals["tried"]
     lines = [
         f"Tests run in {seconds:.0f} s, pytest exit code {code}. Totals over every category: "
@@ -150,19 +187,36 @@ def render(categories: dict[str, list[dict]], outcomes: dict[str, dict], missing
     ]
     for module, entry in outcomes.items():
         failures = f" (failed: {', '.join(entry['failures'])})" if entry["failures"] else ""
-        lines.append(f"| `{module}.py`{failures} | {entry['passed']} | {entry['failed']} | {entry['xfailed']} "
-                     f"| {entry['skipped']} | {entry['seconds']:.0f} |")
+        lines.append(
+            f"| `{module}.py`{failures} | {entry['passed']} | {entry['failed']} | "
+            f"{entry['xfailed']} "
+            f"| {entry['skipped']} | {entry['seconds']:.0f} |"
+        )
     for path in missing:
         lines.append(f"| `{Path(path).name}` (not written yet) | - | - | - | - | - |")
     for category, rows in categories.items():
-        lines += ["", f"#### {category}", "", "| case | tried | survived | lost | details |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"#### {category}",
+            "",
+            "| case | tried | survived | lost | details |",
+            "|---|---|---|---|---|",
+        ]
         for row in rows:
             mark = "" if row["lost"] == 0 and row["survived"] == row["tried"] else " **(!)**"
-            details = "; ".join(f"{name} {describe(values)}" for name, values in sorted(row["details"].items()))
-            lines.append(f"| {cell(row['case'], 200)}{mark} | {row['tried']} | {row['survived']} | {row['lost']} "
-                         f"| {cell(details)} |")
+            details = "; ".join(
+                f"{name} {describe(values)}" for name, values in sorted(row["details"].items())
+            )
+            lines.append(
+                f"| {cell(row['case'], 200)}{mark} | {row['tried']} | {row['survived']} | "
+                f"{row['lost']} "
+                f"| {cell(details)} |"
+            )
     if not categories:
-        lines += ["", "No test recorded a figure (was LEROBOT_ROS_RELIABILITY_LOG passed through?)."]
+        lines += [
+            "",
+            "No test recorded a figure (was LEROBOT_ROS_RELIABILITY_LOG passed through?).",
+        ]
     return "\n".join(lines), clean
 
 
@@ -177,7 +231,12 @@ def main() -> None:
         code, seconds = run_tests(present, log, junit, pytest_args) if present else (5, 0.0)
         records, outcomes = read_records(log), test_outcomes(junit)
     body, clean = render(aggregate(records), outcomes, missing, code, seconds)
-    write_section("reliability_suite", "python -m bench.reliability_report", body, document=Path(args.document))
+    write_section(
+        "reliability_suite",
+        "python -m bench.reliability_report",
+        body,
+        document=Path(args.document),
+    )
     sys.exit(code if code else (0 if clean else 1))
 
 

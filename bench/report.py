@@ -23,15 +23,24 @@ RELIABILITY_MD = DOCS / "reliability.md"
 
 def machine() -> str:
     cores = len(os.sched_getaffinity(0))  # not nproc: it answers OMP_NUM_THREADS when that is set
-    return f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, {date.today().isoformat()}"
+    return (
+        f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, "
+        f"{date.today().isoformat()}"
+    )
 
 
 def write_section(name: str, command: str, body: str, document: Path = BENCHMARKS_MD) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    section = (f"{start}\nCommand: `{command}` ({machine()})\n\n{outside_load.RECORDER.describe()}\n\n"
-               f"{body.strip()}\n{end}")
+    section = (
+        f"{start}\nCommand: `{command}` ({machine()})\n\n{outside_load.RECORDER.describe()}\n\n"
+        f"{body.strip()}\n{end}"
+    )
     text = document.read_text() if document.exists() else f"# {document.stem.capitalize()}\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    text = (
+        pattern.sub(lambda _: section, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + section + "\n"
+    )
     document.write_text(text)
     print(section)

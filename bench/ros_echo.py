@@ -1,4 +1,5 @@
-"""The ROS 2 floor under our request path: a node that answers every Observation with a ready ActionChunk.
+"""The ROS 2 floor under our request path: a node that answers every Observation with a ready
+ActionChunk.
 
 It does nothing a server does (no session, no MAC, no decoding, no model):
 each Observation taken from ``/bench_echo/observation`` is answered at once
@@ -24,9 +25,9 @@ import numpy as np
 import rclpy
 from rclpy.experimental import EventsExecutor
 
-from lerobot_ros.protocol.wire.data_plane import ChunkReply, chunk_to_msg, request_id_of
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
+from lerobot_ros.protocol.wire.data_plane import ChunkReply, chunk_to_msg, request_id_of
 
 OBSERVATION_TOPIC = "/bench_echo/observation"
 CHUNK_TOPIC = "/bench_echo/action_chunk"
@@ -44,8 +45,13 @@ def main() -> None:
     publisher = node.create_publisher(ActionChunk, CHUNK_TOPIC, ACTION_CHUNK_QOS)
 
     def answer(msg: Observation) -> None:
-        reply = ChunkReply(request=request_id_of(msg), status=ActionChunk.STATUS_OK, action_names=names,
-                           actions_model=actions, actions_robot=actions)
+        reply = ChunkReply(
+            request=request_id_of(msg),
+            status=ActionChunk.STATUS_OK,
+            action_names=names,
+            actions_model=actions,
+            actions_robot=actions,
+        )
         publisher.publish(chunk_to_msg(reply))
 
     node.create_subscription(Observation, OBSERVATION_TOPIC, answer, OBSERVATION_QOS)

@@ -28,45 +28,70 @@ import time
 from pathlib import Path
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
-
-from lerobot_ros.processes import start_processes, stop_processes
 from lerobot_ros.launch_plan import robot_plan, server_namespace_of, server_plan
+from lerobot_ros.processes import start_processes, stop_processes
 from lerobot_ros.sim.default_policy import default_checkpoint
 
 ROBOTS = {"rtc_on": True, "rtc_off": False}
 STREAMING = ("STREAMING", "DEGRADED")
 
 
-def run(checkpoint: str, inject_delay_s: float, seconds: float, warmup_s: float, log_dir: Path) -> dict:
+def run(
+    checkpoint: str, inject_delay_s: float, seconds: float, warmup_s: float, log_dir: Path
+) -> dict:
     import rclpy
 
     from lerobot_ros.msg import ExecutorStatus
 
-    server = server_plan(checkpoint, device="cpu", rmw_implementation="",
-                         extra_parameters={"inject_delay_s": inject_delay_s, "audit_log": "off"})
+    server = server_plan(
+        checkpoint,
+        device="cpu",
+        rmw_implementation="",
+        extra_parameters={"inject_delay_s": inject_delay_s, "audit_log": "off"},
+    )
     plans = {"server": server}
     for name, rtc in ROBOTS.items():
-        plans[name] = robot_plan(robot_namespace=name, server_namespace=server_namespace_of(server), client_id=name,
-                                 sim=True, rmw_implementation="", extra_parameters={"rtc_requested": rtc})
+        plans[name] = robot_plan(
+            robot_namespace=name,
+            server_namespace=server_namespace_of(server),
+            client_id=name,
+            sim=True,
+            rmw_implementation="",
+            extra_parameters={"rtc_requested": rtc},
+        )
     node = rclpy.create_node(f"rtc_smoothness_{os.getpid()}")
     latest: dict[str, ExecutorStatus] = {}
     for name in ROBOTS:
-        node.create_subscription(ExecutorStatus, f"/{name}/chunk_executor/status",
-                                 lambda msg, name=name: latest.__setitem__(name, msg), 10)
+        node.create_subscription(
+            ExecutorStatus,
+            f"/{name}/chunk_executor/status",
+            lambda msg, name=name: latest.__setitem__(name, msg),
+            10,
+        )
     processes = []
     try:
-        for name, plan in plans.items():  # a log folder per robot: both run nodes of the same names
+        for (
+            name,
+            plan,
+        ) in plans.items():  # a log folder per robot: both run nodes of the same names
             (log_dir / name).mkdir(exist_ok=True)
             processes += start_processes(plan, log_dir / name)
-            if name == "server":  # robots start once it answers, as they would join a running server
+            if (
+                name == "server"
+            ):  # robots start once it answers, as they would join a running server
                 _wait_for_server(node, server_namespace_of(server), processes)
         deadline = time.monotonic() + 120
-        while not (len(latest) == len(ROBOTS) and all(s.state_name in STREAMING for s in latest.values())):
+        while not (
+            len(latest) == len(ROBOTS) and all(s.state_name in STREAMING for s in latest.values())
+        ):
             rclpy.spin_once(node, timeout_sec=0.05)
             exited = [name for name, process in processes if process.poll() is not None]
             if time.monotonic() > deadline or exited:
                 states = {name: (s.state_name, s.reason) for name, s in latest.items()}
-                raise RuntimeError(f"the loop did not start streaming (exited: {exited}, states: {states}); logs in {log_dir}")
+                raise RuntimeError(
+                    f"the loop did not start streaming (exited: {exited}, states: {states}); logs "
+                    f"in {log_dir}"
+                )
         _spin(node, warmup_s)
         start = dict(latest)
         _spin(node, seconds)
@@ -84,7 +109,9 @@ def _wait_for_server(node, namespace: str, processes, timeout_s: float = 180.0) 
     deadline = time.monotonic() + timeout_s
     try:
         while not client.wait_for_server(timeout_s=0.5):
-            if time.monotonic() > deadline or any(process.poll() is not None for _, process in processes):
+            if time.monotonic() > deadline or any(
+                process.poll() is not None for _, process in processes
+            ):
                 raise RuntimeError(f"policy_server_node did not come up within {timeout_s:g} s")
     finally:
         client.destroy()
@@ -100,7 +127,10 @@ def _spin(node, seconds: float) -> None:
 
 def _window(start, end) -> dict:
     boundaries = end.chunk_boundaries - start.chunk_boundaries
-    jump_sum = end.boundary_jump_mean * end.chunk_boundaries - start.boundary_jump_mean * start.chunk_boundaries
+    jump_sum = (
+        end.boundary_jump_mean * end.chunk_boundaries
+        - start.boundary_jump_mean * start.chunk_boundaries
+    )
     return {
         "rtc_active": end.rtc_active,
         "chunks": end.chunks_merged - start.chunks_merged,
@@ -119,16 +149,20 @@ def _window(start, end) -> dict:
 
 def table(results: dict[float, dict]) -> str:
     rows = [
-        "| injected delay | robot | merge mode | chunks | prefix deviation mean (max) | boundary jump mean (max) "
+        "| injected delay | robot | merge mode | chunks | prefix deviation mean (max) | boundary "
+        "jump mean (max) "
         "| step mean | latency p50 | last delay (steps) | starved ticks |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for delay, robots in results.items():
         for name, r in robots.items():
             rows.append(
-                f"| {delay * 1000:.0f} ms | {name} | {'replace (RTC)' if r['rtc_active'] else 'append'} | {r['chunks']} "
-                f"| **{r['deviation_mean']:.4f}** ({r['deviation_max']:.4f}) | {r['jump_mean']:.3f} ({r['jump_max']:.3f}) "
-                f"| {r['step_mean']:.3f} | {r['latency_p50_ms']:.0f} ms | {r['delay_steps']} | {r['starved']} / {r['ticks']} |"
+                f"| {delay * 1000:.0f} ms | {name} | "
+                f"{'replace (RTC)' if r['rtc_active'] else 'append'} | {r['chunks']} "
+                f"| **{r['deviation_mean']:.4f}** ({r['deviation_max']:.4f}) | "
+                f"{r['jump_mean']:.3f} ({r['jump_max']:.3f}) "
+                f"| {r['step_mean']:.3f} | {r['latency_p50_ms']:.0f} ms | {r['delay_steps']} | "
+                f"{r['starved']} / {r['ticks']} |"
             )
     return "\n".join(rows)
 
@@ -146,7 +180,13 @@ def plot(results: dict[float, dict], path: Path) -> None:
         (("rtc_on", "RTC on (replace)", "#1f77b4"), ("rtc_off", "RTC off (append)", "#7f7f7f"))
     ):
         values = [max(results[delay][name]["deviation_mean"], 1e-4) for delay in delays]
-        ax.bar([i + (offset - 0.5) * width for i in range(len(delays))], values, width, label=label, color=color)
+        ax.bar(
+            [i + (offset - 0.5) * width for i in range(len(delays))],
+            values,
+            width,
+            label=label,
+            color=color,
+        )
     ax.set_xticks(range(len(delays)), [f"{delay * 1000:.0f} ms" for delay in delays])
     ax.set_xlabel("injected server delay")
     ax.set_ylabel("prefix deviation, mean (rad)")
@@ -179,25 +219,38 @@ def main(argv=None) -> int:
             results[delay] = run(checkpoint, delay, args.seconds, args.warmup_s, logs)
     finally:
         rclpy.try_shutdown()
-    command = "python -m bench.rtc_smoothness " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.rtc_smoothness " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     body = f"""Two simulated arms on one server running the tiny SmolVLA (random weights, chunk 50, 30 Hz), at the
-same time: `rtc_on` asks for real-time chunking (replace mode, measured delay + prefix sent), `rtc_off` does not
-(append mode). The server's `inject_delay_s` adds a fixed delay to every inference, standing in for a bigger model.
-{args.seconds:g} s per row after {args.warmup_s:g} s of warm-up; all values in radians, the largest change over the
+same time: `rtc_on` asks for real-time chunking (replace mode, measured delay + prefix sent),
+`rtc_off` does not
+(append mode). The server's `inject_delay_s` adds a fixed delay to every inference, standing in for
+a bigger model.
+{args.seconds:g} s per row after {args.warmup_s:g} s of warm-up; all values in radians, the largest
+change over the
 six joints.
 
-- **prefix deviation**: while a chunk is inferred the robot keeps executing the old one; the new chunk's first
-  actions cover those same steps. Their distance to what was executed then (mean over those steps, then over
+- **prefix deviation**: while a chunk is inferred the robot keeps executing the old one; the new
+chunk's first
+  actions cover those same steps. Their distance to what was executed then (mean over those steps,
+then over
   merges; max over merges since start-up) is how far the new chunk starts from where the motion is.
-- **boundary jump**: the change between the last action executed from one chunk and the first from the next
-  (mean over the window, max since start-up), against the ordinary **step** between actions of one chunk.
+- **boundary jump**: the change between the last action executed from one chunk and the first from
+the next
+  (mean over the window, max since start-up), against the ordinary **step** between actions of one
+chunk.
 
 {table(results)}
 
-With RTC the new chunk's first actions are held to the actions being executed, so it continues the motion
-(deviation near zero); without it each chunk starts from fresh noise, as far from the motion as two samples of
-the policy are from each other. This policy has random weights, so its chunks are rough (steps as large as
-the jumps) and the boundary jump cannot show the difference; a trained policy's smooth chunks make that column
+With RTC the new chunk's first actions are held to the actions being executed, so it continues the
+motion
+(deviation near zero); without it each chunk starts from fresh noise, as far from the motion as two
+samples of
+the policy are from each other. This policy has random weights, so its chunks are rough (steps as
+large as
+the jumps) and the boundary jump cannot show the difference; a trained policy's smooth chunks make
+that column
 show it too."""
     png = plot_dir / "bench_rtc_smoothness.png"
     plot(results, png)

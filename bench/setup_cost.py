@@ -27,7 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def clean_env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+    }
     env.update(extra)
     return env
 
@@ -36,12 +40,16 @@ def timed(command: list[str], cwd: Path, env: dict) -> float:
     started = time.perf_counter()
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        raise SystemExit(
+            f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+        )
     return time.perf_counter() - started
 
 
 def size_gb(path: Path) -> float:
-    output = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(
+        ["du", "-sb", str(path)], capture_output=True, text=True, check=True
+    ).stdout
     return int(output.split()[0]) / 1e9
 
 
@@ -55,9 +63,15 @@ def main() -> None:
         fresh = timed(["scripts/setup_env.sh"], clone, env)
         again = timed(["scripts/setup_env.sh"], clone, env)
         robot_venv = tmp / "robot-venv"
-        robot = timed(["scripts/setup_env.sh", "--robot"], clone, {**env, "LEROBOT_ROS_VENV": str(robot_venv)})
+        robot = timed(
+            ["scripts/setup_env.sh", "--robot"],
+            clone,
+            {**env, "LEROBOT_ROS_VENV": str(robot_venv)},
+        )
         shutil.rmtree(clone / "build", ignore_errors=True)
-        interfaces = timed(["scripts/build_interfaces.sh", str(clone / ".venv"), str(tmp / "ifaces")], clone, env)
+        interfaces = timed(
+            ["scripts/build_interfaces.sh", str(clone / ".venv"), str(tmp / "ifaces")], clone, env
+        )
         dev_size, robot_size = size_gb(clone / ".venv"), size_gb(robot_venv)
 
     body = f"""

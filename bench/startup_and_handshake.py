@@ -23,10 +23,11 @@ import sys
 import tempfile
 import time
 
-from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
-from bench import outside_load
+from bench import (
+    common,  # first: it isolates the ROS graph and keeps the Hub offline
+    outside_load,
+)
 from bench.report import write_section
-
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.sim.default_policy import default_checkpoint
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
@@ -62,7 +63,9 @@ def main() -> None:
     for run in range(args.runs):
         with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
             started = time.perf_counter()
-            server = spawn_node("lerobot_ros.server.node", {"checkpoint": str(checkpoint)}, log=log)
+            server = spawn_node(
+                "lerobot_ros.server.node", {"checkpoint": str(checkpoint)}, log=log
+            )
             while not client.wait_for_server(timeout_s=0.01):
                 if time.perf_counter() - started > 300:
                     raise SystemExit("server did not start")
@@ -74,15 +77,31 @@ def main() -> None:
                         raise SystemExit("GetStatus did not answer")
                     round_trips.append(time.perf_counter() - sent)
             handshakes.append(
-                timed([sys.executable, "-m", "lerobot_ros.executor.node", "--ros-args",
-                       "-p", f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}",
-                       "-p", "handshake_only:=true"])
+                timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "lerobot_ros.executor.node",
+                        "--ros-args",
+                        "-p",
+                        f"joint_names:={json.dumps(list(SO101_JOINT_NAMES))}",
+                        "-p",
+                        "handshake_only:=true",
+                    ]
+                )
             )
             stop(server)
             log.seek(0)
             text = log.read()
             loads.append(float(re.search(r"loaded \S+ in ([\d.]+) s", text).group(1)))
-            warmups.append([int(ms) for ms in re.findall(r"(\d+) ms", text.split("warm-up done:")[1].splitlines()[0])])
+            warmups.append(
+                [
+                    int(ms)
+                    for ms in re.findall(
+                        r"(\d+) ms", text.split("warm-up done:")[1].splitlines()[0]
+                    )
+                ]
+            )
     node.destroy_node()
     rclpy.shutdown()
 
@@ -92,8 +111,8 @@ def main() -> None:
     body = f"""
 | what | median | spread |
 |---|---|---|
-| `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports['lerobot_ros.executor.node']):.2f}-{max(imports['lerobot_ros.executor.node']):.2f} s over {args.runs} |
-| `import lerobot_ros.server.policy.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports['lerobot_ros.server.policy.checkpoint']):.2f}-{max(imports['lerobot_ros.server.policy.checkpoint']):.2f} s over {args.runs} |
+| `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports["lerobot_ros.executor.node"]):.2f}-{max(imports["lerobot_ros.executor.node"]):.2f} s over {args.runs} |
+| `import lerobot_ros.server.policy.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports["lerobot_ros.server.policy.checkpoint"]):.2f}-{max(imports["lerobot_ros.server.policy.checkpoint"]):.2f} s over {args.runs} |
 | server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
 | of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
 | of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |
@@ -101,7 +120,8 @@ def main() -> None:
 | whole executor handshake (process start -> exit 0) | {statistics.median(handshakes):.2f} s | {min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs} |
 
 Most of the server's start-up is importing torch and LeRobot (the second row); the robot side,
-which imports neither, starts in {executor_import:.2f} s, {server_import / executor_import:.0f}x faster. Medians of one run.
+which imports neither, starts in {executor_import:.2f} s, {server_import / executor_import:.0f}x
+faster. Medians of one run.
 """
     write_section("startup_and_handshake", "python -m bench.startup_and_handshake", body)
 

@@ -22,7 +22,8 @@ What it does with frames: they reach the policy at the resolution they
 arrive (``prepare_observation_for_inference`` does not resize), so a
 96x128 ACT sent 480x640 frames runs its ResNet on 480x640.
 
-usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python -m bench.zenoh_peer serve CKPT PORT TIMES_FILE [DEVICE]
+usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python -m bench.zenoh_peer serve
+CKPT PORT TIMES_FILE [DEVICE]
 """
 
 from __future__ import annotations
@@ -36,21 +37,35 @@ import threading
 import time
 from pathlib import Path
 
-PEER_SOURCE = Path(__file__).resolve().parents[1].parent / "shared" / "peers" / "lerobot_zenoh_server" / "policy_server"
+PEER_SOURCE = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "peers"
+    / "lerobot_zenoh_server"
+    / "policy_server"
+)
 SERVICE_TASK = "bench"
 
 
 def peer_source() -> Path:
-    """The draft's policy_server folder: $LEROBOT_ZENOH_PEER, or ../shared/peers/... beside the checkout."""
+    """The draft's policy_server folder: $LEROBOT_ZENOH_PEER, or ../shared/peers/... beside the
+    checkout."""
     configured = os.environ.get("LEROBOT_ZENOH_PEER")
-    for candidate in filter(None, (configured, PEER_SOURCE, Path("/work/shared/peers/lerobot_zenoh_server/policy_server"))):
+    for candidate in filter(
+        None,
+        (configured, PEER_SOURCE, Path("/work/shared/peers/lerobot_zenoh_server/policy_server")),
+    ):
         if (Path(candidate) / "server.py").is_file():
             return Path(candidate)
-    raise FileNotFoundError("the LeRobot Zenoh draft server is not here: set LEROBOT_ZENOH_PEER to its policy_server folder")
+    raise FileNotFoundError(
+        "the LeRobot Zenoh draft server is not here: set LEROBOT_ZENOH_PEER to its policy_server "
+        "folder"
+    )
 
 
 def make_overlay(directory: Path) -> Path:
-    """A copy of the installed lerobot package with the draft's policy_server added (the peer README's recipe)."""
+    """A copy of the installed lerobot package with the draft's policy_server added (the peer
+    README's recipe)."""
     import lerobot
 
     overlay = directory / "overlay"
@@ -61,15 +76,18 @@ def make_overlay(directory: Path) -> Path:
 
 
 def serve(checkpoint: str, port: int, times_file: str, device: str = "cpu") -> None:
-    """The draft's server on ``checkpoint`` (runs under the overlay), its forwards timed into ``times_file``."""
+    """The draft's server on ``checkpoint`` (runs under the overlay), its forwards timed into
+    ``times_file``."""
+    import torch
     from lerobot.policy_server.manifest import ModelSpec, PolicyServerManifest, ZenohSpec
     from lerobot.policy_server.server import PolicyServer
-    import torch
 
     manifest = PolicyServerManifest(
         model=ModelSpec(repo_or_path=checkpoint, device=device),
         zenoh=ZenohSpec(mode="peer", listen_endpoints=[f"tcp/127.0.0.1:{port}"]),
-        default_task=SERVICE_TASK, health_port=0, session_idle_timeout_s=3600.0,
+        default_task=SERVICE_TASK,
+        health_port=0,
+        session_idle_timeout_s=3600.0,
     )
     server = PolicyServer(manifest)
     server.load_policy()
@@ -88,7 +106,9 @@ def serve(checkpoint: str, port: int, times_file: str, device: str = "cpu") -> N
         actions = forward(*args, **kwargs)
         if actions.device.type == "cuda":
             torch.cuda.synchronize(actions.device)
-        log.write(json.dumps({"seq": current["seq"], "model_s": time.perf_counter() - started}) + "\n")
+        log.write(
+            json.dumps({"seq": current["seq"], "model_s": time.perf_counter() - started}) + "\n"
+        )
         return actions
 
     server.run_inference_request = timed_request
@@ -119,7 +139,8 @@ class ZenohPeer:
         self.session = None
 
     def start(self, checkpoint: Path, device: str = "cpu") -> None:
-        """Spawn a server process on ``checkpoint`` and return at once (it imports torch for seconds meanwhile)."""
+        """Spawn a server process on ``checkpoint`` and return at once (it imports torch for
+        seconds meanwhile)."""
         from bench.grpc_peer import free_port
 
         self.close()
@@ -127,14 +148,38 @@ class ZenohPeer:
         self.serving = str(checkpoint)
         self.times = self.directory / f"model_times_{port}.jsonl"
         self.console = self.directory / f"console_{port}.log"
-        environment = {**self.env, "PYTHONPATH": os.pathsep.join((str(self.overlay), self.env.get("PYTHONPATH", "")))}
+        environment = {
+            **self.env,
+            "PYTHONPATH": os.pathsep.join((str(self.overlay), self.env.get("PYTHONPATH", ""))),
+        }
         with self.console.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "bench.zenoh_peer", "serve", str(checkpoint), str(port), str(self.times), device],
-                stdout=log, stderr=subprocess.STDOUT, text=True, env=environment)
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.zenoh_peer",
+                    "serve",
+                    str(checkpoint),
+                    str(port),
+                    str(self.times),
+                    device,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=environment,
+            )
 
-    def load(self, checkpoint: Path, joint_names, cameras: list[str], fps: float = 30.0, device: str = "cpu") -> None:
-        """A server process on ``checkpoint`` (the one ``start`` spawned, or a new one), serving; open a session
+    def load(
+        self,
+        checkpoint: Path,
+        joint_names,
+        cameras: list[str],
+        fps: float = 30.0,
+        device: str = "cpu",
+    ) -> None:
+        """A server process on ``checkpoint`` (the one ``start`` spawned, or a new one), serving;
+        open a session
         for ``cameras`` (policy feature names)."""
         import zenoh
 
@@ -152,15 +197,28 @@ class ZenohPeer:
         schema, codec = self.schema, self.codec
         self.prefix = schema.service_prefix(str(checkpoint), "main", SERVICE_TASK)
         self.client = "bench"
-        self.token = self.session.liveliness().declare_token(schema.client_alive_key(self.prefix, self.client))
-        opened = schema.SessionOpenMsg(client_uuid=self.client, policy_type="act", fps=fps, action_names=list(joint_names),
-                                       camera_names=list(cameras), state_dim=len(joint_names), task=SERVICE_TASK)
-        ack = codec.decode_session_ack(self._query(schema.session_key(self.prefix), codec.encode_session_open(opened)))
+        self.token = self.session.liveliness().declare_token(
+            schema.client_alive_key(self.prefix, self.client)
+        )
+        opened = schema.SessionOpenMsg(
+            client_uuid=self.client,
+            policy_type="act",
+            fps=fps,
+            action_names=list(joint_names),
+            camera_names=list(cameras),
+            state_dim=len(joint_names),
+            task=SERVICE_TASK,
+        )
+        ack = codec.decode_session_ack(
+            self._query(schema.session_key(self.prefix), codec.encode_session_open(opened))
+        )
         if not ack.accepted:
             raise RuntimeError(f"the Zenoh draft server refused the session: {ack.error}")
         self.answers: list = []
         self.answered = threading.Condition()
-        self.subscriber = self.session.declare_subscriber(schema.action_key(self.prefix, self.client), self._on_chunk)
+        self.subscriber = self.session.declare_subscriber(
+            schema.action_key(self.prefix, self.client), self._on_chunk
+        )
         self.publisher = self.session.declare_publisher(schema.obs_key(self.prefix, self.client))
         time.sleep(0.5)  # let the subscriber's declaration reach the server before the first put
 
@@ -174,15 +232,25 @@ class ZenohPeer:
         raise RuntimeError(f"no answer from the Zenoh draft server on {key}")
 
     def _answer_to(self, seq: int):
-        return next((answer for answer in self.answers if self.schema.MsgHeader.unpack(answer[1]).seq_id == seq), None)
+        return next(
+            (
+                answer
+                for answer in self.answers
+                if self.schema.MsgHeader.unpack(answer[1]).seq_id == seq
+            ),
+            None,
+        )
 
     def _on_chunk(self, sample) -> None:
         with self.answered:
-            self.answers.append((time.perf_counter(), sample.attachment.to_bytes(), sample.payload.to_bytes()))
+            self.answers.append(
+                (time.perf_counter(), sample.attachment.to_bytes(), sample.payload.to_bytes())
+            )
             self.answered.notify_all()
 
     def first_answer(self, state, frames: dict, timeout_s: float = 240.0) -> None:
-        """Send seq-0 observations until one is answered: a chunk published before the server's action
+        """Send seq-0 observations until one is answered: a chunk published before the server's
+        action
         publisher has heard of our subscriber is lost, and the draft does not publish it again."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -191,31 +259,56 @@ class ZenohPeer:
                 return
             except TimeoutError:
                 continue
-        raise RuntimeError(f"the Zenoh draft server answered nothing within {timeout_s:.0f} s\n" + self.console.read_text()[-2000:])
+        raise RuntimeError(
+            f"the Zenoh draft server answered nothing within {timeout_s:.0f} s\n"
+            + self.console.read_text()[-2000:]
+        )
 
-    def request(self, seq: int, state, frames: dict, jpeg_quality: int = 90, attempt_timeout_s: float = 120.0) -> dict:
-        """One observation -> its chunk, decoded; client-side durations in seconds (TimeoutError: no answer)."""
+    def request(
+        self,
+        seq: int,
+        state,
+        frames: dict,
+        jpeg_quality: int = 90,
+        attempt_timeout_s: float = 120.0,
+    ) -> dict:
+        """One observation -> its chunk, decoded; client-side durations in seconds (TimeoutError:
+        no answer)."""
         schema, codec = self.schema, self.codec
         started = time.perf_counter()
-        observation = schema.ObservationMsg(state=state, images=dict(frames), task=SERVICE_TASK, jpeg_quality=jpeg_quality)
+        observation = schema.ObservationMsg(
+            state=state, images=dict(frames), task=SERVICE_TASK, jpeg_quality=jpeg_quality
+        )
         body = codec.encode_observation(observation)
-        header = schema.MsgHeader(seq_id=seq, episode_id=0, client_mono_ns=time.monotonic_ns()).pack()
+        header = schema.MsgHeader(
+            seq_id=seq, episode_id=0, client_mono_ns=time.monotonic_ns()
+        ).pack()
         encoded = time.perf_counter()
         with self.answered:
             self.answers.clear()
         self.publisher.put(body, attachment=header)
         with self.answered:
-            # A late answer to an earlier request (a retried seq 0) is skipped, not taken for this one's.
+            # A late answer to an earlier request (a retried seq 0) is skipped, not taken for this
+            # one's.
             if not self.answered.wait_for(lambda: self._answer_to(seq), timeout=attempt_timeout_s):
-                raise TimeoutError(f"no chunk from the Zenoh draft server for request {seq}\n" + self.console.read_text()[-2000:])
+                raise TimeoutError(
+                    f"no chunk from the Zenoh draft server for request {seq}\n"
+                    + self.console.read_text()[-2000:]
+                )
             received, _, payload = self._answer_to(seq)
         chunk = codec.decode_action_chunk(payload)
         decoded = time.perf_counter()
         if chunk.chunk_robot is None:
             raise RuntimeError(f"the Zenoh draft server answered request {seq} without a chunk")
-        return {"encode": encoded - started, "wire": received - encoded, "merge": decoded - received,
-                "round_trip_client": decoded - started, "server_inference_ms": chunk.inference_ms,
-                "queue_wait": chunk.queue_wait_ms / 1000, "bytes": len(body)}
+        return {
+            "encode": encoded - started,
+            "wire": received - encoded,
+            "merge": decoded - received,
+            "round_trip_client": decoded - started,
+            "server_inference_ms": chunk.inference_ms,
+            "queue_wait": chunk.queue_wait_ms / 1000,
+            "bytes": len(body),
+        }
 
     def model_times(self) -> dict[int, float]:
         """seq -> the policy forward's duration (s), as the serving process timed it."""

@@ -12,16 +12,20 @@ command_topic remaps the params file's output_topic (or its output mode's
 default topic). Uses rmw_zenoh by default, like server.launch.py: where it
 is not installed the launch stops before any node starts and says what to
 pass instead (rmw_implementation:=rmw_fastrtps_cpp); a node that exits with
-an error fails the launch (non-zero exit code). The wiring lives in lerobot_ros.launch_plan.robot_plan.
+an error fails the launch (non-zero exit code). The wiring lives in
+lerobot_ros.launch_plan.robot_plan.
 """
 
-from lerobot_ros.protocol.wire import output_modes
 from lerobot_ros.launch_actions import launch_description
 from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, parse_remaps, robot_plan, share_path
+from lerobot_ros.protocol.wire import output_modes
 
 ARGUMENTS = {
     "robot_namespace": ("", "Namespace of this robot"),
-    "server_namespace": ("", "Where the policy server answers; empty keeps the params file's (/lerobot by default)"),
+    "server_namespace": (
+        "",
+        "Where the policy server answers; empty keeps the params file's (/lerobot by default)",
+    ),
     "client_id": ("", "Stable id of this robot (empty: derived from the host name and namespace)"),
     "output_mode": ("", output_modes.choices_text() + "; empty keeps the params file's"),
     "params_file": (share_path("config", "robot.yaml"), "Parameter file"),
@@ -30,12 +34,26 @@ ARGUMENTS = {
     "command_topic": ("", "Remap the command output to this topic"),
     "sim": ("false", "Also start sim_robot_node and wire the executor to it"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
-    "zenoh_session_config": ("", "rmw_zenoh session config file (ZENOH_SESSION_CONFIG_URI): the router's address, "
-                             "certificates, ACL; empty: rmw_zenoh's default (a router on localhost)"),
-    "zenoh_router": ("", "Router to connect to, e.g. tcp/192.168.1.10:7447 (ZENOH_CONFIG_OVERRIDE); empty: the config's"),
-    "allow_no_joint_limits": ("false", "Let a real robot (no sim) run without joint limits; default: it refuses to "
-                              "configure unless its params file or robot_description gives limits"),
-    "rviz": ("false", "With sim:=true, also open rviz2 on the simulated arm where rviz2 is installed (else a log line says it is not)"),
+    "zenoh_session_config": (
+        "",
+        "rmw_zenoh session config file (ZENOH_SESSION_CONFIG_URI): the router's address, "
+        "certificates, ACL; empty: rmw_zenoh's default (a router on localhost)",
+    ),
+    "zenoh_router": (
+        "",
+        "Router to connect to, e.g. tcp/192.168.1.10:7447 (ZENOH_CONFIG_OVERRIDE); empty: the "
+        "config's",
+    ),
+    "allow_no_joint_limits": (
+        "false",
+        "Let a real robot (no sim) run without joint limits; default: it refuses to "
+        "configure unless its params file or robot_description gives limits",
+    ),
+    "rviz": (
+        "false",
+        "With sim:=true, also open rviz2 on the simulated arm where rviz2 is installed (else a "
+        "log line says it is not)",
+    ),
 }
 
 

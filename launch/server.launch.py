@@ -1,7 +1,8 @@
 """Start policy_server_node on the GPU machine.
 
     ros2 launch lerobot_ros server.launch.py checkpoint:=/path/to/checkpoint
-    ros2 launch lerobot_ros server.launch.py checkpoint:=lerobot/act_aloha start_router:=true device:=cuda
+    ros2 launch lerobot_ros server.launch.py checkpoint:=lerobot/act_aloha start_router:=true
+    device:=cuda
 
 Uses rmw_zenoh by default (rmw_implementation:=rmw_fastrtps_cpp for DDS);
 start_router:=true also starts rmw_zenohd, with router_config if given
@@ -14,12 +15,18 @@ from lerobot_ros.launch_plan import ZENOH_RMW, parse_flag, server_plan, share_pa
 
 ARGUMENTS = {
     "checkpoint": ("", "LeRobot checkpoint directory or Hugging Face Hub id (required)"),
-    "namespace": ("", "Namespace for the server node (its entities live under <namespace>/lerobot)"),
+    "namespace": (
+        "",
+        "Namespace for the server node (its entities live under <namespace>/lerobot)",
+    ),
     "device": ("auto", "auto, cpu, cuda or cuda:N"),
     "params_file": (share_path("config", "server.yaml"), "Parameter file"),
     "rmw_implementation": (ZENOH_RMW, "ROS 2 middleware; empty keeps the environment's"),
     "start_router": ("false", "Also start the rmw_zenoh router (rmw_zenohd)"),
-    "router_config": ("", "Zenoh router config file for rmw_zenohd; empty for rmw_zenoh's default"),
+    "router_config": (
+        "",
+        "Zenoh router config file for rmw_zenohd; empty for rmw_zenoh's default",
+    ),
 }
 
 

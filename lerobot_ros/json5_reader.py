@@ -1,4 +1,5 @@
-"""A reader for the JSON5 that Zenoh's configuration files use (comments, unquoted keys, trailing commas).
+"""A reader for the JSON5 that Zenoh's configuration files use (comments, unquoted keys, trailing
+commas).
 
 The standard library reads only JSON, and the package adds no dependency
 for the router templates of ``zenoh_deployment``; a test checks that it
@@ -17,7 +18,8 @@ class Json5Error(ValueError):
 
 
 class _Json5Reader:
-    """JSON5 as the shipped configs write it: comments, unquoted keys, trailing commas, single or double quotes.
+    """JSON5 as the shipped configs write it: comments, unquoted keys, trailing commas, single or
+    double quotes.
 
     Hexadecimal numbers, numbers with a leading '+' or '.', Infinity/NaN and
     multi-line strings (JSON5 features the configs do not use) are refused
@@ -26,8 +28,18 @@ class _Json5Reader:
 
     _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
     _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-    _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0", "/": "/", "\\": "\\",
-                '"': '"', "'": "'"}
+    _ESCAPES = {
+        "n": "\n",
+        "t": "\t",
+        "r": "\r",
+        "b": "\b",
+        "f": "\f",
+        "0": "\0",
+        "/": "/",
+        "\\": "\\",
+        '"': '"',
+        "'": "'",
+    }
 
     def __init__(self, text: str, source: str) -> None:
         self.text, self.source, self.at = text, source, 0
@@ -119,9 +131,9 @@ class _Json5Reader:
             if char == "\n":
                 break
             if char == "\\":
-                escape = self.text[self.at + 1:self.at + 2]
+                escape = self.text[self.at + 1 : self.at + 2]
                 if escape == "u":
-                    parts.append(chr(int(self.text[self.at + 2:self.at + 6], 16)))
+                    parts.append(chr(int(self.text[self.at + 2 : self.at + 6], 16)))
                     self.at += 6
                     continue
                 if escape not in self._ESCAPES:

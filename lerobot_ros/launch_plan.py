@@ -23,19 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_ros.executor.fleet.discovery import AUTO
-from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.protocol.wire import output_modes
+from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 
 PACKAGE = "lerobot_ros"
 ZENOH_RMW = "rmw_zenoh_cpp"
 FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
-#: How long the executors of a demo or fleet wait for their server at start-up (its handshake_timeout_s):
-#: all start at once, and the server first imports torch, loads and warms up (over a minute on a loaded CPU).
+#: How long the executors of a demo or fleet wait for their server at start-up (its
+# handshake_timeout_s):
+#: all start at once, and the server first imports torch, loads and warms up (over a minute on a
+# loaded CPU).
 SERVER_START_S = 180.0
-#: How long a launch lets a stopping node finish before escalating to SIGTERM (launch's own default).
+#: How long a launch lets a stopping node finish before escalating to SIGTERM (launch's own
+# default).
 STOP_TIMEOUT_S = 5.0
-#: The server's: its drain may finish the in-flight request for up to 30 s (server.node.DRAIN_TIMEOUT_S), then tears down.
+#: The server's: its drain may finish the in-flight request for up to 30 s
+# (server.node.DRAIN_TIMEOUT_S), then tears down.
 SERVER_STOP_TIMEOUT_S = 40.0
 RVIZ_PACKAGE = "rviz2"
 
@@ -80,8 +84,15 @@ class NodeSpec:
     arguments: tuple[str, ...] = ()  # command-line arguments before --ros-args
 
     def ros_arguments(self) -> list[str]:
-        """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch files."""
-        return ros_args(self.parameters, self.name, _absolute(self.namespace), self.parameter_files, self.remappings)
+        """``--ros-args`` for ``python -m <module>`` or ``ros2 run``: the same wiring as the launch
+        files."""
+        return ros_args(
+            self.parameters,
+            self.name,
+            _absolute(self.namespace),
+            self.parameter_files,
+            self.remappings,
+        )
 
 
 @dataclass(frozen=True)
@@ -90,10 +101,16 @@ class Plan:
     environment: dict = field(default_factory=dict)
     start_zenoh_router: bool = False
     zenoh_router_config: str = ""  # empty: rmw_zenoh's built-in default
-    notices: tuple[str, ...] = ()  # logged by whoever runs the plan, e.g. an optional tool that is not installed
+    notices: tuple[
+        str, ...
+    ] = ()  # logged by whoever runs the plan, e.g. an optional tool that is not installed
 
     def __add__(self, other: Plan) -> Plan:
-        clash = {k for k in self.environment.keys() & other.environment.keys() if self.environment[k] != other.environment[k]}
+        clash = {
+            k
+            for k in self.environment.keys() & other.environment.keys()
+            if self.environment[k] != other.environment[k]
+        }
         if clash:
             raise ValueError(f"plans disagree on environment variables {sorted(clash)}")
         return Plan(
@@ -110,18 +127,25 @@ def _absolute(namespace: str) -> str:
 
 
 def fast_dds_2_installed() -> bool:
-    """Whether the Fast DDS here is 2.x (libfastrtps; 3.x is libfastdds), from the library directories ROS uses."""
+    """Whether the Fast DDS here is 2.x (libfastrtps; 3.x is libfastdds), from the library
+    directories ROS uses."""
     import sys
 
     prefixes = [*os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep), sys.prefix]
     directories = [Path(prefix) / "lib" for prefix in prefixes if prefix]
     directories += [Path(d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
-    return any(next(directory.glob("libfastrtps.so*"), None) for directory in directories if directory.is_dir())
+    return any(
+        next(directory.glob("libfastrtps.so*"), None)
+        for directory in directories
+        if directory.is_dir()
+    )
 
 
 def fastdds_environment(fast_dds_2=fast_dds_2_installed) -> dict:
-    """The shipped Fast DDS profile (16 MiB shared-memory segment, for raw frames), under the variable the installed
-    Fast DDS reads: 3.x reads FASTDDS_DEFAULT_PROFILES_FILE and warns, in every node, that FASTRTPS_... is
+    """The shipped Fast DDS profile (16 MiB shared-memory segment, for raw frames), under the
+    variable the installed
+    Fast DDS reads: 3.x reads FASTDDS_DEFAULT_PROFILES_FILE and warns, in every node, that
+    FASTRTPS_... is
     deprecated; 2.x reads only FASTRTPS_DEFAULT_PROFILES_FILE."""
     profile = share_path("config", "fastdds", "large_frames.xml")
     if fast_dds_2():
@@ -151,7 +175,10 @@ def server_plan(
     if not checkpoint:
         raise ValueError("checkpoint is empty: give a checkpoint directory or Hub id")
     if start_zenoh_router and rmw_implementation != ZENOH_RMW:
-        raise ValueError(f"start_zenoh_router needs rmw_implementation {ZENOH_RMW!r}, not {rmw_implementation!r}")
+        raise ValueError(
+            f"start_zenoh_router needs rmw_implementation {ZENOH_RMW!r}, not "
+            f"{rmw_implementation!r}"
+        )
     parameters = {"checkpoint": checkpoint, "device": device, **(extra_parameters or {})}
     server = NodeSpec(
         executable="policy_server_node",
@@ -162,7 +189,9 @@ def server_plan(
         parameters=parameters,
         stop_timeout_s=SERVER_STOP_TIMEOUT_S,
     )
-    return Plan((server,), _environment(rmw_implementation), start_zenoh_router, zenoh_router_config)
+    return Plan(
+        (server,), _environment(rmw_implementation), start_zenoh_router, zenoh_router_config
+    )
 
 
 def server_namespace_of(plan: Plan) -> str:
@@ -172,8 +201,10 @@ def server_namespace_of(plan: Plan) -> str:
 
 
 def executor_file_parameters(params_file: str) -> dict:
-    """chunk_executor's parameters in a ROS parameter file (``/**`` and ``chunk_executor`` sections); {} without
-    one. The launch wires what the file says (output mode and topic); an unreadable file is an error naming it."""
+    """chunk_executor's parameters in a ROS parameter file (``/**`` and ``chunk_executor``
+    sections); {} without
+    one. The launch wires what the file says (output mode and topic); an unreadable file is an
+    error naming it."""
     if not params_file:
         return {}
     import yaml
@@ -181,7 +212,9 @@ def executor_file_parameters(params_file: str) -> dict:
     try:
         document = yaml.safe_load(Path(params_file).read_text()) or {}
     except (OSError, yaml.YAMLError) as error:
-        raise ValueError(f"params_file {params_file!r} cannot be read as a ROS parameter file: {error}") from error
+        raise ValueError(
+            f"params_file {params_file!r} cannot be read as a ROS parameter file: {error}"
+        ) from error
     values: dict = {}
     for section in ("/**", "chunk_executor", "/chunk_executor"):
         values.update((document.get(section) or {}).get("ros__parameters") or {})
@@ -189,7 +222,8 @@ def executor_file_parameters(params_file: str) -> dict:
 
 
 def _output_topic(parameters: dict, params_file: str) -> str:
-    """The topic the executor publishes on (what ``command_topic`` remaps): set, the file's, or the mode's default."""
+    """The topic the executor publishes on (what ``command_topic`` remaps): set, the file's, or the
+    mode's default."""
     if parameters.get("output_topic"):
         return parameters["output_topic"]
     from_file = executor_file_parameters(params_file)
@@ -199,9 +233,12 @@ def _output_topic(parameters: dict, params_file: str) -> str:
         topic = output_modes.output_mode(mode).default_topic
     if not topic:
         raise ValueError(
-            "command_topic remaps the executor's output topic, and neither output_topic nor output_mode is set "
-            f"(params_file {params_file or '(none)'}): set output_topic or output_mode in the params file, "
-            "or pass output_mode:=")
+            "command_topic remaps the executor's output topic, and neither output_topic nor "
+            "output_mode is set "
+            f"(params_file {params_file or '(none)'}): set output_topic or output_mode in the "
+            "params file, "
+            "or pass output_mode:="
+        )
     return topic
 
 
@@ -222,7 +259,8 @@ def robot_plan(
     zenoh_router: str = "",
     allow_no_joint_limits: bool = False,
 ) -> Plan:
-    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with ``rviz``, rviz2).
+    """chunk_executor_node for one robot; with ``sim``, also sim_robot_node wired to it (and with
+    ``rviz``, rviz2).
 
     ``camera_remaps`` maps the executor's camera topics (its ``camera_topics``
     parameter) to the driver's actual topics; ``joint_states_topic`` and
@@ -233,13 +271,23 @@ def robot_plan(
     the default one.
     """
     if rviz and not sim:
-        raise ValueError("rviz shows the simulated arm (its robot_description and /tf): it needs sim")
+        raise ValueError(
+            "rviz shows the simulated arm (its robot_description and /tf): it needs sim"
+        )
     namespace = _absolute(robot_namespace)
     if sim and not output_mode:
-        # The simulated arm must know the mode: the params file's, else the default (never silently replaced).
-        output_mode = executor_file_parameters(params_file).get("output_mode") or output_modes.DEFAULT_OUTPUT_MODE
+        # The simulated arm must know the mode: the params file's, else the default (never silently
+        # replaced).
+        output_mode = (
+            executor_file_parameters(params_file).get("output_mode")
+            or output_modes.DEFAULT_OUTPUT_MODE
+        )
     parameters: dict = {}
-    for name, value in (("server_namespace", server_namespace), ("output_mode", output_mode), ("client_id", client_id)):
+    for name, value in (
+        ("server_namespace", server_namespace),
+        ("output_mode", output_mode),
+        ("client_id", client_id),
+    ):
         if value:
             parameters[name] = value
     if output_mode:
@@ -264,7 +312,9 @@ def robot_plan(
                 parameters={"camera_topics": [SIM_CAMERA_TOPIC], "camera_transport": "raw"},
             )
         )
-    if not sim and not allow_no_joint_limits:  # a real robot: no motion without an envelope (joint_limits.py)
+    if (
+        not sim and not allow_no_joint_limits
+    ):  # a real robot: no motion without an envelope (joint_limits.py)
         parameters["require_joint_limits"] = True
     parameters.update(extra_parameters or {})
     remappings = [(source, target) for source, target in (camera_remaps or {}).items()]
@@ -281,20 +331,25 @@ def robot_plan(
         parameters=parameters,
         remappings=tuple(remappings),
     )
-    environment = {**_environment(rmw_implementation), **zenoh_environment(rmw_implementation, zenoh_session_config,
-                                                                          zenoh_router)}
+    environment = {
+        **_environment(rmw_implementation),
+        **zenoh_environment(rmw_implementation, zenoh_session_config, zenoh_router),
+    }
     plan = Plan((*nodes, executor), environment)
     return plan + rviz_plan(namespace) if rviz else plan
 
 
 def zenoh_environment(rmw_implementation: str, session_config: str = "", router: str = "") -> dict:
-    """rmw_zenoh's session settings: a config file (``ZENOH_SESSION_CONFIG_URI``) and/or the router to connect to
+    """rmw_zenoh's session settings: a config file (``ZENOH_SESSION_CONFIG_URI``) and/or the router
+    to connect to
     (``tcp/<host>:7447``, as ``ZENOH_CONFIG_OVERRIDE``); {} when neither is given."""
     if not (session_config or router):
         return {}
     if rmw_implementation != ZENOH_RMW:
-        raise ValueError(f"zenoh_session_config and zenoh_router need rmw_implementation {ZENOH_RMW!r}, "
-                         f"not {rmw_implementation!r}")
+        raise ValueError(
+            f"zenoh_session_config and zenoh_router need rmw_implementation {ZENOH_RMW!r}, "
+            f"not {rmw_implementation!r}"
+        )
     environment = {}
     if session_config:
         if not Path(session_config).is_file():
@@ -302,22 +357,36 @@ def zenoh_environment(rmw_implementation: str, session_config: str = "", router:
         environment["ZENOH_SESSION_CONFIG_URI"] = session_config
     if router:
         if "/" not in router or ":" not in router:
-            raise ValueError(f"zenoh_router: expected an endpoint like tcp/192.168.1.10:7447, got {router!r}")
+            raise ValueError(
+                f"zenoh_router: expected an endpoint like tcp/192.168.1.10:7447, got {router!r}"
+            )
         environment["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{router}"]'
     return environment
 
 
 def rviz_plan(robot_namespace: str = "") -> Plan:
-    """rviz2 showing the simulated arm (``config/rviz/sim_arm.rviz``); a notice instead where rviz2 is not installed.
+    """rviz2 showing the simulated arm (``config/rviz/sim_arm.rviz``); a notice instead where rviz2
+    is not installed.
 
     rviz2 runs in the robot's namespace, so the config's relative topics
     (robot_description, the camera) are that robot's; ``/tf`` is global.
     """
     if not package_installed(RVIZ_PACKAGE):
-        return Plan((), notices=(f"rviz:=true, but {RVIZ_PACKAGE} is not installed (not in the ament index): "
-                                 "starting without it",))
-    rviz = NodeSpec(executable="rviz2", module="", name="rviz", namespace=_absolute(robot_namespace), package=RVIZ_PACKAGE,
-                    arguments=("-d", share_path("config", "rviz", "sim_arm.rviz")))
+        return Plan(
+            (),
+            notices=(
+                f"rviz:=true, but {RVIZ_PACKAGE} is not installed (not in the ament index): "
+                "starting without it",
+            ),
+        )
+    rviz = NodeSpec(
+        executable="rviz2",
+        module="",
+        name="rviz",
+        namespace=_absolute(robot_namespace),
+        package=RVIZ_PACKAGE,
+        arguments=("-d", share_path("config", "rviz", "sim_arm.rviz")),
+    )
     return Plan((rviz,))
 
 
@@ -331,12 +400,25 @@ def demo_plan(
     executor_parameters: dict | None = None,
     rviz: bool = False,
 ) -> Plan:
-    """Server + simulated robot + executor, talking to each other (with ``rviz``, rviz2 showing the arm)."""
-    server = server_plan(checkpoint, device=device, rmw_implementation=rmw_implementation,
-                         start_zenoh_router=start_zenoh_router, extra_parameters=server_parameters)
-    robot = robot_plan(robot_namespace="sim_arm", server_namespace=server_namespace_of(server), client_id="sim_arm",
-                       output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation, rviz=rviz,
-                       extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})})
+    """Server + simulated robot + executor, talking to each other (with ``rviz``, rviz2 showing the
+    arm)."""
+    server = server_plan(
+        checkpoint,
+        device=device,
+        rmw_implementation=rmw_implementation,
+        start_zenoh_router=start_zenoh_router,
+        extra_parameters=server_parameters,
+    )
+    robot = robot_plan(
+        robot_namespace="sim_arm",
+        server_namespace=server_namespace_of(server),
+        client_id="sim_arm",
+        output_mode=output_mode,
+        sim=True,
+        rmw_implementation=rmw_implementation,
+        rviz=rviz,
+        extra_parameters={"handshake_timeout_s": SERVER_START_S, **(executor_parameters or {})},
+    )
     return server + robot
 
 
@@ -352,34 +434,63 @@ def fleet_plan(
     executor_parameters: dict | None = None,
     discovery: bool = False,
 ) -> Plan:
-    """A small fleet on one machine: ``servers`` replicas of one policy (/gpu<i>/lerobot) and ``robots``
-    simulated arms (/sim_arm_<j>), each executor listing every replica in order (with ``discovery``, finding
+    """A small fleet on one machine: ``servers`` replicas of one policy (/gpu<i>/lerobot) and
+    ``robots``
+    simulated arms (/sim_arm_<j>), each executor listing every replica in order (with
+    ``discovery``, finding
     them on the ROS graph instead: ``server_namespaces`` [``discovery_entry`` of the replicas]).
 
     On real hardware each replica runs on its own GPU (``server_plan`` with
     namespace gpu<i> and device cuda:<i>, one per machine or per GPU).
     """
     if servers < 1 or robots < 1:
-        raise ValueError(f"a fleet needs at least one server and one robot, got {servers} and {robots}")
-    replicas = [server_plan(checkpoint, namespace=f"gpu{index}", device=device, rmw_implementation=rmw_implementation,
-                            start_zenoh_router=start_zenoh_router and index == 0, extra_parameters=server_parameters)
-                for index in range(servers)]
+        raise ValueError(
+            f"a fleet needs at least one server and one robot, got {servers} and {robots}"
+        )
+    replicas = [
+        server_plan(
+            checkpoint,
+            namespace=f"gpu{index}",
+            device=device,
+            rmw_implementation=rmw_implementation,
+            start_zenoh_router=start_zenoh_router and index == 0,
+            extra_parameters=server_parameters,
+        )
+        for index in range(servers)
+    ]
     namespaces = [server_namespace_of(replica) for replica in replicas]
-    # Two or more /gpu<i>/lerobot share only the root, so discovery is "auto": every server on the ROS domain (one of
-    # another model is skipped at its handshake, as in a list); any narrower prefix would miss a replica.
+    # Two or more /gpu<i>/lerobot share only the root, so discovery is "auto": every server on the
+    # ROS domain (one of
+    # another model is skipped at its handshake, as in a list); any narrower prefix would miss a
+    # replica.
     fleet = [discovery_entry(namespaces)] if discovery else namespaces
-    arms = [robot_plan(robot_namespace=f"sim_arm_{index}", server_namespace=namespaces[0], client_id=f"sim_arm_{index}",
-                       output_mode=output_mode, sim=True, rmw_implementation=rmw_implementation,
-                       extra_parameters={"server_namespaces": fleet, "handshake_timeout_s": SERVER_START_S,
-                                         **(executor_parameters or {})})
-            for index in range(robots)]
+    arms = [
+        robot_plan(
+            robot_namespace=f"sim_arm_{index}",
+            server_namespace=namespaces[0],
+            client_id=f"sim_arm_{index}",
+            output_mode=output_mode,
+            sim=True,
+            rmw_implementation=rmw_implementation,
+            extra_parameters={
+                "server_namespaces": fleet,
+                "handshake_timeout_s": SERVER_START_S,
+                **(executor_parameters or {}),
+            },
+        )
+        for index in range(robots)
+    ]
     return sum([*replicas[1:], *arms], replicas[0])
 
 
 def discovery_entry(namespaces: Sequence[str]) -> str:
-    """The ``server_namespaces`` entry that discovers the servers ``namespaces`` and as few others as it can:
-    ``auto:/<their longest common namespace, whole name segments>``, or ``auto`` when only the root is common."""
-    common = os.path.commonprefix([[part for part in namespace.split("/") if part] for namespace in namespaces])
+    """The ``server_namespaces`` entry that discovers the servers ``namespaces`` and as few others
+    as it can:
+    ``auto:/<their longest common namespace, whole name segments>``, or ``auto`` when only the root
+    is common."""
+    common = os.path.commonprefix(
+        [[part for part in namespace.split("/") if part] for namespace in namespaces]
+    )
     return f"{AUTO}:/{'/'.join(common)}" if common else AUTO
 
 
@@ -402,30 +513,47 @@ def parse_remaps(text: str) -> dict[str, str]:
 
 
 def package_installed(package: str) -> bool:
-    """Whether the ament index (a ROS install or colcon workspace on AMENT_PREFIX_PATH) holds ``package``."""
+    """Whether the ament index (a ROS install or colcon workspace on AMENT_PREFIX_PATH) holds
+    ``package``."""
     try:
         from ament_index_python.packages import get_package_prefix
 
         get_package_prefix(package)
-    except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+    except (
+        ImportError,
+        LookupError,
+        OSError,
+    ):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return False
     return True
 
 
 def rmw_problem(plan: Plan, installed=package_installed) -> str | None:
-    """Why ``plan``'s middleware cannot start here (checked before any node starts), or None. Without it every
-    node exits 102 ("Expected RMW implementation identifier of ...") while ``ros2 launch`` returns 0."""
+    """Why ``plan``'s middleware cannot start here (checked before any node starts), or None.
+    Without it every
+    node exits 102 ("Expected RMW implementation identifier of ...") while ``ros2 launch`` returns
+    0."""
     rmw = plan.environment.get("RMW_IMPLEMENTATION", "")
     if not rmw or installed(rmw):
         return None
-    install = f"apt install ros-$ROS_DISTRO-{rmw.replace('_', '-')}" if rmw == ZENOH_RMW else f"install {rmw}"
-    return (f"rmw_implementation {rmw} is not installed here (no {rmw} on AMENT_PREFIX_PATH): {install}, or "
-            f"pass rmw_implementation:={FASTDDS_RMW} (Fast DDS, in every ROS 2 install and in the venv "
-            "scripts/setup_env.sh makes), or rmw_implementation:= to keep the environment's RMW_IMPLEMENTATION")
+    install = (
+        f"apt install ros-$ROS_DISTRO-{rmw.replace('_', '-')}"
+        if rmw == ZENOH_RMW
+        else f"install {rmw}"
+    )
+    return (
+        f"rmw_implementation {rmw} is not installed here (no {rmw} on AMENT_PREFIX_PATH): "
+        f"{install}, or "
+        f"pass rmw_implementation:={FASTDDS_RMW} (Fast DDS, in every ROS 2 install and in the "
+        "venv "
+        "scripts/setup_env.sh makes), or rmw_implementation:= to keep the environment's "
+        "RMW_IMPLEMENTATION"
+    )
 
 
 def exit_problem(name: str, returncode: int | None) -> str | None:
-    """Why a node's exit fails the launch (it ended with an error code), or None (stopped cleanly, or by a signal
+    """Why a node's exit fails the launch (it ended with an error code), or None (stopped cleanly,
+    or by a signal
     of the launch's own shutdown)."""
     if returncode in (None, 0) or returncode < 0:
         return None
@@ -443,5 +571,9 @@ def share_path(*parts: str) -> str:
         from ament_index_python.packages import get_package_share_directory
 
         return str(Path(get_package_share_directory(PACKAGE), *parts).resolve())
-    except (ImportError, LookupError, OSError):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+    except (
+        ImportError,
+        LookupError,
+        OSError,
+    ):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
         return str(Path(__file__).resolve().parents[1].joinpath(*parts))

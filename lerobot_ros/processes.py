@@ -50,7 +50,9 @@ def spawn_node(
     )
 
 
-def run_handshake(parameters: Mapping[str, Any], timeout_s: float = 120.0) -> tuple[int | None, dict, str]:
+def run_handshake(
+    parameters: Mapping[str, Any], timeout_s: float = 120.0
+) -> tuple[int | None, dict, str]:
     """Run chunk_executor_node's start-up handshake; return (exit code, its JSON line, stderr).
 
     The executor prints its outcome as one JSON line on stdout. Unless the
@@ -65,9 +67,20 @@ def run_handshake(parameters: Mapping[str, Any], timeout_s: float = 120.0) -> tu
         stdout, stderr = executor.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         stop(executor)
-        return None, {"handshake": "no answer", "reason": f"executor did not finish within {timeout_s:.0f} s"}, ""
+        return (
+            None,
+            {
+                "handshake": "no answer",
+                "reason": f"executor did not finish within {timeout_s:.0f} s",
+            },
+            "",
+        )
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    result = json.loads(lines[-1]) if lines else {"handshake": "no output", "reason": stderr.strip()[-500:]}
+    result = (
+        json.loads(lines[-1])
+        if lines
+        else {"handshake": "no output", "reason": stderr.strip()[-500:]}
+    )
     return executor.returncode, result, stderr
 
 
@@ -89,13 +102,29 @@ def start_processes(plan: Plan, log_dir: Path) -> list[tuple[str, subprocess.Pop
     processes = []
     names = [node.name for node in plan.nodes]
     for node in plan.nodes:
-        # A fleet runs several nodes of one name, each in its own namespace: those are told apart by it.
-        label = node.name if names.count(node.name) == 1 else f"{node.namespace.strip('/').replace('/', '_')}_{node.name}"
+        # A fleet runs several nodes of one name, each in its own namespace: those are told apart
+        # by it.
+        label = (
+            node.name
+            if names.count(node.name) == 1
+            else f"{node.namespace.strip('/').replace('/', '_')}_{node.name}"
+        )
         with (log_dir / f"{label}.log").open("w") as log:
-            processes.append((label, spawn_node(
-                node.module, node.parameters, env=plan.environment, log=log, node_name=node.name,
-                namespace=node.namespace, parameter_files=node.parameter_files, remappings=node.remappings,
-            )))
+            processes.append(
+                (
+                    label,
+                    spawn_node(
+                        node.module,
+                        node.parameters,
+                        env=plan.environment,
+                        log=log,
+                        node_name=node.name,
+                        namespace=node.namespace,
+                        parameter_files=node.parameter_files,
+                        remappings=node.remappings,
+                    ),
+                )
+            )
     return processes
 
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from support.ros import free_port
 from support.servers import start_server
 
@@ -19,7 +20,9 @@ def _isolate_ros_graph() -> None:
     # Domain ids 1-100 are safe on every platform; derive one from the pid so
     # parallel runs on one machine differ. Always override: the developer's
     # shell may point at a domain with real robots in it.
-    os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(1 + os.getpid() % 100)
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(
+        1 + os.getpid() % 100
+    )
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
@@ -29,10 +32,13 @@ _isolate_ros_graph()
 
 
 def pytest_collection_finish(session) -> None:
-    """Start the slow set-ups the collected tests need (support/background.py), so they overlap the others."""
+    """Start the slow set-ups the collected tests need (support/background.py), so they overlap the
+    others."""
     from support import background
 
-    background.start_wanted({name for item in session.items for name in getattr(item, "fixturenames", ())})
+    background.start_wanted(
+        {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    )
 
 
 def pytest_sessionfinish(session) -> None:
@@ -99,12 +105,15 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
     )
     yield server
     exit_code = stop(server.process)
-    assert exit_code == 0, f"policy_server_node exited with {exit_code}:\n{server.log_text()[-4000:]}"
+    assert exit_code == 0, (
+        f"policy_server_node exited with {exit_code}:\n{server.log_text()[-4000:]}"
+    )
 
 
 @pytest.fixture(scope="session")
 def diffusion_checkpoint(tmp_path_factory) -> Path:
-    """A small random Diffusion checkpoint; 100 denoising steps make each request take ~0.5-1 s here."""
+    """A small random Diffusion checkpoint; 100 denoising steps make each request take ~0.5-1 s
+    here."""
     from support.policies import build_diffusion_checkpoint
 
     return build_diffusion_checkpoint(tmp_path_factory.mktemp("diffusion"), inference_steps=100)

@@ -1,4 +1,5 @@
-"""The executor's control tick and request cycle, shared by the control loop, the chunk subscription and the worker.
+"""The executor's control tick and request cycle, shared by the control loop, the chunk
+subscription and the worker.
 
 Composes the finished plain parts — ``ActionQueue``, ``WindowedLatencyTracker``,
 ``SafetyEnvelope``, ``FailSafe``, ``SessionState``, ``InFlight`` — with the
@@ -53,31 +54,41 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
 from lerobot_ros.executor.control.action_queue import ActionQueue, QueueSnapshot
-from lerobot_ros.executor.requests.answer_rules import Answer, Drops, InFlight
+from lerobot_ros.executor.control.failsafe_config import fallback_action
+from lerobot_ros.executor.control.interpolation import Playback, Row, step_per_tick
+from lerobot_ros.executor.control.safety import SafetyEnvelope
+from lerobot_ros.executor.control.smoothness import SmoothnessTracker
+from lerobot_ros.executor.control.state_machine import FailSafe, TickAction, Transition
 from lerobot_ros.executor.fleet.failover_verbs import FailoverVerbs
 from lerobot_ros.executor.fleet.hedging import Standby, hedge_allowance_s
-from lerobot_ros.executor.control.interpolation import Playback, Row, step_per_tick
+from lerobot_ros.executor.requests.answer_rules import Answer, Drops, InFlight
 from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
 from lerobot_ros.executor.requests.observation_assembly import NotSent, ObservationAssembler
 from lerobot_ros.executor.requests.pending_request import PendingRequest
-from lerobot_ros.executor.control.safety import SafetyEnvelope
 from lerobot_ros.executor.session.session_state import SessionIdentity, SessionState
 from lerobot_ros.executor.session.session_verbs import SessionVerbs
 from lerobot_ros.executor.settings import ExecutorSettings
-from lerobot_ros.executor.control.smoothness import SmoothnessTracker
-from lerobot_ros.executor.control.state_machine import FailSafe, TickAction, Transition, fallback_action
 from lerobot_ros.protocol.status import ExecutorState
-from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.protocol.telemetry import ExecutorTelemetry
-
+from lerobot_ros.protocol.trigger import request_threshold_s
+from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
 
 #: The counters since start-up, named as in ExecutorTelemetry.
-COUNTERS = ("commands_published", "requests_sent", "chunks_merged", "request_timeouts", "starvation_ticks",
-            "fallback_ticks", "observations_too_old", "safety_interventions", "request_rejections",
-            "hedges_sent", "hedges_won", "standby_promotions")
-
+COUNTERS = (
+    "commands_published",
+    "requests_sent",
+    "chunks_merged",
+    "request_timeouts",
+    "starvation_ticks",
+    "fallback_ticks",
+    "observations_too_old",
+    "safety_interventions",
+    "request_rejections",
+    "hedges_sent",
+    "hedges_won",
+    "standby_promotions",
+)
 
 
 def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
@@ -87,7 +98,8 @@ def request_due(queued_time_s: float, buffer_time_s: float) -> bool:
 
 @dataclass(frozen=True)
 class CoreSnapshot:
-    """One consistent read of the core: ``telemetry`` for ~/status and diagnostics, and the rest."""
+    """One consistent read of the core: ``telemetry`` for ~/status and diagnostics, and the
+    rest."""
 
     telemetry: ExecutorTelemetry
     identity: SessionIdentity
@@ -111,33 +123,46 @@ def _envelope(settings: ExecutorSettings) -> SafetyEnvelope:
 
 
 class ExecutorCore(SessionVerbs, FailoverVerbs):
-    """The control tick, the request cycle and the readers; the session's verbs are ``SessionVerbs``."""
+    """The control tick, the request cycle and the readers; the session's verbs are
+    ``SessionVerbs``."""
 
     def __init__(self, settings: ExecutorSettings, now_s: float) -> None:
         self.settings = settings  # frozen; replaced whole by change_settings
         self._dim = len(settings.joint_names)
         self._lock = threading.Lock()
         self._failsafe = FailSafe(settings.failsafe, now_s)
-        self._session = SessionState(settings.replicas, settings.failsafe.heartbeat_timeout_s, settings.task, now_s)
+        self._session = SessionState(
+            settings.replicas, settings.failsafe.heartbeat_timeout_s, settings.task, now_s
+        )
         self._queue = ActionQueue(rtc_enabled=False, action_dim=self._dim)
         self._latency = WindowedLatencyTracker()
         self._envelope = _envelope(settings)
         self._playback = Playback(settings.fps, settings.command_rate_hz)
         self._standby: Standby | None = None
         self._standby_retry_at = now_s
-        self._standby_problem = ""  # why no standby is armed now ("" while one is, or none is wanted)
+        self._standby_problem = (
+            ""  # why no standby is armed now ("" while one is, or none is wanted)
+        )
         self._threshold_s = self._threshold(chunk_size=0)
-        self._work = threading.Event()  # set by the control tick when the worker has something to do
-        # One handshake at a time: the worker's re-handshakes and the operator's (activate, ~/resume).
+        self._work = (
+            threading.Event()
+        )  # set by the control tick when the worker has something to do
+        # One handshake at a time: the worker's re-handshakes and the operator's (activate,
+        # ~/resume).
         self.handshaking = threading.Lock()
         self._sensors = ObservationAssembler(
-            settings.joint_names, settings.camera_names, settings.state_include_velocity, settings.max_observation_age_s
+            settings.joint_names,
+            settings.camera_names,
+            settings.state_include_velocity,
+            settings.max_observation_age_s,
         )
         self._in_flight = InFlight()
         self._seq = 0
         self._last_commanded: np.ndarray | None = None
         self._last_problem = ""
-        self._last_rejection = ""  # the server's latest reason for refusing a request, as it said it
+        self._last_rejection = (
+            ""  # the server's latest reason for refusing a request, as it said it
+        )
         self._counts: Counter[str] = Counter()
         self._smoothness = SmoothnessTracker()
         self._last_delay_steps = 0  # the latest merged chunk's latency, in control steps
@@ -162,7 +187,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
         self._sensors.on_camera(name, msg, now_s)
 
     def pull_sensors(self, joint_state=None, cameras=None) -> None:
-        """Sources read when a request or a hold needs them (``ObservationAssembler.pull_from``)."""
+        """Sources read when a request or a hold needs them
+        (``ObservationAssembler.pull_from``)."""
         self._sensors.pull_from(joint_state, cameras)
 
     # ------------------------------------------------------------ control tick
@@ -182,12 +208,19 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
 
     def _control_tick(self, now_s: float) -> np.ndarray | None:
         position = self._playback.next_position()
-        segment = self._playback.segment(position, self._row(0), self._row(1) if position.new_row else None)
+        segment = self._playback.segment(
+            position, self._row(0), self._row(1) if position.new_row else None
+        )
         # A row that is playing covers its own period: only a tick due to pop
         # the next row can find the queue empty.
         depth = self._queue.qsize() + (0 if position.new_row else 1)
-        decision = self._failsafe.tick(now_s, depth, None if segment is None else segment.age_s(now_s))
-        if any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions) and not self._in_flight.hedged:
+        decision = self._failsafe.tick(
+            now_s, depth, None if segment is None else segment.age_s(now_s)
+        )
+        if (
+            any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions)
+            and not self._in_flight.hedged
+        ):
             self._in_flight.cancel()  # lost: move now, not at the request timeout (a hedge racing may still win)
         if decision.clear_queue:
             self._queue.clear()
@@ -196,7 +229,11 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             self._playback.stop()
         if decision.action is TickAction.NOTHING:
             return None
-        if depth == 0 and not self._failsafe.paused and decision.state is not ExecutorState.OFFLINE:
+        if (
+            depth == 0
+            and not self._failsafe.paused
+            and decision.state is not ExecutorState.OFFLINE
+        ):
             self._counts["starvation_ticks"] += 1  # OFFLINE holds on purpose: not a starved queue
         action = None
         if decision.action is TickAction.EXECUTE:
@@ -206,11 +243,19 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             action = segment.command()
         if action is None:
             self._counts["fallback_ticks"] += 1
-            action = fallback_action(decision.fallback_mode or self.settings.fallback, self._last_commanded,
-                                     self._sensors.measured_positions(), self._dim)
+            action = fallback_action(
+                decision.fallback_mode or self.settings.fallback,
+                self._last_commanded,
+                self._sensors.measured_positions(),
+                self._dim,
+            )
             if action is None:
                 return None
-        reference = self._last_commanded if self._last_commanded is not None else self._sensors.measured_positions()
+        reference = (
+            self._last_commanded
+            if self._last_commanded is not None
+            else self._sensors.measured_positions()
+        )
         result = self._envelope.apply(action, reference)
         if result.intervened:
             self._counts["safety_interventions"] += 1
@@ -223,7 +268,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
     # ------------------------------------------------------- request cycle
 
     def reconnect_due(self, now_s: float) -> bool:
-        """Whether the worker should (re-)place the robot now; called only with no request in flight."""
+        """Whether the worker should (re-)place the robot now; called only with no request in
+        flight."""
         with self._lock:
             drain = self._session.fleet.take_drain()
             if drain:
@@ -244,19 +290,30 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
 
     def _threshold(self, chunk_size: int, replace_mode: bool = False) -> float:
         p95 = self._latency.p95
-        allowance = hedge_allowance_s(self._hedge_deadline_s(), p95) if self._standby is not None else 0.0
-        return request_threshold_s(self.settings.buffer_time_s, p95, self.settings.request_latency_margin,
-                                   self.settings.fps, chunk_size, self.settings.max_action_age_s, replace_mode,
-                                   hedge_allowance_s=allowance)
+        allowance = (
+            hedge_allowance_s(self._hedge_deadline_s(), p95) if self._standby is not None else 0.0
+        )
+        return request_threshold_s(
+            self.settings.buffer_time_s,
+            p95,
+            self.settings.request_latency_margin,
+            self.settings.fps,
+            chunk_size,
+            self.settings.max_action_age_s,
+            replace_mode,
+            hedge_allowance_s=allowance,
+        )
 
     @property
     def request_threshold_s(self) -> float:
-        """The queued playback time at which the next request is due (``trigger.py``), as of the latest merge."""
+        """The queued playback time at which the next request is due (``trigger.py``), as of the
+        latest merge."""
         with self._lock:
             return self._threshold_s
 
     def wait_for_work(self, timeout_s: float) -> None:
-        """The idle network worker's wait: until the control tick says a request or reconnect is due,
+        """The idle network worker's wait: until the control tick says a request or reconnect is
+        due,
         ``wake_worker`` is called, or ``timeout_s`` passes."""
         self._work.wait(timeout_s)
         self._work.clear()
@@ -265,7 +322,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
         self._work.set()
 
     def start_request(self, now_s: float, now_ns: int) -> PendingRequest | NotSent:
-        """The next request, assembled from the newest sensor data, numbered and in flight from now on
+        """The next request, assembled from the newest sensor data, numbered and in flight from now
+        on
         (so only its chunk may answer: call before publishing it); or why none can be sent."""
         observation = self._sensors.assemble(now_s, self.identity.policy_cameras)
         with self._lock:
@@ -275,41 +333,64 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
                 self._last_problem = observation.reason
                 return observation
             identity = self._session.identity
-            pending = self._numbered(observation, now_ns, identity.session_id, identity.epoch, identity.replica)
+            pending = self._numbered(
+                observation, now_ns, identity.session_id, identity.epoch, identity.replica
+            )
             self._session.observation_sent(now_s)
             self._in_flight.start(pending.request, identity.model)
             return pending
 
-    def _numbered(self, observation, now_ns: int, session_id: str, epoch: int, replica: str) -> PendingRequest:
-        """A request of ``observation`` for one session (under the lock): ids, the queue snapshot, the delay."""
+    def _numbered(
+        self, observation, now_ns: int, session_id: str, epoch: int, replica: str
+    ) -> PendingRequest:
+        """A request of ``observation`` for one session (under the lock): ids, the queue snapshot,
+        the delay."""
         identity = self._session.identity
         if identity.policy_cameras is not None:
             # Only what the policy reads (assembled that way; filtered again in case a
             # re-handshake changed the session meanwhile): a robot may have more cameras.
             observation = dataclasses.replace(
-                observation, cameras={n: f for n, f in observation.cameras.items() if n in identity.policy_cameras}
+                observation,
+                cameras={
+                    n: f for n, f in observation.cameras.items() if n in identity.policy_cameras
+                },
             )
         mapping = self.settings.mapping
         if mapping.changes_units:  # the policy reads its own units (joint_mapping.py)
-            observation = dataclasses.replace(observation, state=mapping.state_to_policy(observation.state))
+            observation = dataclasses.replace(
+                observation, state=mapping.state_to_policy(observation.state)
+            )
         rtc = identity.rtc_active
         # Also taken in append mode (sent only with RTC): the merge measures
         # how the new chunk continues the rows executed meanwhile.
         snapshot = self._queue.snapshot(max_steps=identity.rtc_horizon or identity.chunk_size)
         delay = self._latency.delay_steps(self.settings.fps) if rtc else 0
         self._seq += 1
-        request = RequestId(session_id, self.settings.client_id, self._seq, identity.episode, epoch, now_ns)
+        request = RequestId(
+            session_id, self.settings.client_id, self._seq, identity.episode, epoch, now_ns
+        )
         self._counts["requests_sent"] += 1
-        return PendingRequest(request, observation, snapshot, delay, rtc, self._session.task,
-                              self.settings.jpeg_quality,
-                              identity.camera_sizes if self.settings.resize_to_policy else None, mapping, replica)
+        return PendingRequest(
+            request,
+            observation,
+            snapshot,
+            delay,
+            rtc,
+            self._session.task,
+            self.settings.jpeg_quality,
+            identity.camera_sizes if self.settings.resize_to_policy else None,
+            mapping,
+            replica,
+        )
 
     def cancel_request(self) -> None:
-        """End the request in flight (shutdown): the waiter returns at once, a late chunk is dropped."""
+        """End the request in flight (shutdown): the waiter returns at once, a late chunk is
+        dropped."""
         self._in_flight.cancel()
 
     def offer_chunk(self, chunk: ReceivedChunk, received_ns: int) -> str | None:
-        """From the chunk subscription: hand the chunk to the waiting worker, or drop it (the reason code)."""
+        """From the chunk subscription: hand the chunk to the waiting worker, or drop it (the
+        reason code)."""
         return self._in_flight.offer_chunk(chunk, received_ns)
 
     def drop_chunk(self, code: str, explanation: str) -> None:
@@ -320,16 +401,24 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
         """The answer to the request in flight, or why there is none; ends the request."""
         return self._in_flight.wait(timeout_s)
 
-    def merge(self, pending: PendingRequest, chunk: ReceivedChunk, received_ns: int, now_s: float) -> bool:
+    def merge(
+        self, pending: PendingRequest, chunk: ReceivedChunk, received_ns: int, now_s: float
+    ) -> bool:
         """Merge the chunk answering ``pending``; False when it went stale meanwhile."""
         request = pending.request
         latency_s = max(0.0, (received_ns - request.sent_monotonic_ns) / 1e9)
-        actions_robot = self.settings.mapping.to_robot(chunk.actions_robot)  # the policy's units -> the robot's
+        actions_robot = self.settings.mapping.to_robot(
+            chunk.actions_robot
+        )  # the policy's units -> the robot's
         with self._lock:
             self._promote_if_standby_answered(request, now_s)
             identity = self._session.identity
             current = (identity.session_id, identity.episode, identity.epoch)
-            if (request.session_id, request.episode, request.epoch) != current or not self._failsafe.accepting_chunks:
+            if (
+                request.session_id,
+                request.episode,
+                request.epoch,
+            ) != current or not self._failsafe.accepting_chunks:
                 self._in_flight.drop_chunk(
                     "stale_episode", "a reset or reconnect happened while the chunk was on its way"
                 )
@@ -339,7 +428,9 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             queued_before = self._queue.get_processed_left_over()
             consumed = self._queue.get_action_index() - pending.snapshot.action_index
             if pending.snapshot.left_over_robot is not None and consumed > 0:
-                self._smoothness.overlap_measured(pending.snapshot.left_over_robot[:consumed], actions_robot)
+                self._smoothness.overlap_measured(
+                    pending.snapshot.left_over_robot[:consumed], actions_robot
+                )
             self._last_delay_steps = control_steps(latency_s, self.settings.fps)
             self._last_trimmed_rows = self._queue.merge(
                 chunk.actions_model,
@@ -351,7 +442,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
                 source_time_s=request.sent_monotonic_ns / 1e9 - pending.observation.oldest_age_s,
             )
             self._smoothness.chunk_merged(
-                queued_before if queued_before is not None else np.empty((0, self._dim)), self._queue.rtc_enabled
+                queued_before if queued_before is not None else np.empty((0, self._dim)),
+                self._queue.rtc_enabled,
             )
             self._counts["chunks_merged"] += 1
             self._session.fleet.merged_in_session += 1
@@ -359,7 +451,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             return True
 
     def _request_failed(self, now_s: float, refusal: str = "") -> None:
-        """A timeout, or the server answered with an error (REJECTED/FAILED): a failed request either way.
+        """A timeout, or the server answered with an error (REJECTED/FAILED): a failed request
+        either way.
 
         A streak of them re-handshakes, which also recovers a session the
         server has closed meanwhile (e.g. after its idle timeout).
@@ -394,13 +487,18 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             return (self._failsafe.transitions[-new:] if new else ()), total
 
     def queued_actions(self) -> QueueSnapshot:
-        """Every unexecuted row, in model and robot space (the RTC parity test reads what the queue built)."""
+        """Every unexecuted row, in model and robot space (the RTC parity test reads what the queue
+        built)."""
         return self._queue.snapshot()
 
     def snapshot(self, now_s: float) -> CoreSnapshot:
         # Percentiles sort the window: read them under the tracker's own lock,
         # not the core's, which the control tick needs.
-        latency_p50, latency_p95, latency_max = self._latency.p50, self._latency.p95, self._latency.max
+        latency_p50, latency_p95, latency_max = (
+            self._latency.p50,
+            self._latency.p95,
+            self._latency.max,
+        )
         with self._lock:
             session, failsafe, smoothness = self._session, self._failsafe, self._smoothness
             identity = session.identity
@@ -446,5 +544,13 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
                 hedge_answers_dropped=drops.counts.get("hedge_lost", 0),
                 hedge_deadline_ms=self._hedge_deadline_ms() if self._standby is not None else 0.0,
             )
-            return CoreSnapshot(telemetry, identity, self._last_problem, drops, self._queue.next_action_age_s(now_s),
-                                session.handshake_failures, failsafe.last_handshake_error, self._standby_problem)
+            return CoreSnapshot(
+                telemetry,
+                identity,
+                self._last_problem,
+                drops,
+                self._queue.next_action_age_s(now_s),
+                session.handshake_failures,
+                failsafe.last_handshake_error,
+                self._standby_problem,
+            )

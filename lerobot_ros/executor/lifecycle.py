@@ -28,8 +28,8 @@ from typing import Protocol
 
 from lerobot_ros.node_shell.node_support import TransitionFailed
 
-
-#: rclpy's label of the state each transition (by the node's name for it) passes through, ends in when it
+#: rclpy's label of the state each transition (by the node's name for it) passes through, ends in
+# when it
 #: succeeds, and ends in when it fails; a failed cleanup or shutdown goes through errorprocessing.
 STATE_LABELS = {
     "configure": ("configuring", "inactive", "unconfigured"),
@@ -44,7 +44,9 @@ STATE_LABELS = {
 class ExecutorParts(Protocol):
     """The node's side of each step."""
 
-    def read_settings(self) -> None: ...  # validate every parameter (TransitionFailed lists the problems)
+    def read_settings(
+        self,
+    ) -> None: ...  # validate every parameter (TransitionFailed lists the problems)
 
     def connect(self) -> None: ...  # the first handshake (TransitionFailed with the refusal)
 
@@ -62,7 +64,9 @@ class ExecutorParts(Protocol):
 
     def destroy_entities(self) -> None: ...  # including the session's data plane and clients
 
-    def forget_settings(self) -> None: ...  # the core and settings of this configuration are dropped
+    def forget_settings(
+        self,
+    ) -> None: ...  # the core and settings of this configuration are dropped
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,11 @@ class ExecutorLifecycle:
         self.active = False
 
     def configure(self) -> TransitionOutcome:
-        steps = (("parameters", self.parts.read_settings), ("handshake", self.parts.connect),
-                 ("entities", self.parts.create_entities))
+        steps = (
+            ("parameters", self.parts.read_settings),
+            ("handshake", self.parts.connect),
+            ("entities", self.parts.create_entities),
+        )
         for name, step in steps:
             try:
                 step()
@@ -139,7 +146,8 @@ class ExecutorLifecycle:
             self.parts.close_session()
 
     def _release(self, after_failed: str | None = None) -> list[str]:
-        """Undo whatever was acquired (every step tried, whatever the others do); the problems met."""
+        """Undo whatever was acquired (every step tried, whatever the others do); the problems
+        met."""
         steps = []
         if self.streaming:
             steps.append(self.parts.hold)
@@ -161,4 +169,6 @@ class ExecutorLifecycle:
 
 
 def reason_of(error: BaseException) -> str:
-    return str(error) if isinstance(error, TransitionFailed) else f"{type(error).__name__}: {error}"
+    return (
+        str(error) if isinstance(error, TransitionFailed) else f"{type(error).__name__}: {error}"
+    )

@@ -1,4 +1,5 @@
-"""What the status thread publishes each period: ~/status, /diagnostics, a goal's feedback and end, the log.
+"""What the status thread publishes each period: ~/status, /diagnostics, a goal's feedback and end,
+the log.
 
 Invariants:
 
@@ -25,17 +26,23 @@ from rclpy.node import Node
 from rclpy.publisher import Publisher
 
 from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.goals.goal_runs import Progress
 from lerobot_ros.executor.goals.goal_server import publish_feedback
 from lerobot_ros.executor.goals.goal_steps import GoalSteps
-from lerobot_ros.executor.goals.goal_runs import Progress
 from lerobot_ros.protocol.status import ExecutorState
 from lerobot_ros.protocol.telemetry import DIAGNOSTICS_PERIOD_S
 from lerobot_ros.protocol.wire import control_plane
 
 
 class StatusReport:
-    def __init__(self, node: Node, core: ExecutorCore, goal_steps: GoalSteps, status_pub: Publisher,
-                 diagnostics_pub: Publisher) -> None:
+    def __init__(
+        self,
+        node: Node,
+        core: ExecutorCore,
+        goal_steps: GoalSteps,
+        status_pub: Publisher,
+        diagnostics_pub: Publisher,
+    ) -> None:
         self.node, self.core, self.goal_steps = node, core, goal_steps
         self.status_pub, self.diagnostics_pub = status_pub, diagnostics_pub
         self._diagnostics_due = 0.0
@@ -55,7 +62,12 @@ class StatusReport:
         if now >= self._diagnostics_due:
             self._diagnostics_due = now + DIAGNOSTICS_PERIOD_S
             diagnostics = DiagnosticArray(
-                status=[control_plane.executor_diagnostic(f"{self.node.get_name()}: chunk executor", telemetry)])
+                status=[
+                    control_plane.executor_diagnostic(
+                        f"{self.node.get_name()}: chunk executor", telemetry
+                    )
+                ]
+            )
             diagnostics.header.stamp = stamp
             self.diagnostics_pub.publish(diagnostics)
         self._log_transitions()
@@ -63,15 +75,22 @@ class StatusReport:
             self._rejections_logged = telemetry.request_rejections
             self.node.get_logger().warning(
                 f"the server refused a request ({telemetry.request_rejections} so far): "
-                f"{telemetry.last_rejection_reason}", throttle_duration_sec=5.0)
+                f"{telemetry.last_rejection_reason}",
+                throttle_duration_sec=5.0,
+            )
 
     def _log_transitions(self) -> None:
-        transitions, self._transitions_logged = self.core.transitions_since(self._transitions_logged)
+        transitions, self._transitions_logged = self.core.transitions_since(
+            self._transitions_logged
+        )
         logger = self.node.get_logger()
         for transition in transitions:
-            text = f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
+            text = (
+                f"{transition.from_state.name} -> {transition.to_state.name}: {transition.reason}"
+            )
             # A saturated link flips STALLED <-> STREAMING every chunk, and only the first half
-            # deserves a warning. (rclpy refuses one call site logging at two severities: one call each.)
+            # deserves a warning. (rclpy refuses one call site logging at two severities: one call
+            # each.)
             if transition.to_state is ExecutorState.DEAD:
                 logger.error(text)
             elif transition.to_state is ExecutorState.STREAMING:

@@ -20,15 +20,21 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import rclpy
-from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter as RosParameter
+from rclpy.signals import SignalHandlerOptions
 
-from lerobot_ros.node_shell.parameters import STARTUP_ONLY, InvalidParameters, Parameter, Settings, runtime_change
+from lerobot_ros.node_shell.parameters import (
+    STARTUP_ONLY,
+    InvalidParameters,
+    Parameter,
+    Settings,
+    runtime_change,
+)
 
 SettingsT = TypeVar("SettingsT", bound=Settings)
 
@@ -79,26 +85,37 @@ class DeclaredParameters:
         node.add_on_set_parameters_callback(self._on_set)
 
     def settings(self, **context: Any) -> SettingsT:
-        """The validated settings from the parameters' values now; NodeStartupError names every problem."""
+        """The validated settings from the parameters' values now; NodeStartupError names every
+        problem."""
         try:
             self.current = self._class.from_values(self._values, **context)
         except InvalidParameters as error:
             raise NodeStartupError(str(error)) from error
         return self.current
 
-    def on_change(self, apply: Callable[[Any], None], configuring: Callable[[], bool] | None = None) -> None:
-        """Route accepted runtime changes to ``apply(new_settings)``; ``configuring``: start-up entries settable now."""
+    def on_change(
+        self, apply: Callable[[Any], None], configuring: Callable[[], bool] | None = None
+    ) -> None:
+        """Route accepted runtime changes to ``apply(new_settings)``; ``configuring``: start-up
+        entries settable now."""
         self._apply = apply
         if configuring is not None:
             self._configuring = configuring
 
     def _on_set(self, parameters: list[RosParameter]) -> SetParametersResult:
-        changes = {parameter.name: parameter.value for parameter in parameters if parameter.name in self._values}
+        changes = {
+            parameter.name: parameter.value
+            for parameter in parameters
+            if parameter.name in self._values
+        }
         if not changes:
             return SetParametersResult(successful=True)
         configuring = self._configuring()
         if self.current is None:  # not read yet: checked all together when it is (configure)
-            changed, refusal = None, "" if configuring else f"{sorted(changes)}: the node is starting"
+            changed, refusal = (
+                None,
+                "" if configuring else f"{sorted(changes)}: the node is starting",
+            )
         else:
             changed, refusal = runtime_change(self.current, changes, configuring)
         if refusal:
@@ -125,12 +142,15 @@ def _declare(node: Node, entry: Parameter) -> Any:
     # Writable even when start-up-only: DeclaredParameters refuses those with the reason (rclpy's
     # read-only refusal would not say when the value takes effect).
     constraint = "settable while running" if entry.runtime else STARTUP_ONLY
-    descriptor = ParameterDescriptor(description=entry.description, read_only=False,
-                                     additional_constraints=constraint)
+    descriptor = ParameterDescriptor(
+        description=entry.description, read_only=False, additional_constraints=constraint
+    )
     try:
         if not entry.declared_by_type:
             return node.declare_parameter(entry.name, entry.default, descriptor).value
-        value = node.declare_parameter(entry.name, RosParameter.Type[entry.type.ros_type], descriptor).value
+        value = node.declare_parameter(
+            entry.name, RosParameter.Type[entry.type.ros_type], descriptor
+        ).value
         return _or_default(entry, value)
     except InvalidParameterTypeException as error:
         raise NodeStartupError(
@@ -153,7 +173,8 @@ class NodeStartupError(RuntimeError):
 
 
 def run_autostart(node: Node) -> Node:
-    """Configure, then activate, a lifecycle ``node`` whose ``autostart`` parameter is true; return it.
+    """Configure, then activate, a lifecycle ``node`` whose ``autostart`` parameter is true; return
+    it.
 
     With ``autostart`` false the node stays unconfigured for a lifecycle
     manager. A transition that fails is a NodeStartupError (exit 1 under
@@ -162,13 +183,20 @@ def run_autostart(node: Node) -> Node:
     before spinning, so a signal during a long configure aborts it at once.
     """
     if not node.get_parameter("autostart").value:
-        node.get_logger().info("autostart is false: unconfigured, waiting for configure and activate "
-                               "(a lifecycle manager, or ros2 lifecycle set)")
+        node.get_logger().info(
+            "autostart is false: unconfigured, waiting for configure and activate "
+            "(a lifecycle manager, or ros2 lifecycle set)"
+        )
         return node
-    for transition, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
+    for transition, trigger in (
+        ("configure", node.trigger_configure),
+        ("activate", node.trigger_activate),
+    ):
         if trigger() != TransitionCallbackReturn.SUCCESS:
             reason = getattr(node, "transition_failure", "")
-            raise NodeStartupError(f"autostart: {transition} failed: {reason or 'see the log above'}")
+            raise NodeStartupError(
+                f"autostart: {transition} failed: {reason or 'see the log above'}"
+            )
     return node
 
 
@@ -180,7 +208,8 @@ _SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:=")
 
 
 def parameter_shorthand(argv: list[str]) -> list[str]:
-    """``node name:=value ...`` as ``node --ros-args -p name:=value ...``, the way ``ros2 launch`` reads arguments.
+    """``node name:=value ...`` as ``node --ros-args -p name:=value ...``, the way ``ros2 launch``
+    reads arguments.
 
     ROS reads a bare ``name:=value`` before ``--ros-args`` as nothing (or a
     remap), so ``policy_server_node checkpoint:=/ckpt`` silently ignored the
@@ -188,7 +217,7 @@ def parameter_shorthand(argv: list[str]) -> list[str]:
     leading ``__node:=``-style special name is not a parameter and stays too.
     """
     if "--ros-args" in argv:
-        head, tail = argv[:argv.index("--ros-args")], argv[argv.index("--ros-args"):]
+        head, tail = argv[: argv.index("--ros-args")], argv[argv.index("--ros-args") :]
     else:
         head, tail = list(argv), []
     program, rest = head[:1], head[1:]
@@ -197,11 +226,20 @@ def parameter_shorthand(argv: list[str]) -> list[str]:
         return list(argv)
     kept = [arg for arg in rest if arg not in shorthand]
     parameters = [item for arg in shorthand for item in ("-p", arg)]
-    return [*program, *kept, "--ros-args", *parameters, *([arg for arg in tail[1:]] if tail else [])]
+    return [
+        *program,
+        *kept,
+        "--ros-args",
+        *parameters,
+        *([arg for arg in tail[1:]] if tail else []),
+    ]
 
 
-def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
-             make_executor: Callable[[], Executor] = SingleThreadedExecutor) -> int:
+def run_node(
+    make_node: Callable[[], Node],
+    args: list[str] | None = None,
+    make_executor: Callable[[], Executor] = SingleThreadedExecutor,
+) -> int:
     """Init rclpy, build the node, spin until SIGINT/SIGTERM; return an exit code.
 
     A NodeStartupError is reported as one clear line and exit code 1; a
@@ -222,8 +260,10 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
     noexcept pybind11 frames ends in std::terminate: exit -6, "terminate
     called without an active exception".
     """
-    rclpy.init(args=parameter_shorthand(args if args is not None else sys.argv),
-               signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(
+        args=parameter_shorthand(args if args is not None else sys.argv),
+        signal_handler_options=SignalHandlerOptions.NO,
+    )
     stop_requested = threading.Event()
     serving = False
     interrupted_start_up = False
@@ -238,7 +278,9 @@ def run_node(make_node: Callable[[], Node], args: list[str] | None = None,
         if notify is not None:
             notify()
 
-    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     node = None
     executor = make_executor()
     try:

@@ -1,7 +1,8 @@
 """Declarative parameter tables: each node parameter is written once, as one entry.
 
 Invariant: a node's parameters (name, type, default, description, checks,
-whether it may change while running) live in one table; its frozen settings dataclass is derived from
+whether it may change while running) live in one table; its frozen settings dataclass is derived
+from
 that table, its validation reports every problem at once before the node does
 anything, and ``config/*.yaml`` and the node pages (docs/nodes/) are checked against it. Rules
 that relate several parameters are named functions listed next to the table.
@@ -30,7 +31,11 @@ Rule = Callable[[Any], "str | None"]
 
 def _is_list_of(value: Any, accepts: Callable[[Any], bool]) -> bool:
     # rclpy hands DOUBLE_ARRAY values over as array.array('d').
-    return isinstance(value, (Sequence, array)) and not isinstance(value, str) and all(accepts(v) for v in value)
+    return (
+        isinstance(value, (Sequence, array))
+        and not isinstance(value, str)
+        and all(accepts(v) for v in value)
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -49,19 +54,25 @@ class ValueType:
 
 
 BOOL = ValueType("a boolean", "BOOL", bool, lambda v: isinstance(v, bool), bool)
-INTEGER = ValueType("an integer", "INTEGER", int, lambda v: _is_number(v) and isinstance(v, int), int)
+INTEGER = ValueType(
+    "an integer", "INTEGER", int, lambda v: _is_number(v) and isinstance(v, int), int
+)
 #: Integers are accepted (ROS itself refuses them for a DOUBLE parameter).
 FLOAT = ValueType("a number", "DOUBLE", float, _is_number, float)
 STRING = ValueType("a string", "STRING", str, lambda v: isinstance(v, str), str)
 #: ROS 2 cannot infer the type of an empty list, so a string list defaults to
 #: [""], meaning "not set": empty strings are placeholders and are dropped.
 STRING_LIST = ValueType(
-    "a list of strings", "STRING_ARRAY", tuple[str, ...],
+    "a list of strings",
+    "STRING_ARRAY",
+    tuple[str, ...],
     lambda v: _is_list_of(v, lambda item: isinstance(item, str)),
     lambda v: tuple(item for item in v if item),
 )
 FLOAT_LIST = ValueType(
-    "a list of numbers", "DOUBLE_ARRAY", tuple[float, ...],
+    "a list of numbers",
+    "DOUBLE_ARRAY",
+    tuple[float, ...],
     lambda v: _is_list_of(v, _is_number),
     lambda v: tuple(float(item) for item in v),
 )
@@ -130,7 +141,9 @@ def each_one_of(choices: Collection[str]) -> Check:
 
     def check(name: str, values: Sequence[str]) -> str | None:
         wrong = [value for value in values if value not in choices]
-        return f"'{name}' has {wrong}, expected each to be one of {list(choices)}" if wrong else None
+        return (
+            f"'{name}' has {wrong}, expected each to be one of {list(choices)}" if wrong else None
+        )
 
     return check
 
@@ -161,7 +174,11 @@ def distinct(item: str) -> Check:
     """No item of a list twice; ``item`` names what the list holds (joint, camera)."""
 
     def check(name: str, values: Sequence[str]) -> str | None:
-        return None if len(set(values)) == len(values) else f"'{name}' {list(values)} names a {item} twice"
+        return (
+            None
+            if len(set(values)) == len(values)
+            else f"'{name}' {list(values)} names a {item} twice"
+        )
 
     return check
 
@@ -170,7 +187,11 @@ def no_nan(hint: str = "") -> Check:
     """No NaN in a list of numbers."""
 
     def check(name: str, values: Sequence[float]) -> str | None:
-        return f"'{name}' contains NaN" + (f"; {hint}" if hint else "") if any(map(math.isnan, values)) else None
+        return (
+            f"'{name}' contains NaN" + (f"; {hint}" if hint else "")
+            if any(map(math.isnan, values))
+            else None
+        )
 
     return check
 
@@ -191,7 +212,9 @@ class InvalidParameters(ValueError):
         self.problems = problems
 
 
-def table_problems(settings: Any, parameters: Iterable[Parameter], rules: Iterable[Rule]) -> list[str]:
+def table_problems(
+    settings: Any, parameters: Iterable[Parameter], rules: Iterable[Rule]
+) -> list[str]:
     """What the checks of ``parameters`` and the ``rules`` find wrong with ``settings``."""
     problems = [
         problem
@@ -212,7 +235,9 @@ class Settings:
     def converted(cls, values: Mapping[str, Any]) -> tuple[Any, list[str]]:
         """(settings, []) from ROS values (defaults for the missing), or (None, type problems)."""
         known = {entry.name for entry in cls.PARAMETERS}
-        problems = [f"'{name}' is not a parameter of this node" for name in values if name not in known]
+        problems = [
+            f"'{name}' is not a parameter of this node" for name in values if name not in known
+        ]
         fields = {}
         for entry in cls.PARAMETERS:
             value = values.get(entry.name, entry.default)
@@ -261,7 +286,9 @@ def settings_dataclass(parameters: tuple[Parameter, ...], rules: tuple[Rule, ...
 STARTUP_ONLY = "takes effect only at start-up"
 
 
-def runtime_change(current: Settings, changes: Mapping[str, Any], configuring: bool = False) -> tuple[Any, str]:
+def runtime_change(
+    current: Settings, changes: Mapping[str, Any], configuring: bool = False
+) -> tuple[Any, str]:
     """(new settings, "") for ``changes`` applied to ``current``, or (None, the refusal).
 
     ``changes`` maps names to ROS values; names outside the table are not this
@@ -278,8 +305,10 @@ def runtime_change(current: Settings, changes: Mapping[str, Any], configuring: b
             continue
         if not (entry.runtime or configuring):
             settable = sorted(e.name for e in current.PARAMETERS if e.runtime)
-            problems.append(f"'{name}' {STARTUP_ONLY}; set it in the parameters file or on the command line"
-                            f" (settable while running: {', '.join(settable) or 'none'})")
+            problems.append(
+                f"'{name}' {STARTUP_ONLY}; set it in the parameters file or on the command line"
+                f" (settable while running: {', '.join(settable) or 'none'})"
+            )
         elif not entry.type.accepts(value):
             problems.append(f"'{name}' is {value!r}, expected {entry.type.label}")
         else:

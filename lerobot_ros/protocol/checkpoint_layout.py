@@ -16,7 +16,8 @@ CONFIG_FILE = "config.json"
 
 
 def local_checkpoint_problem(checkpoint: str) -> str | None:
-    """Why ``checkpoint`` names no loadable local directory, or None (a directory, or a Hub id to fetch).
+    """Why ``checkpoint`` names no loadable local directory, or None (a directory, or a Hub id to
+    fetch).
 
     Plain path checks, so the server refuses a mistyped path before it spends
     seconds importing torch and LeRobot.
@@ -26,8 +27,11 @@ def local_checkpoint_problem(checkpoint: str) -> str | None:
     path = Path(checkpoint).expanduser()
     if path.is_dir():
         if not (path / CONFIG_FILE).is_file():
-            return (f"cannot load LeRobot checkpoint {checkpoint!r}: it has no {CONFIG_FILE} "
-                    "(expected a LeRobot pretrained_model directory: config.json, model.safetensors, processors)")
+            return (
+                f"cannot load LeRobot checkpoint {checkpoint!r}: it has no {CONFIG_FILE} "
+                "(expected a LeRobot pretrained_model directory: config.json, model.safetensors, "
+                "processors)"
+            )
         return None
     if path.exists() or checkpoint.startswith((".", "/", "~")):
         return f"checkpoint {checkpoint!r} is not a directory"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-#: The interface version this package speaks: msg/Observation.msg's CURRENT_SCHEMA_VERSION, kept here
+#: The interface version this package speaks: msg/Observation.msg's CURRENT_SCHEMA_VERSION, kept
+# here
 #: too so plain-Python code (launch plans, admission) can read it without message packages;
 #: test_contract.py ties the two.
 SCHEMA_VERSION = 4
@@ -91,7 +92,8 @@ class OpenRequest:
     fps: float
     task: str = ""
     rtc_requested: bool = False
-    # A warm standby session: the robot's failover place on this replica (OpenSession.srv, server/sessions.py).
+    # A warm standby session: the robot's failover place on this replica (OpenSession.srv,
+    # server/sessions.py).
     standby: bool = False
 
 
@@ -109,14 +111,19 @@ class ContractCheck:
         return "; ".join(self.problems)
 
 
-def action_names_mismatch(expected: tuple[str, ...] | list[str], got: tuple[str, ...] | list[str]) -> str | None:
+def action_names_mismatch(
+    expected: tuple[str, ...] | list[str], got: tuple[str, ...] | list[str]
+) -> str | None:
     """Explain why ``got`` is not exactly ``expected`` (order matters), or None."""
     expected, got = list(expected), list(got)
     if expected == got:
         return None
     if sorted(expected) == sorted(got):
-        first = next(i for i, (e, g) in enumerate(zip(expected, got)) if e != g)
-        detail = f"same names in a different order (first difference at index {first}: expected {expected[first]!r}, got {got[first]!r})"
+        first = next(i for i, (e, g) in enumerate(zip(expected, got, strict=False)) if e != g)
+        detail = (
+            f"same names in a different order (first difference at index {first}: expected "
+            f"{expected[first]!r}, got {got[first]!r})"
+        )
     elif len(expected) != len(got):
         detail = f"{len(expected)} names expected, {len(got)} arrived"
     else:
@@ -126,12 +133,17 @@ def action_names_mismatch(expected: tuple[str, ...] | list[str], got: tuple[str,
     return f"action names differ: {detail}; policy expects {expected}, robot sent {got}"
 
 
-def missing_cameras(expected: tuple[str, ...] | list[str], provided: tuple[str, ...] | list[str]) -> str | None:
+def missing_cameras(
+    expected: tuple[str, ...] | list[str], provided: tuple[str, ...] | list[str]
+) -> str | None:
     """Explain which expected cameras the robot does not provide, or None."""
     missing = [name for name in expected if name not in provided]
     if not missing:
         return None
-    return f"cameras missing: {missing}; policy expects {list(expected)}, robot provides {list(provided)}"
+    return (
+        f"cameras missing: {missing}; policy expects {list(expected)}, robot provides "
+        f"{list(provided)}"
+    )
 
 
 def check_robot(
@@ -153,7 +165,10 @@ def check_robot(
         if cameras:
             problems.append(cameras)
     if state_dim is not None and state_dim != capabilities.state_dim:
-        problems.append(f"state dimension differs: policy expects {capabilities.state_dim}, robot sends {state_dim}")
+        problems.append(
+            f"state dimension differs: policy expects {capabilities.state_dim}, robot sends "
+            f"{state_dim}"
+        )
     return ContractCheck(tuple(problems))
 
 
@@ -162,10 +177,14 @@ def client_id_problem(client_id: str) -> str | None:
     if not client_id:
         return "client_id is empty; expected a name like 'so101_left'"
     if len(client_id) > CLIENT_ID_MAX_LENGTH:
-        return f"client_id is {len(client_id)} characters long; at most {CLIENT_ID_MAX_LENGTH} are allowed"
+        return (
+            f"client_id is {len(client_id)} characters long; at most {CLIENT_ID_MAX_LENGTH} "
+            "are allowed"
+        )
     if not CLIENT_ID_PATTERN.match(client_id):
         return (
-            f"client_id {client_id!r} is not a valid ROS name segment: expected letters, digits and "
+            f"client_id {client_id!r} is not a valid ROS name segment: expected letters, digits "
+            "and "
             "underscores, starting with a letter"
         )
     return None
@@ -184,14 +203,18 @@ def truncated(text: str, limit: int) -> str:
 
 
 def shown(value: str, limit: int = MAX_ID_CHARS) -> str:
-    """``repr(value)`` for a message or a log line, cut at ``limit`` characters with the full length said."""
+    """``repr(value)`` for a message or a log line, cut at ``limit`` characters with the full
+    length said."""
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}...({len(value)} characters)"
 
 
-def names_size_problem(what: str, names: tuple[str, ...] | list[str], expected_count: int | None = None) -> str | None:
-    """Why a list of names is too large to accept, or None; checked before the names are compared or echoed."""
+def names_size_problem(
+    what: str, names: tuple[str, ...] | list[str], expected_count: int | None = None
+) -> str | None:
+    """Why a list of names is too large to accept, or None; checked before the names are compared
+    or echoed."""
     if len(names) > MAX_NAMES:
         expected = f" (the policy expects {expected_count})" if expected_count is not None else ""
         return f"{what} holds {len(names)} names; at most {MAX_NAMES} are accepted{expected}"

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from lerobot_ros.protocol.statistics import WindowedDurations
 
-#: Period of both nodes' /diagnostics: diagnostic_updater's default, what rqt_robot_monitor expects.
+#: Period of both nodes' /diagnostics: diagnostic_updater's default, what rqt_robot_monitor
+# expects.
 DIAGNOSTICS_PERIOD_S = 1.0
 
 
@@ -37,8 +38,10 @@ class ServerHealth:
     max_batch_size: int = 1
     batch_size_mean: float = 0.0
     forwards: int = 0
-    # The capacity model (server/capacity_gate.py): robots like the probe that still fit latency_budget_ms
-    # (-1: unknown: no budget, or nothing measured yet) and the p95 round trip it predicts for the sessions now.
+    # The capacity model (server/capacity_gate.py): robots like the probe that still fit
+    # latency_budget_ms
+    # (-1: unknown: no budget, or nothing measured yet) and the p95 round trip it predicts for the
+    # sessions now.
     headroom_robots: int = -1
     predicted_p95_ms: float = 0.0
     latency_budget_ms: float = 0.0
@@ -60,7 +63,9 @@ class ServerStats:
     def __init__(self, window: int = 200, clock=None) -> None:
         self._clock = clock or time.monotonic
         self._lock = threading.Lock()
-        self._inference: deque[tuple[float, float]] = deque(maxlen=window)  # (finished_at, seconds)
+        self._inference: deque[tuple[float, float]] = deque(
+            maxlen=window
+        )  # (finished_at, seconds)
         self._durations = WindowedDurations(window)
         self.requests_served = 0
         self.requests_rejected = 0
@@ -69,8 +74,11 @@ class ServerStats:
         self._batch_sizes: deque[int] = deque(maxlen=window)
         self.forwards = 0
 
-    def record(self, outcome: str, inference_s: float, superseded: int, batch_size: int = 1) -> None:
-        """One answered request; ``inference_s`` is its forward pass's, shared by ``batch_size`` requests."""
+    def record(
+        self, outcome: str, inference_s: float, superseded: int, batch_size: int = 1
+    ) -> None:
+        """One answered request; ``inference_s`` is its forward pass's, shared by ``batch_size``
+        requests."""
         with self._lock:
             self.observations_superseded += superseded
             if outcome == "ok":
@@ -99,7 +107,9 @@ class ServerStats:
     def utilization(self, horizon_s: float = 10.0) -> float:
         now = self._clock()
         with self._lock:
-            busy = sum(seconds for finished, seconds in self._inference if now - finished <= horizon_s)
+            busy = sum(
+                seconds for finished, seconds in self._inference if now - finished <= horizon_s
+            )
         return min(1.0, busy / horizon_s)
 
 

@@ -2,7 +2,8 @@
 
 The next chunk is requested once the queued playback time falls to
 
-    threshold = max(buffer_time_s, min(max(p95 round trip x margin, hedge allowance) + one policy step, cap))
+    threshold = max(buffer_time_s, min(max(p95 round trip x margin, hedge allowance) + one policy
+    step, cap))
     cap = chunk duration, and in append mode also max_action_age_s - chunk duration
     hedge allowance = hedge deadline + p95 round trip while a standby is armed (hedging.py), else 0
 
@@ -37,9 +38,16 @@ from __future__ import annotations
 import math
 
 
-def request_threshold_s(buffer_time_s: float, latency_p95_s: float, margin: float, fps: float,
-                        chunk_size: int, max_action_age_s: float = math.inf, replace_mode: bool = False,
-                        hedge_allowance_s: float = 0.0) -> float:
+def request_threshold_s(
+    buffer_time_s: float,
+    latency_p95_s: float,
+    margin: float,
+    fps: float,
+    chunk_size: int,
+    max_action_age_s: float = math.inf,
+    replace_mode: bool = False,
+    hedge_allowance_s: float = 0.0,
+) -> float:
     """The queued playback time (seconds) at which the next request is due.
 
     ``chunk_size`` 0 (no session yet) leaves the latency part unbounded.
@@ -48,13 +56,19 @@ def request_threshold_s(buffer_time_s: float, latency_p95_s: float, margin: floa
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a finite number > 0, got {value}")
     if not (math.isfinite(latency_p95_s) and latency_p95_s >= 0):
-        raise ValueError(f"latency_p95_s must be a finite number of seconds >= 0, got {latency_p95_s}")
+        raise ValueError(
+            f"latency_p95_s must be a finite number of seconds >= 0, got {latency_p95_s}"
+        )
     if chunk_size < 0:
         raise ValueError(f"chunk_size must be >= 0 (0: not known yet), got {chunk_size}")
     if not (math.isfinite(hedge_allowance_s) and hedge_allowance_s >= 0):
-        raise ValueError(f"hedge_allowance_s must be a finite number of seconds >= 0, got {hedge_allowance_s}")
+        raise ValueError(
+            f"hedge_allowance_s must be a finite number of seconds >= 0, got {hedge_allowance_s}"
+        )
     latency_part = max(latency_p95_s * margin, hedge_allowance_s) + 1.0 / fps
     if chunk_size:
         chunk_s = chunk_size / fps
-        latency_part = min(latency_part, chunk_s if replace_mode else min(chunk_s, max_action_age_s - chunk_s))
+        latency_part = min(
+            latency_part, chunk_s if replace_mode else min(chunk_s, max_action_age_s - chunk_s)
+        )
     return max(buffer_time_s, latency_part)

@@ -43,7 +43,9 @@ def video_backend() -> str:
         importlib.import_module("torchcodec")
         return "torchcodec"
     except (ImportError, OSError, RuntimeError):
-        logging.getLogger(__name__).info("torchcodec cannot load here (no FFmpeg shared libraries): videos decode with pyav")
+        logging.getLogger(__name__).info(
+            "torchcodec cannot load here (no FFmpeg shared libraries): videos decode with pyav"
+        )
         return "pyav"
 
 
@@ -56,21 +58,34 @@ def open_dataset(root: Path, repo_id: str, features: dict, fps: int, use_videos:
     if info_path.is_file():
         info = json.loads(info_path.read_text())
         if info.get("fps") != fps:
-            raise DatasetRefused(f"{root} was recorded at {info.get('fps')} fps; this recorder writes {fps} fps")
+            raise DatasetRefused(
+                f"{root} was recorded at {info.get('fps')} fps; this recorder writes {fps} fps"
+            )
         problem = features_problem(info.get("features", {}), features)
         if problem:
             raise DatasetRefused(f"{root}: {problem}")
         return LeRobotDataset.resume(repo_id, root=root, video_backend=video_backend())
     if root.exists() and any(root.iterdir()):
-        raise DatasetRefused(f"{root} exists and is not a LeRobot dataset (no meta/info.json); refusing to write into it")
+        raise DatasetRefused(
+            f"{root} exists and is not a LeRobot dataset (no meta/info.json); refusing to write "
+            "into it"
+        )
     if root.exists():
         root.rmdir()  # empty: LeRobot creates it itself and refuses an existing one
-    return LeRobotDataset.create(repo_id, fps, features, root=root, robot_type=ROBOT_TYPE, use_videos=use_videos,
-                                 video_backend=video_backend())
+    return LeRobotDataset.create(
+        repo_id,
+        fps,
+        features,
+        root=root,
+        robot_type=ROBOT_TYPE,
+        use_videos=use_videos,
+        video_backend=video_backend(),
+    )
 
 
 def write_episode(dataset, episode: FinishedEpisode) -> int:
-    """Append ``episode`` to ``dataset`` (LeRobot's add_frame + save_episode); its dataset index."""
+    """Append ``episode`` to ``dataset`` (LeRobot's add_frame + save_episode); its dataset
+    index."""
     for frame in episode.frames:
         dataset.add_frame(dict(frame))
     dataset.save_episode()
@@ -96,4 +111,8 @@ def write_episode(dataset, episode: FinishedEpisode) -> int:
 def episode_records(root: Path) -> list[dict]:
     """What ``write_episode`` noted about each episode of the dataset at ``root``."""
     path = Path(root) / EPISODES_FILE
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )

@@ -1,4 +1,5 @@
-"""Whether another live policy server already serves a namespace: heard by its heartbeat, before this one advertises.
+"""Whether another live policy server already serves a namespace: heard by its heartbeat, before
+this one advertises.
 
 Live means its heartbeat is heard: a server killed with -9 leaves its
 entities in the graph for a while, and its restart must not be refused. A
@@ -16,7 +17,8 @@ from rclpy.node import Node
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.protocol.qos import STATUS_QOS
 
-#: How long a starting server listens for another live server's heartbeat on its namespace (at least).
+#: How long a starting server listens for another live server's heartbeat on its namespace (at
+# least).
 DUPLICATE_LISTEN_MIN_S = 1.5
 #: How long after joining the graph a starting server looks for another one's heartbeat publisher
 #: (seconds): discovery on a loaded machine takes a while, and checking at once let a second
@@ -24,12 +26,19 @@ DUPLICATE_LISTEN_MIN_S = 1.5
 DUPLICATE_DISCOVERY_S = 2.0
 
 
-def live_server_heard(node: Node, status_topic: str, joined_graph_at: float,
-                      heartbeat_period_s: float) -> ServerStatus | None:
-    """The heartbeat of another server on ``status_topic`` (resolved), or None when none is live there."""
+def live_server_heard(
+    node: Node, status_topic: str, joined_graph_at: float, heartbeat_period_s: float
+) -> ServerStatus | None:
+    """The heartbeat of another server on ``status_topic`` (resolved), or None when none is live
+    there."""
     heard: list[ServerStatus] = []
-    probe = Node(f"{node.get_name()}_duplicate_check", namespace=node.get_namespace(), context=node.context,
-                 start_parameter_services=False, enable_rosout=False)
+    probe = Node(
+        f"{node.get_name()}_duplicate_check",
+        namespace=node.get_namespace(),
+        context=node.context,
+        start_parameter_services=False,
+        enable_rosout=False,
+    )
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(probe)
     probe.create_subscription(ServerStatus, status_topic, heard.append, STATUS_QOS)

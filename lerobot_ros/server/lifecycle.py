@@ -56,10 +56,13 @@ class ServerParts(Protocol):
 
 
 def not_serving_reason(stage: Stage) -> str:
-    """The OpenSession refusal while the server does not serve: which state, and what would change it."""
+    """The OpenSession refusal while the server does not serve: which state, and what would change
+    it."""
     if stage is Stage.INACTIVE:
-        return ("the server is inactive (lifecycle state 'inactive'): it serves again once activated "
-                "(ros2 lifecycle set <node> activate); try another replica meanwhile")
+        return (
+            "the server is inactive (lifecycle state 'inactive'): it serves again once activated "
+            "(ros2 lifecycle set <node> activate); try another replica meanwhile"
+        )
     return f"the server is not serving (lifecycle state '{stage.value}'); try another replica"
 
 
@@ -80,7 +83,10 @@ class ServerLifecycle:
             return f"configure needs the unconfigured state; the server is {self.stage.value}"
         parts = self._parts
         steps: tuple[Callable[[], Release | None], ...] = (
-            parts.read_settings, parts.load_policy, parts.refuse_a_second_instance, parts.open_observability,
+            parts.read_settings,
+            parts.load_policy,
+            parts.refuse_a_second_instance,
+            parts.open_observability,
             parts.create_entities,
         )
         try:
@@ -125,7 +131,8 @@ class ServerLifecycle:
         self.stage = Stage.FINALIZED
 
     def recover(self) -> None:
-        """Back to unconfigured holding nothing (after a transition raised, as ROS's error processing does)."""
+        """Back to unconfigured holding nothing (after a transition raised, as ROS's error
+        processing does)."""
         if self.stage is Stage.ACTIVE:
             self.deactivate()
         if self.stage is Stage.INACTIVE:

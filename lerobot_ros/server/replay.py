@@ -1,6 +1,7 @@
 """Replay a capture (``capture_dir``) through a policy offline and compare the actions.
 
-    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu] [--noise-seed N]
+    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu] [--noise-seed
+    N]
                                         [--default-task TEXT]
 
 Every captured request is rebuilt into the Observation message the robot
@@ -31,11 +32,18 @@ from lerobot_ros.server.requests.scheduler import Ready
 from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 
 
-def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task: str = "") -> dict:
+def replay(
+    runner, records: Iterable[dict], tolerance: float = 0.0, default_task: str = ""
+) -> dict:
     """Run ``records`` through ``runner``'s request path; summarize how the chunks compare."""
     sessions = SessionRegistry()
-    handler = RequestHandler(runner, sessions, publish=lambda client, chunk: None, audit=lambda record: None,
-                             load=lambda: (0, 0, 0))
+    handler = RequestHandler(
+        runner,
+        sessions,
+        publish=lambda client, chunk: None,
+        audit=lambda record: None,
+        load=lambda: (0, 0, 0),
+    )
     compared = differing = skipped = 0
     worst = 0.0
     for record in records:
@@ -46,12 +54,19 @@ def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task
         session = sessions.get(request["client_id"])
         if session is None or session.session_id != request["session_id"]:
             # RTC guidance happens only for requests that carry a prefix, as on the server.
-            session = Session(request["client_id"], request["task"] or default_task, fps=0.0,
-                              rtc_enabled=runner.rtc_active, opened_at=time.monotonic(),
-                              session_id=request["session_id"])
+            session = Session(
+                request["client_id"],
+                request["task"] or default_task,
+                fps=0.0,
+                rtc_enabled=runner.rtc_active,
+                opened_at=time.monotonic(),
+                session_id=request["session_id"],
+            )
             session.processors = runner.new_session_processors()
             sessions.open(session)
-        outcome = handler.handle(Ready(request["client_id"], observation_from_record(request), time.monotonic(), 0))
+        outcome = handler.handle(
+            Ready(request["client_id"], observation_from_record(request), time.monotonic(), 0)
+        )
         compared += 1
         if outcome.outcome != "ok":
             differing += 1
@@ -59,21 +74,43 @@ def replay(runner, records: Iterable[dict], tolerance: float = 0.0, default_task
         difference = float(np.max(np.abs(outcome.reply.actions_robot - response["actions_robot"])))
         worst = max(worst, difference)
         differing += int(difference > tolerance)
-    return {"compared": compared, "skipped_not_ok": skipped, "max_abs_difference": worst, "differing": differing}
+    return {
+        "compared": compared,
+        "skipped_not_ok": skipped,
+        "max_abs_difference": worst,
+        "differing": differing,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("capture_dir")
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest action difference counted as equal")
-    parser.add_argument("--noise-seed", type=int, default=None, help="the server's noise_seed, to replay sampled chunks exactly")
-    parser.add_argument("--default-task", default="", help="the server's default_task, for robots that sent no task")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="the server's torch_threads (default: the server's default): a forward summed over "
-                             "another thread count can differ in the last bit")
+    parser.add_argument(
+        "--tolerance", type=float, default=1e-5, help="largest action difference counted as equal"
+    )
+    parser.add_argument(
+        "--noise-seed",
+        type=int,
+        default=None,
+        help="the server's noise_seed, to replay sampled chunks exactly",
+    )
+    parser.add_argument(
+        "--default-task",
+        default="",
+        help="the server's default_task, for robots that sent no task",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="the server's torch_threads (default: the server's default): a forward summed over "
+        "another thread count can differ in the last bit",
+    )
     args = parser.parse_args(argv)
     from lerobot_ros.server.policy.checkpoint import load_policy
     from lerobot_ros.server.policy.inference import PolicyRunner
@@ -82,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     use_torch_threads(args.torch_threads)
 
     loaded = load_policy(args.checkpoint, device=args.device, dtype=args.dtype)
-    runner = PolicyRunner(loaded, rtc_enabled=True, rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10,
-                          noise_seed=args.noise_seed)
+    runner = PolicyRunner(
+        loaded,
+        rtc_enabled=True,
+        rtc_execution_horizon=loaded.capabilities.rtc_execution_horizon or 10,
+        noise_seed=args.noise_seed,
+    )
     summary = replay(runner, read_capture(args.capture_dir), args.tolerance, args.default_task)
     summary["within_tolerance"] = summary["compared"] > 0 and summary["differing"] == 0
     print(json.dumps(summary), flush=True)

@@ -3,7 +3,8 @@
 The arm tracks its commanded positions with first-order dynamics under
 velocity and position limits, like a position-controlled servo. The camera
 renders the arm from a fixed viewpoint with the task's cube, so frames change
-whenever the joints move or a new episode places the cube. Everything is deterministic given the seed and the
+whenever the joints move or a new episode places the cube. Everything is deterministic given the
+seed and the
 sequence of commands and steps (no wall clock is read here).
 """
 
@@ -16,7 +17,12 @@ import cv2
 import numpy as np
 
 from lerobot_ros.sim.kinematics import Chain
-from lerobot_ros.sim.so101 import HOME_POSE, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS, SO101_JOINT_NAMES
+from lerobot_ros.sim.so101 import (
+    HOME_POSE,
+    JOINT_LOWER_LIMITS,
+    JOINT_UPPER_LIMITS,
+    SO101_JOINT_NAMES,
+)
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,14 @@ class ArmConfig:
         n = len(self.joint_names)
         for name in ("lower", "upper", "initial"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"{name} has {len(getattr(self, name))} values; the arm has {n} joints {list(self.joint_names)}")
+                raise ValueError(
+                    f"{name} has {len(getattr(self, name))} values; the arm has {n} joints "
+                    f"{list(self.joint_names)}"
+                )
         if self.max_velocity <= 0 or self.time_constant_s <= 0:
             raise ValueError(
-                f"max_velocity ({self.max_velocity}) and time_constant_s ({self.time_constant_s}) must be positive"
+                f"max_velocity ({self.max_velocity}) and time_constant_s ({self.time_constant_s}) "
+                "must be positive"
             )
 
     @classmethod
@@ -43,7 +53,10 @@ class ArmConfig:
         """Defaults resized to any number of joints (the SO-101 values repeat)."""
         n = len(joint_names)
         base = cls()
-        sized = {name: tuple(np.resize(getattr(base, name), n).tolist()) for name in ("lower", "upper", "initial")}
+        sized = {
+            name: tuple(np.resize(getattr(base, name), n).tolist())
+            for name in ("lower", "upper", "initial")
+        }
         return cls(joint_names=tuple(joint_names), **{**sized, **overrides})
 
 
@@ -69,7 +82,10 @@ class SimulatedArm:
         """A new position target; out-of-range targets are clipped like a servo's limits."""
         positions = np.asarray(positions, dtype=np.float64)
         if positions.shape != self.position.shape:
-            raise ValueError(f"command has {positions.shape[0] if positions.ndim else 0} values; the arm has {self.position.size} joints")
+            raise ValueError(
+                f"command has {positions.shape[0] if positions.ndim else 0} values; the arm has "
+                f"{self.position.size} joints"
+            )
         if not np.isfinite(positions).all():
             raise ValueError(f"command is not finite: {positions.tolist()}")
         self.target = np.clip(positions, self._lower, self._upper)
@@ -81,7 +97,8 @@ class SimulatedArm:
 
 
 class ArmCamera:
-    """Renders the arm as a planar chain seen from the side (``kinematics.Chain``), plus the task's cube."""
+    """Renders the arm as a planar chain seen from the side (``kinematics.Chain``), plus the task's
+    cube."""
 
     def __init__(self, height: int, width: int, seed: int = 0, viewpoint: int = 0) -> None:
         if height < 16 or width < 16:
@@ -102,7 +119,8 @@ class ArmCamera:
         return np.clip(image.astype(np.int16) + noise, 0, 255).astype(np.uint8)
 
     def render(self, position: np.ndarray, cube: tuple[float, float]) -> np.ndarray:
-        """An RGB frame of the arm at ``position`` (radians, SO-101 joint order) and the cube at ``cube``.
+        """An RGB frame of the arm at ``position`` (radians, SO-101 joint order) and the cube at
+        ``cube``.
 
         ``cube`` is the cube's centre in pixels of this frame, as the task
         places it (``task.cube_position``).
@@ -119,7 +137,7 @@ class ArmCamera:
         base = points[0]
         thickness = max(2, scale // 30)
         colors = [(60, 60, 70), (230, 120, 40), (40, 120, 230)]
-        for start, end, color in zip(points, points[1:], colors):
+        for start, end, color in zip(points, points[1:], colors, strict=False):
             cv2.line(image, _pixel(start), _pixel(end), color, thickness, cv2.LINE_AA)
         for point in points[:-1]:
             cv2.circle(image, _pixel(point), thickness, (20, 20, 20), -1, cv2.LINE_AA)
@@ -130,8 +148,21 @@ class ArmCamera:
         normal = np.array([-math.sin(direction), -math.cos(direction)]) * math.cos(roll)
         for sign in (-1, 1):
             finger = tip + normal * spread * sign
-            cv2.line(image, _pixel(tip), _pixel(finger), (200, 40, 40), max(1, thickness // 2), cv2.LINE_AA)
-        cv2.rectangle(image, _pixel(base - [scale * 0.05, 0]), _pixel(base + [scale * 0.05, scale * 0.04]), (50, 50, 50), -1)
+            cv2.line(
+                image,
+                _pixel(tip),
+                _pixel(finger),
+                (200, 40, 40),
+                max(1, thickness // 2),
+                cv2.LINE_AA,
+            )
+        cv2.rectangle(
+            image,
+            _pixel(base - [scale * 0.05, 0]),
+            _pixel(base + [scale * 0.05, scale * 0.04]),
+            (50, 50, 50),
+            -1,
+        )
         return image[:, ::-1].copy() if self._mirror else image
 
 

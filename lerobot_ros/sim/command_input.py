@@ -21,7 +21,8 @@ def linear(fraction: float) -> float:
 
 
 class TimedTrajectory:
-    """Positions at times after the trajectory started, interpolated (linearly unless ``easing`` says otherwise).
+    """Positions at times after the trajectory started, interpolated (linearly unless ``easing``
+    says otherwise).
 
     Like joint_trajectory_controller: a new trajectory replaces the old one;
     before the first point the target moves from where the arm was; after
@@ -29,13 +30,25 @@ class TimedTrajectory:
     segment's time elapsed to the fraction of its distance covered.
     """
 
-    def __init__(self, start_position: np.ndarray, times_s: Sequence[float], positions: Sequence[np.ndarray],
-                 easing: Callable[[float], float] = linear) -> None:
+    def __init__(
+        self,
+        start_position: np.ndarray,
+        times_s: Sequence[float],
+        positions: Sequence[np.ndarray],
+        easing: Callable[[float], float] = linear,
+    ) -> None:
         if len(times_s) != len(positions) or not len(times_s):
-            raise ValueError(f"trajectory needs matching, non-empty times and positions ({len(times_s)} vs {len(positions)})")
-        if any(b <= a for a, b in zip(times_s, times_s[1:])):
+            raise ValueError(
+                f"trajectory needs matching, non-empty times and positions ({len(times_s)} vs "
+                f"{len(positions)})"
+            )
+        if any(b <= a for a, b in zip(times_s, times_s[1:], strict=False)):
             raise ValueError(f"trajectory times must increase strictly: {list(times_s)}")
-        self._times = np.concatenate([[0.0], np.asarray(times_s, dtype=np.float64)]) if times_s[0] > 0 else np.asarray(times_s, dtype=np.float64)
+        self._times = (
+            np.concatenate([[0.0], np.asarray(times_s, dtype=np.float64)])
+            if times_s[0] > 0
+            else np.asarray(times_s, dtype=np.float64)
+        )
         stacked = np.stack([np.asarray(p, dtype=np.float64) for p in positions])
         self._positions = np.vstack([start_position, stacked]) if times_s[0] > 0 else stacked
         self._easing = easing
@@ -73,7 +86,9 @@ class CommandFollower:
             self._arm.command(command.positions[0])
             self._trajectory = None
         else:
-            self._trajectory = TimedTrajectory(self._arm.position.copy(), command.time_from_start_s, command.positions)
+            self._trajectory = TimedTrajectory(
+                self._arm.position.copy(), command.time_from_start_s, command.positions
+            )
             self._started_s = now_s
 
     def reset(self) -> None:

@@ -43,7 +43,9 @@ def cache_dir() -> Path:
 def _input_features(joint_names, cameras) -> dict:
     from lerobot.configs.types import FeatureType, PolicyFeature
 
-    features = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(len(joint_names),))}
+    features = {
+        "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(len(joint_names),))
+    }
     for name, (height, width) in cameras.items():
         features[name] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, height, width))
     return features
@@ -210,8 +212,10 @@ def build_tiny_vlm(directory: Path) -> Path:
     return directory
 
 
-#: The tiny SmolVLA's architecture, shared by the random default and the one ``recording.train`` trains:
-#: no download (only the config/processor/tokenizer of ``build_tiny_vlm`` are read), two VLM layers,
+#: The tiny SmolVLA's architecture, shared by the random default and the one ``recording.train``
+# trains:
+#: no download (only the config/processor/tokenizer of ``build_tiny_vlm`` are read), two VLM
+# layers,
 #: ten flow-matching steps.
 TINY_SMOLVLA_OPTIONS = {"load_vlm_weights": False, "num_vlm_layers": 2, "num_steps": 10}
 
@@ -254,7 +258,9 @@ def build_smolvla_checkpoint(
     )
     torch.manual_seed(seed)
     policy = SmolVLAPolicy(config)
-    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=_dataset_stats(dim, cameras))
+    preprocessor, postprocessor = make_pre_post_processors(
+        config, dataset_stats=_dataset_stats(dim, cameras)
+    )
 
     policy.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
@@ -272,7 +278,9 @@ def default_checkpoint(kind: str = "act") -> Path:
     ``kind`` is "act" (the default) or "smolvla" (tiny, RTC-capable).
     """
     if kind not in DEFAULT_POLICY_NAMES:
-        raise ValueError(f"unknown default policy {kind!r}; choose one of {sorted(DEFAULT_POLICY_NAMES)}")
+        raise ValueError(
+            f"unknown default policy {kind!r}; choose one of {sorted(DEFAULT_POLICY_NAMES)}"
+        )
     name = DEFAULT_POLICY_NAMES[kind]
     target = cache_dir() / "policies" / name
     if (target / CONTRACT_FILE).is_file():

@@ -29,7 +29,8 @@ from lerobot_ros.sim.so101 import JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS, SO101_
 
 #: Metres per unit of the camera's scale (min(height, width) pixels): the upper arm is 0.128 m.
 METRES_PER_SCALE = 0.4
-#: The shoulder_lift axis above the shoulder_pan joint (metres); the side view's chain starts there.
+#: The shoulder_lift axis above the shoulder_pan joint (metres); the side view's chain starts
+# there.
 SHOULDER_HEIGHT_M = 0.05
 #: URDF requires an effort limit; the sim has no torque model, so this only fills the field (N m).
 EFFORT_LIMIT = 10.0
@@ -39,7 +40,15 @@ TIP_LINK = "gripper_tip"
 #: The task's cube, a child of the base link on /tf.
 CUBE_FRAME = "cube"
 #: Link names by role, parent before child: base, then one child link per SO-101 joint.
-LINKS = (BASE_LINK, "shoulder_link", "upper_arm_link", "forearm_link", "wrist_link", "hand_link", "jaw_link")
+LINKS = (
+    BASE_LINK,
+    "shoulder_link",
+    "upper_arm_link",
+    "forearm_link",
+    "wrist_link",
+    "hand_link",
+    "jaw_link",
+)
 _Y, _Z, _X = (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (1.0, 0.0, 0.0)
 
 
@@ -49,7 +58,9 @@ class Joint:
     kind: str  # "revolute" or "fixed"
     parent: str
     child: str
-    origin: tuple[float, float, float]  # the child's origin in the parent's frame at q = 0 (metres)
+    origin: tuple[
+        float, float, float
+    ]  # the child's origin in the parent's frame at q = 0 (metres)
     axis: tuple[float, float, float] = _Z
     lower: float = 0.0
     upper: float = 0.0
@@ -67,7 +78,8 @@ class Transform:
 
 @dataclass(frozen=True)
 class ArmDescription:
-    """The arm's joints (``joint_names`` in SO-101 order) with their limits; ``for_arm`` takes the sim's own."""
+    """The arm's joints (``joint_names`` in SO-101 order) with their limits; ``for_arm`` takes the
+    sim's own."""
 
     joint_names: tuple[str, ...] = SO101_JOINT_NAMES
     lower: tuple[float, ...] = JOINT_LOWER_LIMITS
@@ -75,17 +87,31 @@ class ArmDescription:
     max_velocity: float = 3.0
 
     def __post_init__(self) -> None:
-        if len(self.joint_names) != len(SO101_JOINT_NAMES) or len(set(self.joint_names)) != len(self.joint_names):
-            raise ValueError(f"the arm description needs 6 distinct joint names in SO-101 order; got {list(self.joint_names)}")
+        if len(self.joint_names) != len(SO101_JOINT_NAMES) or len(set(self.joint_names)) != len(
+            self.joint_names
+        ):
+            raise ValueError(
+                "the arm description needs 6 distinct joint names in SO-101 order; got "
+                f"{list(self.joint_names)}"
+            )
         if len(self.lower) != len(self.joint_names) or len(self.upper) != len(self.joint_names):
-            raise ValueError(f"lower and upper need one limit per joint; got {len(self.lower)} and {len(self.upper)}")
+            raise ValueError(
+                f"lower and upper need one limit per joint; got {len(self.lower)} and "
+                f"{len(self.upper)}"
+            )
         if self.max_velocity <= 0:
             raise ValueError(f"max_velocity must be positive, got {self.max_velocity}")
 
     @classmethod
     def for_arm(cls, config) -> ArmDescription:
-        """The description of a simulated arm's ``ArmConfig``: its joint names, limits and velocity limit."""
-        return cls(tuple(config.joint_names), tuple(config.lower), tuple(config.upper), config.max_velocity)
+        """The description of a simulated arm's ``ArmConfig``: its joint names, limits and velocity
+        limit."""
+        return cls(
+            tuple(config.joint_names),
+            tuple(config.lower),
+            tuple(config.upper),
+            config.max_velocity,
+        )
 
     @property
     def link_lengths(self) -> tuple[float, float, float]:
@@ -95,63 +121,116 @@ class ArmDescription:
     @cached_property
     def joints(self) -> tuple[Joint, ...]:
         upper_arm, forearm, hand = self.link_lengths
-        origins = ((0.0, 0.0, 0.0), (0.0, 0.0, SHOULDER_HEIGHT_M), (0.0, 0.0, upper_arm), (0.0, 0.0, forearm),
-                   (0.0, 0.0, 0.0), (0.0, 0.0, hand * 0.5))
-        # pan turns about z; lift, elbow and wrist pitch about y (positive tilts the arm forward, as the
-        # side view's angles do); roll turns the hand about its own axis; the gripper opens the jaw about x.
+        origins = (
+            (0.0, 0.0, 0.0),
+            (0.0, 0.0, SHOULDER_HEIGHT_M),
+            (0.0, 0.0, upper_arm),
+            (0.0, 0.0, forearm),
+            (0.0, 0.0, 0.0),
+            (0.0, 0.0, hand * 0.5),
+        )
+        # pan turns about z; lift, elbow and wrist pitch about y (positive tilts the arm forward,
+        # as the
+        # side view's angles do); roll turns the hand about its own axis; the gripper opens the jaw
+        # about x.
         axes = (_Z, _Y, _Y, _Y, _Z, _X)
         moving = tuple(
-            Joint(name, "revolute", LINKS[index], LINKS[index + 1], origins[index], axes[index],
-                  self.lower[index], self.upper[index])
+            Joint(
+                name,
+                "revolute",
+                LINKS[index],
+                LINKS[index + 1],
+                origins[index],
+                axes[index],
+                self.lower[index],
+                self.upper[index],
+            )
             for index, name in enumerate(self.joint_names)
         )
         tip = Joint(f"{TIP_LINK}_joint", "fixed", "hand_link", TIP_LINK, (0.0, 0.0, hand))
         return (*moving, tip)
 
     def transforms(self, position) -> tuple[list[Transform], list[Transform]]:
-        """(moving, fixed): one transform per link but the base, moving ones at ``position`` (joint order)."""
+        """(moving, fixed): one transform per link but the base, moving ones at ``position`` (joint
+        order)."""
         q = np.asarray(position, dtype=np.float64)
         if q.shape != (len(self.joint_names),) or not np.isfinite(q).all():
-            raise ValueError(f"position must be {len(self.joint_names)} finite joint values; got {np.asarray(position).tolist()}")
+            raise ValueError(
+                f"position must be {len(self.joint_names)} finite joint values; got "
+                f"{np.asarray(position).tolist()}"
+            )
         moving, fixed = [], []
         for index, joint in enumerate(self.joints):
             if joint.kind == "fixed":
-                fixed.append(Transform(joint.parent, joint.child, joint.origin, (0.0, 0.0, 0.0, 1.0)))
+                fixed.append(
+                    Transform(joint.parent, joint.child, joint.origin, (0.0, 0.0, 0.0, 1.0))
+                )
             else:
-                moving.append(Transform(joint.parent, joint.child, joint.origin, _quaternion(joint.axis, float(q[index]))))
+                moving.append(
+                    Transform(
+                        joint.parent,
+                        joint.child,
+                        joint.origin,
+                        _quaternion(joint.axis, float(q[index])),
+                    )
+                )
         return moving, fixed
 
     def link_poses(self, position) -> dict[str, np.ndarray]:
         """Every link's 4x4 pose in the base frame at ``position``."""
         moving, fixed = self.transforms(position)
         poses = {BASE_LINK: np.eye(4)}
-        for transform in (*moving, *fixed):  # parents come first in both lists, fixed ones hang off moving ones
+        for transform in (
+            *moving,
+            *fixed,
+        ):  # parents come first in both lists, fixed ones hang off moving ones
             poses[transform.child] = poses[transform.parent] @ _matrix(transform)
         return poses
 
     @cached_property
     def _visuals(self) -> dict[str, tuple[str, dict[str, str], tuple[float, float, float], str]]:
-        """Per link: geometry, its attributes, its centre in the link's frame, material. Links along z from their origin."""
+        """Per link: geometry, its attributes, its centre in the link's frame, material. Links
+        along z from their origin."""
         upper_arm, forearm, hand = self.link_lengths
-        visuals = {BASE_LINK: ("box", {"size": "0.1 0.1 0.02"}, (0.0, 0.0, -0.01), "grey"),
-                   "jaw_link": ("box", {"size": "0.006 0.012 0.024"}, (0.0, 0.008, 0.012), "red")}
-        for link, length, radius in (("shoulder_link", SHOULDER_HEIGHT_M, 0.03), ("upper_arm_link", upper_arm, 0.02),
-                                     ("forearm_link", forearm, 0.018), ("hand_link", hand, 0.012)):
-            visuals[link] = ("cylinder", {"radius": repr(radius), "length": repr(length)}, (0.0, 0.0, length / 2), "orange")
+        visuals = {
+            BASE_LINK: ("box", {"size": "0.1 0.1 0.02"}, (0.0, 0.0, -0.01), "grey"),
+            "jaw_link": ("box", {"size": "0.006 0.012 0.024"}, (0.0, 0.008, 0.012), "red"),
+        }
+        for link, length, radius in (
+            ("shoulder_link", SHOULDER_HEIGHT_M, 0.03),
+            ("upper_arm_link", upper_arm, 0.02),
+            ("forearm_link", forearm, 0.018),
+            ("hand_link", hand, 0.012),
+        ):
+            visuals[link] = (
+                "cylinder",
+                {"radius": repr(radius), "length": repr(length)},
+                (0.0, 0.0, length / 2),
+                "orange",
+            )
         return visuals
 
     def urdf(self) -> str:
-        """The URDF text: links with simple visuals, the joint table with limits, axes and origins."""
+        """The URDF text: links with simple visuals, the joint table with limits, axes and
+        origins."""
         robot = ElementTree.Element("robot", name=ROBOT_NAME)
-        for name, rgba in (("orange", "0.9 0.47 0.16 1"), ("grey", "0.3 0.3 0.35 1"), ("red", "0.8 0.16 0.16 1")):
-            ElementTree.SubElement(ElementTree.SubElement(robot, "material", name=name), "color", rgba=rgba)
+        for name, rgba in (
+            ("orange", "0.9 0.47 0.16 1"),
+            ("grey", "0.3 0.3 0.35 1"),
+            ("red", "0.8 0.16 0.16 1"),
+        ):
+            ElementTree.SubElement(
+                ElementTree.SubElement(robot, "material", name=name), "color", rgba=rgba
+            )
         for link in (*LINKS, TIP_LINK):
             element = ElementTree.SubElement(robot, "link", name=link)
             if link in self._visuals:
                 geometry, attributes, centre, material = self._visuals[link]
                 visual = ElementTree.SubElement(element, "visual")
                 ElementTree.SubElement(visual, "origin", xyz=_triple(centre), rpy="0 0 0")
-                ElementTree.SubElement(ElementTree.SubElement(visual, "geometry"), geometry, attributes)
+                ElementTree.SubElement(
+                    ElementTree.SubElement(visual, "geometry"), geometry, attributes
+                )
                 ElementTree.SubElement(visual, "material", name=material)
         for joint in self.joints:
             element = ElementTree.SubElement(robot, "joint", name=joint.name, type=joint.kind)
@@ -160,22 +239,34 @@ class ArmDescription:
             ElementTree.SubElement(element, "origin", xyz=_triple(joint.origin), rpy="0 0 0")
             if joint.kind == "revolute":
                 ElementTree.SubElement(element, "axis", xyz=_triple(joint.axis))
-                ElementTree.SubElement(element, "limit", lower=repr(joint.lower), upper=repr(joint.upper),
-                                       velocity=repr(self.max_velocity), effort=repr(EFFORT_LIMIT))
+                ElementTree.SubElement(
+                    element,
+                    "limit",
+                    lower=repr(joint.lower),
+                    upper=repr(joint.upper),
+                    velocity=repr(self.max_velocity),
+                    effort=repr(EFFORT_LIMIT),
+                )
         ElementTree.indent(robot)
         return '<?xml version="1.0"?>\n' + ElementTree.tostring(robot, encoding="unicode") + "\n"
 
 
 def image_to_base(point_px, height: int, width: int) -> tuple[float, float, float]:
-    """A point of the side view (pixels, pan 0) in the base frame (metres): where the cube frame goes."""
+    """A point of the side view (pixels, pan 0) in the base frame (metres): where the cube frame
+    goes."""
     chain = Chain(height, width)
-    offset = (np.asarray(point_px, dtype=np.float64) - chain.base(0.0)) / chain.scale * METRES_PER_SCALE
+    offset = (
+        (np.asarray(point_px, dtype=np.float64) - chain.base(0.0)) / chain.scale * METRES_PER_SCALE
+    )
     return float(offset[0]), 0.0, float(SHOULDER_HEIGHT_M - offset[1])
 
 
 def cube_transform(cube_px, height: int, width: int) -> Transform:
-    """The task's cube (its centre in the side view's pixels, as ``task.cube_position`` places it) on /tf."""
-    return Transform(BASE_LINK, CUBE_FRAME, image_to_base(cube_px, height, width), (0.0, 0.0, 0.0, 1.0))
+    """The task's cube (its centre in the side view's pixels, as ``task.cube_position`` places it)
+    on /tf."""
+    return Transform(
+        BASE_LINK, CUBE_FRAME, image_to_base(cube_px, height, width), (0.0, 0.0, 0.0, 1.0)
+    )
 
 
 def _quaternion(axis, angle: float) -> tuple[float, float, float, float]:
@@ -197,4 +288,3 @@ def _matrix(transform: Transform) -> np.ndarray:
 
 def _triple(values) -> str:
     return " ".join(repr(float(value)) for value in values)
-

@@ -30,19 +30,24 @@ HOVER_LIFT = 0.35
 
 
 class ExpertPlan:
-    """Joint targets over time for one episode; ``command_at(t)`` with t since the episode started."""
+    """Joint targets over time for one episode; ``command_at(t)`` with t since the episode
+    started."""
 
-    def __init__(self, config: TaskConfig, start, cube, rng: np.random.Generator, noise: float) -> None:
+    def __init__(
+        self, config: TaskConfig, start, cube, rng: np.random.Generator, noise: float
+    ) -> None:
         if noise < 0:
             raise ValueError(f"expert noise must not be negative, got {noise}")
         chain = Chain(config.height, config.width)
         scale = chain.scale
         start = np.asarray(start, dtype=np.float64)
         cube = np.asarray(cube, dtype=np.float64)
-        # Noise is in units of the success radius (positions) and of the nominal durations (timing).
+        # Noise is in units of the success radius (positions) and of the nominal durations
+        # (timing).
         radius = config.success_radius * scale
         offset = _bounded(rng, 2, noise * radius, radius / 3)
-        # The cube is reachable (task.cube_position) but a point beside it may not be: halve the offset until it is.
+        # The cube is reachable (task.cube_position) but a point beside it may not be: halve the
+        # offset until it is.
         for shrink in (1.0, 0.5, 0.25, 0.0):
             grasp = self._pose(chain, cube + shrink * offset, start, GRIPPER_OPEN)
             if grasp is not None:
@@ -54,10 +59,14 @@ class ExpertPlan:
         closed[GRIPPER_INDEX] = GRIPPER_SHUT
         stretch = np.clip(1.0 + rng.normal(0.0, 0.25 * noise, 3), 0.6, 1.6)
         times = np.concatenate([[0.0], np.cumsum(np.array(PHASE_DURATIONS_S) * stretch)])
-        self._trajectory = TimedTrajectory(start, times, [start, hover, grasp, closed], easing=_cosine)
+        self._trajectory = TimedTrajectory(
+            start, times, [start, hover, grasp, closed], easing=_cosine
+        )
 
     @staticmethod
-    def _pose(chain: Chain, point: np.ndarray, start: np.ndarray, gripper: float) -> np.ndarray | None:
+    def _pose(
+        chain: Chain, point: np.ndarray, start: np.ndarray, gripper: float
+    ) -> np.ndarray | None:
         joints = chain.reach_down(point, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS)
         if joints is None:
             return None

@@ -39,7 +39,12 @@ class Chain:
         return np.array(LINK_FRACTIONS) * self.scale
 
     def base(self, pan: float = 0.0) -> np.ndarray:
-        return np.array([self.width * (BASE_FRACTIONS[0] + 0.05 * math.sin(pan)), self.height * BASE_FRACTIONS[1]])
+        return np.array(
+            [
+                self.width * (BASE_FRACTIONS[0] + 0.05 * math.sin(pan)),
+                self.height * BASE_FRACTIONS[1],
+            ]
+        )
 
     def points(self, position) -> tuple[list[np.ndarray], float]:
         """Base, elbow, wrist and gripper tip (pixels), and the hand's angle (radians, y up)."""
@@ -48,8 +53,10 @@ class Chain:
         foreshorten = 0.35 + 0.65 * abs(math.cos(pan))
         angles = np.cumsum([math.pi / 2 - lift, -elbow, -wrist])
         points = [self.base(pan)]
-        for length, angle in zip(self.lengths, angles):
-            points.append(points[-1] + np.array([math.cos(angle) * foreshorten, -math.sin(angle)]) * length)
+        for length, angle in zip(self.lengths, angles, strict=False):
+            points.append(
+                points[-1] + np.array([math.cos(angle) * foreshorten, -math.sin(angle)]) * length
+            )
         return points, float(angles[-1])
 
     def tip(self, position) -> np.ndarray:
@@ -57,7 +64,8 @@ class Chain:
         return self.points(position)[0][-1]
 
     def reach_down(self, tip: np.ndarray, lower, upper) -> tuple[float, float, float] | None:
-        """(shoulder_lift, elbow_flex, wrist_flex) putting the tip at ``tip`` with the hand pointing down.
+        """(shoulder_lift, elbow_flex, wrist_flex) putting the tip at ``tip`` with the hand
+        pointing down.
 
         Pan is 0. The elbow-up solution is preferred; None when neither
         solution is within the joint limits ``lower``/``upper`` (SO-101 order).

@@ -2,14 +2,22 @@
 
 ROS entities (in the node's namespace):
   joint_states                                sensor_msgs/JointState       (pub, rate_hz)
-  <camera_topics[i]>                          sensor_msgs/Image or CompressedImage (pub, camera_rate_hz)
-  <sim_topic of every output mode>            that mode's message (sub), e.g. forward_position_controller/commands
-                                              std_msgs/Float64MultiArray; see lerobot_ros.protocol.wire.output_modes
-  ~/status                                    lerobot_ros/TaskStatus (pub, 10 Hz and at every episode start/end)
-  forward_position_controller/commands        (pub, 30 Hz, only with ``expert``: the scripted expert's commands)
-  robot_description                           std_msgs/String (pub once, transient local: the arm's URDF)
-  /tf                                         tf2_msgs/TFMessage (pub, rate_hz: the moving links and the cube)
-  /tf_static                                  tf2_msgs/TFMessage (pub once, transient local: the fixed links)
+  <camera_topics[i]>                          sensor_msgs/Image or CompressedImage (pub,
+  camera_rate_hz)
+  <sim_topic of every output mode>            that mode's message (sub), e.g.
+  forward_position_controller/commands
+                                              std_msgs/Float64MultiArray; see
+                                              lerobot_ros.protocol.wire.output_modes
+  ~/status                                    lerobot_ros/TaskStatus (pub, 10 Hz and at every
+  episode start/end)
+  forward_position_controller/commands        (pub, 30 Hz, only with ``expert``: the scripted
+  expert's commands)
+  robot_description                           std_msgs/String (pub once, transient local: the arm's
+  URDF)
+  /tf                                         tf2_msgs/TFMessage (pub, rate_hz: the moving links
+  and the cube)
+  /tf_static                                  tf2_msgs/TFMessage (pub once, transient local: the
+  fixed links)
                                               (/tf and /tf_static only where tf2_msgs is installed)
 
 It accepts every command form chunk_executor_node can publish, tracks the
@@ -28,11 +36,11 @@ from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from lerobot_ros.protocol.wire import images
 from lerobot_ros.msg import TaskStatus
 from lerobot_ros.node_shell.node_support import NodeStartupError, declare_settings, run_node
-from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES, OutputMode
 from lerobot_ros.protocol.qos import COMMAND_QOS, LATCHED_QOS, STATUS_QOS, TF_QOS
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES, OutputMode
 from lerobot_ros.sim.arm import ArmCamera, ArmConfig, SimulatedArm
 from lerobot_ros.sim.command_input import CommandFollower
 from lerobot_ros.sim.description import ArmDescription, cube_transform
@@ -55,7 +63,12 @@ class SimRobotNode(Node):
         self._build_simulation(settings)
         self._create_sensor_publishers(settings)
         for mode in OUTPUT_MODES.values():
-            self.create_subscription(mode.message_type, mode.sim_topic, lambda msg, mode=mode: self.on_command(mode, msg), 10)
+            self.create_subscription(
+                mode.message_type,
+                mode.sim_topic,
+                lambda msg, mode=mode: self.on_command(mode, msg),
+                10,
+            )
         self.status_pub = self.create_publisher(TaskStatus, "~/status", STATUS_QOS)
         self._publish_description()
         self.create_timer(1.0 / settings.rate_hz, self.on_step)
@@ -63,7 +76,9 @@ class SimRobotNode(Node):
         if self.cameras:
             self.create_timer(1.0 / settings.camera_rate_hz, self.on_camera)
         if self.expert_plan is not None:
-            self.expert_pub = self.create_publisher(EXPERT_MODE.message_type, EXPERT_MODE.sim_topic, COMMAND_QOS)
+            self.expert_pub = self.create_publisher(
+                EXPERT_MODE.message_type, EXPERT_MODE.sim_topic, COMMAND_QOS
+            )
             self.create_timer(1.0 / EXPERT_RATE_HZ, self.on_expert)
         self.get_logger().info(
             f"simulating {len(self.joint_names)} joints at {settings.rate_hz:g} Hz with "
@@ -72,17 +87,29 @@ class SimRobotNode(Node):
         )
 
     def _build_simulation(self, settings: SimRobotSettings) -> None:
-        """The arm, its command follower, its description and the task; any inconsistency stops start-up."""
+        """The arm, its command follower, its description and the task; any inconsistency stops
+        start-up."""
         try:
             config = ArmConfig.for_joints(
-                self.joint_names, max_velocity=settings.max_velocity, time_constant_s=settings.time_constant_s
+                self.joint_names,
+                max_velocity=settings.max_velocity,
+                time_constant_s=settings.time_constant_s,
             )
-            task_config = TaskConfig(settings.camera_height, settings.camera_width, settings.seed,
-                                     settings.task_timeout_s, settings.task_reset_delay_s, settings.task_success_radius)
+            task_config = TaskConfig(
+                settings.camera_height,
+                settings.camera_width,
+                settings.seed,
+                settings.task_timeout_s,
+                settings.task_reset_delay_s,
+                settings.task_success_radius,
+            )
         except ValueError as error:
             raise NodeStartupError(str(error)) from error
         if len(self.joint_names) != 6:
-            raise NodeStartupError(f"the reach task needs the 6 SO-101 style joints; joint_names has {len(self.joint_names)}")
+            raise NodeStartupError(
+                "the reach task needs the 6 SO-101 style joints; joint_names has "
+                f"{len(self.joint_names)}"
+            )
         try:
             self.description = ArmDescription.for_arm(config)
         except ValueError as error:
@@ -102,13 +129,17 @@ class SimRobotNode(Node):
         compressed = settings.camera_transport == "compressed"
         self.cameras = []
         for index, topic in enumerate(settings.camera_topics):
-            camera = ArmCamera(settings.camera_height, settings.camera_width, settings.seed, viewpoint=index)
+            camera = ArmCamera(
+                settings.camera_height, settings.camera_width, settings.seed, viewpoint=index
+            )
             publisher = self.create_publisher(CompressedImage if compressed else Image, topic, 2)
             self.cameras.append((camera, publisher))
 
     def _publish_description(self) -> None:
         """The URDF and the fixed links, latched; /tf only where tf2_msgs is installed."""
-        self.create_publisher(String, "robot_description", LATCHED_QOS).publish(String(data=self.description.urdf()))
+        self.create_publisher(String, "robot_description", LATCHED_QOS).publish(
+            String(data=self.description.urdf())
+        )
         self.tf_message_type, no_tf = tf_message_type()
         if self.tf_message_type is None:
             self.get_logger().info(no_tf)
@@ -116,17 +147,26 @@ class SimRobotNode(Node):
         self.tf_pub = self.create_publisher(self.tf_message_type, "/tf", TF_QOS)
         fixed = self.description.transforms(self.arm.position)[1]
         self.create_publisher(self.tf_message_type, "/tf_static", LATCHED_QOS).publish(
-            tf_message(self.tf_message_type, fixed, self.get_clock().now().to_msg()))
+            tf_message(self.tf_message_type, fixed, self.get_clock().now().to_msg())
+        )
 
     def _plan_expert(self) -> ExpertPlan:
-        return ExpertPlan(self.task.config, self.arm.position, self.task.cube, self.expert_rng, self.settings.expert_noise)
+        return ExpertPlan(
+            self.task.config,
+            self.arm.position,
+            self.task.cube,
+            self.expert_rng,
+            self.settings.expert_noise,
+        )
 
     def on_command(self, mode: OutputMode, msg) -> None:
         try:
             self.follower.follow(mode.read(msg, self.joint_names), time.monotonic())
         except ValueError as error:
             self.commands_refused += 1
-            self.get_logger().warning(f"{mode.name} command refused: {error}", throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f"{mode.name} command refused: {error}", throttle_duration_sec=1.0
+            )
             return
         self.commands_received += 1
 
@@ -151,18 +191,31 @@ class SimRobotNode(Node):
         if self.tf_message_type is not None:
             moving = self.description.transforms(self.arm.position)[0]
             cube = cube_transform(self.task.cube, self.task.config.height, self.task.config.width)
-            self.tf_pub.publish(tf_message(self.tf_message_type, [*moving, cube], msg.header.stamp))
+            self.tf_pub.publish(
+                tf_message(self.tf_message_type, [*moving, cube], msg.header.stamp)
+            )
 
     def on_expert(self) -> None:
         elapsed = self.task.status(time.monotonic()).elapsed_s
-        self.expert_pub.publish(EXPERT_MODE.build(self.joint_names, self.expert_plan.command_at(elapsed), 1.0 / EXPERT_RATE_HZ))
+        self.expert_pub.publish(
+            EXPERT_MODE.build(
+                self.joint_names, self.expert_plan.command_at(elapsed), 1.0 / EXPERT_RATE_HZ
+            )
+        )
 
     def publish_status(self) -> None:
         status = self.task.status(time.monotonic())
-        msg = TaskStatus(task=TASK_DESCRIPTION, episode=status.episode, phase=status.phase.value,
-                         elapsed_s=status.elapsed_s, distance_px=status.distance, cube_px=list(status.cube),
-                         expert_active=self.expert_plan is not None, successes=self.outcomes[Phase.SUCCESS],
-                         failures=self.outcomes[Phase.FAILURE])
+        msg = TaskStatus(
+            task=TASK_DESCRIPTION,
+            episode=status.episode,
+            phase=status.phase.value,
+            elapsed_s=status.elapsed_s,
+            distance_px=status.distance,
+            cube_px=list(status.cube),
+            expert_active=self.expert_plan is not None,
+            successes=self.outcomes[Phase.SUCCESS],
+            failures=self.outcomes[Phase.FAILURE],
+        )
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 

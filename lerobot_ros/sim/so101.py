@@ -7,7 +7,14 @@ read. Plain constants, no imports: the launch plan reads them on machines
 without the simulator's dependencies.
 """
 
-SO101_JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+SO101_JOINT_NAMES = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+)
 #: Joint position limits (radians), in joint order.
 JOINT_LOWER_LIMITS = (-2.0, -1.8, -0.2, -1.8, -2.8, 0.0)
 JOINT_UPPER_LIMITS = (2.0, 1.0, 2.6, 1.8, 2.8, 1.2)

@@ -48,7 +48,8 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if self.timeout_s <= 0 or self.reset_delay_s < 0 or self.success_radius <= 0:
             raise ValueError(
-                f"timeout_s ({self.timeout_s}) and success_radius ({self.success_radius}) must be positive, "
+                f"timeout_s ({self.timeout_s}) and success_radius ({self.success_radius}) must be "
+                "positive, "
                 f"reset_delay_s ({self.reset_delay_s}) not negative"
             )
 
@@ -63,15 +64,20 @@ class EpisodeStatus:
 
 
 def cube_position(config: TaskConfig, episode: int) -> np.ndarray:
-    """The cube's centre (pixels) in ``episode``: seeded, and always reachable with the hand down."""
+    """The cube's centre (pixels) in ``episode``: seeded, and always reachable with the hand
+    down."""
     chain = Chain(config.height, config.width)
     rng = np.random.default_rng([config.seed, episode])
     (x_low, x_high), (y_low, y_high) = CUBE_REGION
     for _ in range(1000):
-        cube = np.array([rng.uniform(x_low, x_high) * config.width, rng.uniform(y_low, y_high) * config.height])
+        cube = np.array(
+            [rng.uniform(x_low, x_high) * config.width, rng.uniform(y_low, y_high) * config.height]
+        )
         if chain.reach_down(cube, JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS) is not None:
             return cube
-    raise ValueError(f"no reachable cube position in {CUBE_REGION} of a {config.height}x{config.width} frame")
+    raise ValueError(
+        f"no reachable cube position in {CUBE_REGION} of a {config.height}x{config.width} frame"
+    )
 
 
 class ReachTask:
@@ -92,7 +98,8 @@ class ReachTask:
         self._distance = float("inf")
 
     def update(self, position, now_s: float) -> bool:
-        """Judge ``position`` at ``now_s``; True when a new episode started (the arm must go home)."""
+        """Judge ``position`` at ``now_s``; True when a new episode started (the arm must go
+        home)."""
         if self.phase is not Phase.RUNNING:
             if now_s - self._ended_s >= self.config.reset_delay_s:
                 self._start(self.episode + 1, now_s)
@@ -110,5 +117,10 @@ class ReachTask:
 
     def status(self, now_s: float) -> EpisodeStatus:
         end = self._ended_s if self._ended_s is not None else now_s
-        return EpisodeStatus(self.episode, self.phase, (float(self.cube[0]), float(self.cube[1])),
-                             end - self._started_s, self._distance)
+        return EpisodeStatus(
+            self.episode,
+            self.phase,
+            (float(self.cube[0]), float(self.cube[1])),
+            end - self._started_s,
+            self._distance,
+        )

@@ -19,8 +19,10 @@ def tf_message_type():
     try:
         from tf2_msgs.msg import TFMessage
     except ImportError as error:
-        return None, (f"no /tf or /tf_static: tf2_msgs cannot be imported ({error}); "
-                      "install a ROS 2 tf2_msgs or build it into the venv (scripts/setup_env.sh)")
+        return None, (
+            f"no /tf or /tf_static: tf2_msgs cannot be imported ({error}); "
+            "install a ROS 2 tf2_msgs or build it into the venv (scripts/setup_env.sh)"
+        )
     return TFMessage, ""
 
 
@@ -33,7 +35,11 @@ def tf_message(message_type, transforms: list[Transform], stamp):
         stamped.header.frame_id = transform.parent
         stamped.child_frame_id = transform.child
         translation, rotation = stamped.transform.translation, stamped.transform.rotation
-        translation.x, translation.y, translation.z = (float(value) for value in transform.translation)
-        rotation.x, rotation.y, rotation.z, rotation.w = (float(value) for value in transform.rotation)
+        translation.x, translation.y, translation.z = (
+            float(value) for value in transform.translation
+        )
+        rotation.x, rotation.y, rotation.z, rotation.w = (
+            float(value) for value in transform.rotation
+        )
         message.transforms.append(stamped)
     return message

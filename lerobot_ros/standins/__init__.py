@@ -1,4 +1,5 @@
-"""Stand-ins for what a deployment provides around the nodes: a robot's driver, its cameras, a bare command timer.
+"""Stand-ins for what a deployment provides around the nodes: a robot's driver, its cameras, a bare
+command timer.
 
 Each is a module with a ``main()``, run as its own process
 (``python -m lerobot_ros.standins.<name> --help``), talking ROS 2 exactly as

@@ -1,4 +1,5 @@
-"""Stands in for an ideal chunk_executor_node: a bare rclpy wall timer publishing the executor's command message.
+"""Stands in for an ideal chunk_executor_node: a bare rclpy wall timer publishing the executor's
+command message.
 
 One node, the default SingleThreadedExecutor, one timer at --fps that
 publishes a std_msgs/Float64MultiArray of six values (what
@@ -22,7 +23,9 @@ from lerobot_ros.standins.bounded_spin import spin_then_exit
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--topic", required=True)
     parser.add_argument("--fps", type=float, required=True)
     parser.add_argument("--run-s", type=float, default=300.0)

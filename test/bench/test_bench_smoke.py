@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+
 from support.paths import REPO
 
 SCRIPTS = {
@@ -40,22 +41,34 @@ OUTCOMES = {
     "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",  # dynamo compiled graphs
     # two paced robots answered through the modeled accelerator, none failed
     # both admission variants prepared requests beside the modeled forward
-    "admission_workers": r"\| threads \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*(.|\n)*\| processes \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*",
-    "accelerator_capacity": r"\| 2 \| serial \| \d+ / \d+ / \d+ ms \| \d+ ms \| [0-9.]+ \| [0-9.]+ \| \d+ % \|.*\| 0 \| [0-9.]+ cores",
+    "admission_workers": r"\| threads \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*(.|\n)*\| processes \| 1 \| "
+    r"0.5 \| \*\*[1-9]\d*\*\*",
+    "accelerator_capacity": r"\| 2 \| serial \| \d+ / \d+ / \d+ ms \| \d+ ms \| [0-9.]+ \| "
+    r"[0-9.]+ \| \d+ % \|.*\| 0 \| [0-9.]+ cores",
 }
 TIMEOUT_S = 300
 
 
-def run_bench(argv: list[str], env: dict | None = None, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess:
-    """``python -m <argv>`` from the repository root, bounded by ``timeout_s``, in its own process group.
+def run_bench(
+    argv: list[str], env: dict | None = None, timeout_s: float = TIMEOUT_S
+) -> subprocess.CompletedProcess:
+    """``python -m <argv>`` from the repository root, bounded by ``timeout_s``, in its own process
+    group.
 
     A script that overruns gets SIGUSR1 first (bench.common prints every thread's stack on it), so
     the failure shows where it waited; then its whole group is killed, the servers it started
     included, so they cannot load the rest of the suite. The group is killed after a normal exit
     too: nothing a script leaves behind outlives its test.
     """
-    process = subprocess.Popen([sys.executable, "-m", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", *argv],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -66,8 +79,10 @@ def run_bench(argv: list[str], env: dict | None = None, timeout_s: float = TIMEO
             pass
         kill_group(process.pid)
         stdout, stderr = process.communicate()
-        pytest.fail(f"{argv[0]} did not finish in {timeout_s:g} s:\n{stdout[-3000:]}\n"
-                    f"its threads when stopped:\n{stderr[-6000:]}")
+        pytest.fail(
+            f"{argv[0]} did not finish in {timeout_s:g} s:\n{stdout[-3000:]}\n"
+            f"its threads when stopped:\n{stderr[-6000:]}"
+        )
     finally:
         kill_group(process.pid)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
@@ -80,14 +95,20 @@ def kill_group(group: int) -> None:
         pass
 
 
-def smoke_section(tmp_path, name: str, document: str = "benchmarks.md", timeout_s: float = TIMEOUT_S) -> str:
-    """``python -m bench.<name> --smoke`` writing into a document of its own; its section, once the script exited
+def smoke_section(
+    tmp_path, name: str, document: str = "benchmarks.md", timeout_s: float = TIMEOUT_S
+) -> str:
+    """``python -m bench.<name> --smoke`` writing into a document of its own; its section, once the
+    script exited
     0 and wrote the section with the command that made it."""
     # Each script isolates its own ROS graph (a domain from its pid), as the suite does.
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     path = tmp_path / document
     run = run_bench([f"bench.{name}", "--smoke", "--document", str(path)], env, timeout_s)
-    assert run.returncode == 0, f"bench.{name} --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, (
+        f"bench.{name} --smoke exited "
+        f"{run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    )
     text = path.read_text()
     assert f"<!-- bench:{name} -->" in text and f"python -m bench.{name} --smoke" in text, text
     return text
@@ -100,8 +121,13 @@ def test_benchmark_script_smoke(tmp_path, name):
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     document = tmp_path / "benchmarks.md"
     docs_before = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
-    run = run_bench([f"bench.{name}", "--smoke", "--document", str(document), "--plot-dir", str(tmp_path)], env)
-    assert run.returncode == 0, f"bench.{name} --smoke exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    run = run_bench(
+        [f"bench.{name}", "--smoke", "--document", str(document), "--plot-dir", str(tmp_path)], env
+    )
+    assert run.returncode == 0, (
+        f"bench.{name} --smoke exited "
+        f"{run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    )
     text = document.read_text()
     assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
     assert f"python -m bench.{name} --smoke" in text
@@ -117,8 +143,10 @@ def test_benchmark_script_smoke(tmp_path, name):
 
 @pytest.mark.timeout(TIMEOUT_S + 30)
 def test_flood_benchmark_smoke(tmp_path):
-    """bench.flood --smoke: two robots, a short flood pinned to one core; its section says the flooding session
-    was closed and its re-open refused, with a share before and after the closure for each robot."""
+    """bench.flood --smoke: two robots, a short flood pinned to one core; its section says the
+    flooding session
+    was closed and its re-open refused, with a share before and after the closure for each
+    robot."""
     text = smoke_section(tmp_path, "flood", "reliability.md")
     assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
     assert "re-open was refused with code 12" in text, text
@@ -129,8 +157,10 @@ FLEET_TIMEOUT_S = 480  # three servers load at once, and each fault restarts one
 
 @pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
 def test_fleet_failover_smoke(tmp_path):
-    """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9 and one drain
-    of its serving replica; the section has a row per fault with the move, and the requests per chunk."""
+    """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9
+    and one drain
+    of its serving replica; the section has a row per fault with the move, and the requests per
+    chunk."""
     text = smoke_section(tmp_path, "fleet_failover", timeout_s=FLEET_TIMEOUT_S)
     assert re.search(r"\| RTC replace \| kill -9 \| 1 \| [01] \|", text), text
     assert re.search(r"\| RTC replace \| SIGTERM drain \| 1 \| [01] \|.*drain 1", text), text
@@ -139,7 +169,8 @@ def test_fleet_failover_smoke(tmp_path):
 
 @pytest.mark.timeout(TIMEOUT_S + 30)
 def test_abuse_soak_smoke(tmp_path):
-    """bench.abuse_soak --smoke: one abuse cycle against server, sim and executor; nothing crashes, no open for the
+    """bench.abuse_soak --smoke: one abuse cycle against server, sim and executor; nothing crashes,
+    no open for the
     streaming robot's id is accepted, and its row says so."""
     text = smoke_section(tmp_path, "abuse_soak", "reliability.md")
     assert re.search(r"\| 1 \| [0-9.]+ \| 1 \| 0  \| True \| 200 / 0 \|", text), text
@@ -147,23 +178,50 @@ def test_abuse_soak_smoke(tmp_path):
 
 @pytest.mark.timeout(TIMEOUT_S + 30)
 def test_forward_curve_smoke(tmp_path):
-    """bench.forward_curve --small: the GPU script's CPU rehearsal (ACT only: pi0/pi0.5 take minutes on a CPU even
-    at one layer per Gemma); the JSON has a timed point per batch size, the fitted line and a GIL share in [0, 1]."""
+    """bench.forward_curve --small: the GPU script's CPU rehearsal (ACT only: pi0/pi0.5 take
+    minutes on a CPU even
+    at one layer per Gemma); the JSON has a timed point per batch size, the fitted line and a GIL
+    share in [0, 1]."""
     out = tmp_path / "forward_curve.json"
-    run = run_bench(["bench.forward_curve", "--small", "--device", "cpu", "--policies", "act", "--batches", "1,2",
-                     "--repeats", "1", "--warmup", "1", "--gil-seconds", "0.2", "--out", str(out)])
-    assert run.returncode == 0, f"bench.forward_curve exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    run = run_bench(
+        [
+            "bench.forward_curve",
+            "--small",
+            "--device",
+            "cpu",
+            "--policies",
+            "act",
+            "--batches",
+            "1,2",
+            "--repeats",
+            "1",
+            "--warmup",
+            "1",
+            "--gil-seconds",
+            "0.2",
+            "--out",
+            str(out),
+        ]
+    )
+    assert run.returncode == 0, (
+        f"bench.forward_curve exited {run.returncode}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    )
     result = json.loads(out.read_text())
     act = result["policies"]["act"]
     assert result["small"] is True and result["versions"]["device"] == "cpu"
-    assert sorted(act["t_ms"]) == ["1", "2"] and all(point["median_ms"] > 0 for point in act["t_ms"].values())
+    assert sorted(act["t_ms"]) == ["1", "2"] and all(
+        point["median_ms"] > 0 for point in act["t_ms"].values()
+    )
     assert 0.0 <= act["g"] <= 1.0 and act["parameters_m"] > 1.0
 
 
 @pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
 def test_fleet_rebalancing_smoke(tmp_path):
-    """bench.fleet_rebalancing --smoke: three robots on one replica, a second comes up; its row says how long until
+    """bench.fleet_rebalancing --smoke: three robots on one replica, a second comes up; its row
+    says how long until
     2/1, how many moves, and whether the fleet stayed 2/1."""
     text = smoke_section(tmp_path, "fleet_rebalancing", timeout_s=FLEET_TIMEOUT_S)
-    assert re.search(r"\| 1 \| \*\*[0-9.]+\*\* / [0-9.]+ / [0-9.]+ s \| [12] \| 1 of 1 \|", text), text
+    assert re.search(
+        r"\| 1 \| \*\*[0-9.]+\*\* / [0-9.]+ / [0-9.]+ s \| [12] \| 1 of 1 \|", text
+    ), text
     assert "rebalancing: /bench_rebal_0 serves 3 robots" in text, text

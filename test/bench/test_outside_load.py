@@ -15,11 +15,18 @@ def test_a_command_name_with_spaces_and_parentheses_parses():
 
 
 def test_busy_ticks_leave_out_idle_and_iowait():
-    assert outside_load.busy_ticks("cpu  10 1 5 1000 50 2 3 4 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n") == 25
+    assert (
+        outside_load.busy_ticks("cpu  10 1 5 1000 50 2 3 4 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n") == 25
+    )
 
 
 def test_each_process_of_the_tree_counts_once_alive_or_reaped_and_strangers_never():
-    alive = [ProcessTimes(10, 1, 100), ProcessTimes(11, 10, 40), ProcessTimes(12, 11, 5), ProcessTimes(99, 1, 500)]
+    alive = [
+        ProcessTimes(10, 1, 100),
+        ProcessTimes(11, 10, 40),
+        ProcessTimes(12, 11, 5),
+        ProcessTimes(99, 1, 500),
+    ]
     assert outside_load.tree_ticks(alive, 10) == 145
     # 12 exits and 11 reaps it: its 5 ticks move into 11's cutime, and still count once.
     reaped = [ProcessTimes(10, 1, 100), ProcessTimes(11, 10, 45), ProcessTimes(99, 1, 500)]
@@ -29,13 +36,22 @@ def test_each_process_of_the_tree_counts_once_alive_or_reaped_and_strangers_neve
 
 def test_outside_cores_is_the_machines_busy_time_less_the_trees():
     ticks = outside_load.TICKS
-    first, last = Sample(0.0, 0, 0), Sample(2.0, 3 * ticks, 2 * ticks)  # 3 CPU-s busy, 2 of them ours, in 2 s
+    first, last = (
+        Sample(0.0, 0, 0),
+        Sample(2.0, 3 * ticks, 2 * ticks),
+    )  # 3 CPU-s busy, 2 of them ours, in 2 s
     assert abs(outside_load.outside_cores(first, last) - 0.5) < 1e-9
 
 
 def test_a_busy_child_is_counted_as_the_benchmarks_own_work():
     before = outside_load.sample()
-    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass",
+        ]
+    )
     assert child.wait(timeout=30) == 0
     after = outside_load.sample()
     # The child burned up to a core for a second and was reaped: the tree's ticks hold it (a busy
@@ -45,7 +61,8 @@ def test_a_busy_child_is_counted_as_the_benchmarks_own_work():
 
 def test_a_process_outside_the_tree_is_outside_work():
     burn = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
-    # Started through a shell that exits at once: the burner is orphaned, so no longer a descendant.
+    # Started through a shell that exits at once: the burner is orphaned, so no longer a
+    # descendant.
     subprocess.run(["sh", "-c", f"{sys.executable} -c '{burn}' &"], check=True, timeout=30)
     first = outside_load.sample()
     time.sleep(1.0)
@@ -57,4 +74,6 @@ def test_the_recorder_writes_one_line_with_a_verdict():
     recorder.start()
     time.sleep(0.3)
     line = recorder.describe()
-    assert line.startswith("CPU used outside the benchmark:") and ("quiet" in line or "DISTURBED" in line), line
+    assert line.startswith("CPU used outside the benchmark:") and (
+        "quiet" in line or "DISTURBED" in line
+    ), line

@@ -1,4 +1,5 @@
-"""The reach benchmarks' statistics: Wilson intervals and the paired (same cubes) success difference."""
+"""The reach benchmarks' statistics: Wilson intervals and the paired (same cubes) success
+difference."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ def test_identical_runs_differ_by_nothing_with_p_one():
 
 
 def test_episode_successes_orders_by_episode():
-    summary = {"outcomes": [{"episode": 2, "outcome": "TIMEOUT"}, {"episode": 0, "outcome": "SUCCESS"},
-                            {"episode": 1, "outcome": "SUCCESS"}]}
+    summary = {
+        "outcomes": [
+            {"episode": 2, "outcome": "TIMEOUT"},
+            {"episode": 0, "outcome": "SUCCESS"},
+            {"episode": 1, "outcome": "SUCCESS"},
+        ]
+    }
     assert episode_successes(summary) == [True, True, False]

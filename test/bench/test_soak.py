@@ -17,9 +17,27 @@ from support.paths import REPO
 def test_soak_command_runs_checks_and_writes_its_section(act_checkpoint, tmp_path):
     document = tmp_path / "reliability.md"
     result = subprocess.run(
-        [sys.executable, "-m", "bench.soak", "--minutes", "0.1", "--executors", "2", "--sample-s", "1",
-         "--checkpoint", str(act_checkpoint), "--document", str(document), "--output-dir", str(tmp_path / "soak")],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "bench.soak",
+            "--minutes",
+            "0.1",
+            "--executors",
+            "2",
+            "--sample-s",
+            "1",
+            "--checkpoint",
+            str(act_checkpoint),
+            "--document",
+            str(document),
+            "--output-dir",
+            str(tmp_path / "soak"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.stdout.strip(), result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
@@ -28,8 +46,13 @@ def test_soak_command_runs_checks_and_writes_its_section(act_checkpoint, tmp_pat
     assert summary["sessions_after"] == 0 and summary["server_endpoints_after"] == 0
     assert summary["heartbeats"]["received"] >= 8 and summary["heartbeats"]["missed"] == 0
     for row in summary["audit"].values():
-        assert row["requests_sent"] > 0 and row["requests_sent"] == row["audit_lines"] + row["superseded"]
+        assert (
+            row["requests_sent"] > 0
+            and row["requests_sent"] == row["audit_lines"] + row["superseded"]
+        )
     assert all(m["start_mb"] > 0 for m in summary["memory"].values())
     text = document.read_text()
-    assert "<!-- bench:soak -->" in text and "Command: `python -m bench.soak --minutes 0.1`" in text
+    assert (
+        "<!-- bench:soak -->" in text and "Command: `python -m bench.soak --minutes 0.1`" in text
+    )
     assert "all checks passed" in text

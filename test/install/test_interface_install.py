@@ -36,12 +36,17 @@ print("published", count, flush=True)
 
 def test_a_node_publishing_an_interface_message_survives_its_reinstall():
     venv = Path(sys.prefix)
-    publisher = subprocess.Popen([sys.executable, "-c", PUBLISHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True)
+    publisher = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert publisher.stdout.readline().strip() == "publishing"
-        install = subprocess.run([str(REPO / "scripts" / "build_interfaces.sh"), str(venv)],
-                                 capture_output=True, text=True, timeout=240)
+        install = subprocess.run(
+            [str(REPO / "scripts" / "build_interfaces.sh"), str(venv)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert install.returncode == 0, install.stderr
         assert "interfaces installed into" in install.stdout
         time.sleep(1.0)  # the damage shows at the next call into the rewritten library
@@ -50,5 +55,7 @@ def test_a_node_publishing_an_interface_message_survives_its_reinstall():
         if publisher.poll() is None:
             publisher.kill()
             publisher.wait()
-    assert publisher.returncode == 0, f"the publisher died during the reinstall (exit {publisher.returncode})"
+    assert publisher.returncode == 0, (
+        f"the publisher died during the reinstall (exit {publisher.returncode})"
+    )
     assert out.startswith("published ")

@@ -1,18 +1,22 @@
 """The package's metadata, build files and configs agree with its code."""
 
 import importlib
+import importlib.metadata
 import importlib.util
 import json
-import importlib.metadata
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
+
 from support.paths import REPO
 
-INTERFACES = (sorted((REPO / "msg").glob("*.msg")) + sorted((REPO / "srv").glob("*.srv"))
-              + sorted((REPO / "action").glob("*.action")))
+INTERFACES = (
+    sorted((REPO / "msg").glob("*.msg"))
+    + sorted((REPO / "srv").glob("*.srv"))
+    + sorted((REPO / "action").glob("*.action"))
+)
 
 
 def test_package_xml_is_format_3_and_declares_every_real_dependency():
@@ -28,9 +32,18 @@ def test_package_xml_is_format_3_and_declares_every_real_dependency():
     assert {"ament_cmake", "rosidl_default_generators"} <= build
     assert {"builtin_interfaces", "std_msgs", "sensor_msgs", "action_msgs"} <= depends
     assert {
-        "rosidl_default_runtime", "rclpy", "std_srvs", "trajectory_msgs", "diagnostic_msgs",
-        "launch", "launch_ros", "rmw_zenoh_cpp",
-        "python3-numpy", "python3-opencv", "python3-msgpack", "python3-yaml",
+        "rosidl_default_runtime",
+        "rclpy",
+        "std_srvs",
+        "trajectory_msgs",
+        "diagnostic_msgs",
+        "launch",
+        "launch_ros",
+        "rmw_zenoh_cpp",
+        "python3-numpy",
+        "python3-opencv",
+        "python3-msgpack",
+        "python3-yaml",
     } <= run
     assert "python3-pytest" in declared.get("test_depend", set())
     assert "rosidl_interface_packages" in declared.get("member_of_group", set())
@@ -74,8 +87,12 @@ def config_parameters(name: str) -> dict:
 
 @pytest.mark.parametrize(
     ("config", "module"),
-    [("server.yaml", "lerobot_ros.server.settings"), ("robot.yaml", "lerobot_ros.executor.settings"),
-     ("sim_robot.yaml", "lerobot_ros.sim.settings"), ("episode_recorder.yaml", "lerobot_ros.recording.settings")],
+    [
+        ("server.yaml", "lerobot_ros.server.settings"),
+        ("robot.yaml", "lerobot_ros.executor.settings"),
+        ("sim_robot.yaml", "lerobot_ros.sim.settings"),
+        ("episode_recorder.yaml", "lerobot_ros.recording.settings"),
+    ],
 )
 def test_config_file_lists_every_parameter_with_its_default(config, module):
     table = importlib.import_module(module).PARAMETERS
@@ -88,7 +105,12 @@ def test_console_scripts_resolve_to_the_node_mains():
         for entry in importlib.metadata.entry_points(group="console_scripts")
         if entry.value.startswith("lerobot_ros.")
     }
-    assert set(scripts) == {"policy_server_node", "chunk_executor_node", "sim_robot_node", "episode_recorder_node"}
+    assert set(scripts) == {
+        "policy_server_node",
+        "chunk_executor_node",
+        "sim_robot_node",
+        "episode_recorder_node",
+    }
     for name, entry in scripts.items():
         assert callable(entry.load())
         # colcon installs bin/<name>, which must call the same function.
@@ -96,7 +118,9 @@ def test_console_scripts_resolve_to_the_node_mains():
         assert f"from {module} import {function}" in (REPO / "bin" / name).read_text()
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "launch").glob("*.launch.py")), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "launch").glob("*.launch.py")), ids=lambda path: path.name
+)
 def test_launch_files_compile_and_build_their_nodes_from_the_launch_plan(path):
     # They run under `ros2 launch` in test/tools (where the tools are installed);
     # everywhere they must parse, and all wiring must come from
@@ -104,7 +128,10 @@ def test_launch_files_compile_and_build_their_nodes_from_the_launch_plan(path):
     source = path.read_text()
     compile(source, str(path), "exec")
     assert "return launch_description(ARGUMENTS, _plan)" in source
-    assert re.search(r"def _plan\(value: dict\[str, str\]\):\n    return (server|robot|demo|fleet)_plan\(", source)
+    assert re.search(
+        r"def _plan\(value: dict\[str, str\]\):\n    return (server|robot|demo|fleet)_plan\(",
+        source,
+    )
     assert "Node(" not in source, "nodes are declared in launch_plan, not in launch files"
 
 
@@ -119,10 +146,12 @@ def test_every_planned_executable_is_installed():
 
 @pytest.mark.parametrize(
     "module, page",
-    [("lerobot_ros.server.settings", "policy_server_node.md"),
-     ("lerobot_ros.executor.settings", "chunk_executor_node.md"),
-     ("lerobot_ros.sim.settings", "sim_robot_node.md"),
-     ("lerobot_ros.recording.settings", "episode_recorder_node.md")],
+    [
+        ("lerobot_ros.server.settings", "policy_server_node.md"),
+        ("lerobot_ros.executor.settings", "chunk_executor_node.md"),
+        ("lerobot_ros.sim.settings", "sim_robot_node.md"),
+        ("lerobot_ros.recording.settings", "episode_recorder_node.md"),
+    ],
 )
 def test_node_page_parameter_tables_match_the_declarations(module, page):
     # Each node's parameter table is in its page of the node reference, docs/nodes/<node>.md.
@@ -130,5 +159,8 @@ def test_node_page_parameter_tables_match_the_declarations(module, page):
     table = importlib.import_module(module).PARAMETERS
     for parameter in table:
         settable = "*runtime:* " if parameter.runtime else ""  # settable while the node runs
-        row = f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | {settable}{parameter.description} |"
+        row = (
+            f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | "
+            f"{settable}{parameter.description} |"
+        )
         assert row in document, f"docs/nodes/{page} lacks or misstates the row: {row}"

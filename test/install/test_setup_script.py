@@ -7,11 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support.paths import REPO
 
 
 def find_python311() -> str | None:
-    for candidate in ("python3.11", *sorted(Path.home().glob(".pyenv/versions/3.11.*/bin/python"))):
+    for candidate in (
+        "python3.11",
+        *sorted(Path.home().glob(".pyenv/versions/3.11.*/bin/python")),
+    ):
         path = shutil.which(str(candidate))
         if path:
             return path
@@ -21,7 +25,11 @@ def find_python311() -> str | None:
 def run_setup(env_overrides: dict, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "LEROBOT_ROS_VENV": str(tmp_path / "venv"), **env_overrides}
     return subprocess.run(
-        [str(REPO / "scripts" / "setup_env.sh")], capture_output=True, text=True, env=env, timeout=60
+        [str(REPO / "scripts" / "setup_env.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
@@ -46,7 +54,10 @@ def test_an_interpreter_that_does_not_run_is_refused(tmp_path):
 
 def test_unknown_argument_is_refused(tmp_path):
     result = subprocess.run(
-        [str(REPO / "scripts" / "setup_env.sh"), "--gpu"], capture_output=True, text=True, timeout=30
+        [str(REPO / "scripts" / "setup_env.sh"), "--gpu"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 2
     assert "unknown argument '--gpu'" in result.stderr
@@ -64,10 +75,16 @@ def test_rerun_with_unchanged_inputs_does_nothing():
 
 
 def test_the_interpreter_path_that_reaches_the_set_up_does_not_change_its_hash(tmp_path):
-    # Issue 33: with the venv's bin/ on PATH (as the README has users do for `ros2`), python3.12 is the
-    # venv's own; its path changed the hash and every run reinstalled (35-40 s, into the live venv).
-    base = subprocess.run([sys.executable, "-c", "import sys; print(sys._base_executable)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    # Issue 33: with the venv's bin/ on PATH (as the README has users do for `ros2`), python3.12 is
+    # the
+    # venv's own; its path changed the hash and every run reinstalled (35-40 s, into the live
+    # venv).
+    base = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys._base_executable)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     venv_bin = Path(sys.executable).parent
     hashes = {}
     for label, overrides in {

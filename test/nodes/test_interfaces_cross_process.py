@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+
 from lerobot_ros.protocol.contract import SCHEMA_VERSION
 from support.paths import PROCESSES
 
@@ -37,7 +38,15 @@ def test_observation_crosses_processes_with_arrays_and_images_intact():
     got = json.loads(out.strip().splitlines()[-1])
 
     assert got["seq"] >= 1
-    assert got["identity"] == [SCHEMA_VERSION, "session-1", "arm_left", 3, 2, 123_456_789_012, "pick the red cube"]
+    assert got["identity"] == [
+        SCHEMA_VERSION,
+        "session-1",
+        "arm_left",
+        3,
+        2,
+        123_456_789_012,
+        "pick the red cube",
+    ]
     assert got["state_type"] == "array"  # float32[] arrives as array.array: np.frombuffer views it
     np.testing.assert_array_equal(np.array(got["state"], np.float32), observation_sample.STATE)
     assert got["compressed_camera_names"] == ["observation.images.front"]
@@ -50,5 +59,9 @@ def test_observation_crosses_processes_with_arrays_and_images_intact():
     assert got["raw_shape_encoding"] == [raw.shape[0], raw.shape[1], raw.shape[1] * 3, "rgb8"]
     assert got["raw_sha256"] == hashlib.sha256(raw.tobytes()).hexdigest()
     assert got["rtc"] == [3, 4]
-    np.testing.assert_array_equal(np.array(got["prefix_model"], np.float32), observation_sample.PREFIX.ravel())
-    np.testing.assert_array_equal(np.array(got["prefix_robot"], np.float32), (observation_sample.PREFIX * 2).ravel())
+    np.testing.assert_array_equal(
+        np.array(got["prefix_model"], np.float32), observation_sample.PREFIX.ravel()
+    )
+    np.testing.assert_array_equal(
+        np.array(got["prefix_robot"], np.float32), (observation_sample.PREFIX * 2).ravel()
+    )

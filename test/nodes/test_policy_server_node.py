@@ -4,13 +4,13 @@ import subprocess
 import sys
 
 import pytest
-from support.ros import spin_until
 
-from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.msg import ServerStatus
 from lerobot_ros.processes import run_handshake
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import GetStatus
+from support.ros import spin_until
 
 
 def call(node, client, request, timeout_s=10.0):
@@ -81,7 +81,11 @@ def test_executor_handshake_refuses_a_swapped_joint_order_with_both_lists(policy
 
 def test_executor_without_a_server_fails_fast_with_the_reason():
     code, result, _ = run_executor(
-        {"server_namespace": "/nobody_here", "joint_names": list(SO101_JOINT_NAMES), "handshake_timeout_s": 1.0}
+        {
+            "server_namespace": "/nobody_here",
+            "joint_names": list(SO101_JOINT_NAMES),
+            "handshake_timeout_s": 1.0,
+        }
     )
     assert code == 1
     assert result["reason"] == "no policy server answered on /nobody_here/get_status within 1 s"
@@ -101,7 +105,14 @@ def test_executor_without_joint_names_refuses_to_start():
 def test_server_start_up_errors_are_one_clear_line(tmp_path, checkpoint_name, expected):
     checkpoint = tmp_path / checkpoint_name
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args", "-p", f"checkpoint:={checkpoint}"],
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.server.node",
+            "--ros-args",
+            "-p",
+            f"checkpoint:={checkpoint}",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -114,8 +125,13 @@ def test_server_start_up_errors_are_one_clear_line(tmp_path, checkpoint_name, ex
 def test_the_node_module_imports_no_torch_before_rclpy_is_up():
     # torch and LeRobot take seconds to import; a signal then must reach run_node's handler
     # (startup.py), so the module imports them only when the policy loads.
-    code = "import sys, lerobot_ros.server.node; print(sorted(m for m in ('torch', 'lerobot') if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys, lerobot_ros.server.node; print(sorted(m for m in ('torch', 'lerobot') if "
+        "m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", f"imported at module import: {result.stdout.strip()}"
 
@@ -152,19 +168,40 @@ def test_signal_during_start_up_ends_the_server_cleanly(act_checkpoint, tmp_path
     output = log_path.read_text()
     assert process.returncode == 0, output
     assert "Traceback" not in output
-    assert "warm-up done" not in output, "the signal arrived during start-up; the node must stop there"
+    assert "warm-up done" not in output, (
+        "the signal arrived during start-up; the node must stop there"
+    )
     assert "ready: serving" not in output
 
 
 def test_invalid_parameters_are_all_reported_before_loading():
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args",
-         "-p", "dtype:=float64", "-p", "device:=gpu0", "-p", "heartbeat_period_s:=0.0", "-p", "warmup_inferences:=-1"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.server.node",
+            "--ros-args",
+            "-p",
+            "dtype:=float64",
+            "-p",
+            "device:=gpu0",
+            "-p",
+            "heartbeat_period_s:=0.0",
+            "-p",
+            "warmup_inferences:=-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
-    for expected in ("'checkpoint' is empty", "'dtype' is 'float64', expected one of ['float32', 'float16', 'bfloat16']",
-                     "'device' is 'gpu0'", "'heartbeat_period_s' is 0.0", "'warmup_inferences' is -1"):
+    for expected in (
+        "'checkpoint' is empty",
+        "'dtype' is 'float64', expected one of ['float32', 'float16', 'bfloat16']",
+        "'device' is 'gpu0'",
+        "'heartbeat_period_s' is 0.0",
+        "'warmup_inferences' is -1",
+    ):
         assert expected in result.stderr
     assert "Traceback" not in result.stderr
     assert "loading" not in result.stderr
@@ -189,28 +226,49 @@ def _status(ros_node):
         ros_node.destroy_client(client)
 
 
-def test_a_latency_budget_refuses_the_robot_it_cannot_hold_and_status_shows_the_headroom(policy_server, ros_node):
-    """The capacity model across processes: a budget below one forward refuses even the first robot with the
-    predicted p95 against the budget; a generous one admits it; status shows budget, headroom and prediction."""
+def test_a_latency_budget_refuses_the_robot_it_cannot_hold_and_status_shows_the_headroom(
+    policy_server, ros_node
+):
+    """The capacity model across processes: a budget below one forward refuses even the first robot
+    with the
+    predicted p95 against the budget; a generous one admits it; status shows budget, headroom and
+    prediction."""
     from lerobot_ros.srv import OpenSession
     from support.lifecycle import set_parameters
     from support.robot_client import RobotClient
 
     def status_with_budget(budget_ms):  # the figures are recomputed at most once a second
         statuses = []
-        spin_until(ros_node, lambda: statuses.append(_status(ros_node)) or statuses[-1].latency_budget_ms == budget_ms,
-                   15)
+        spin_until(
+            ros_node,
+            lambda: (
+                statuses.append(_status(ros_node)) or statuses[-1].latency_budget_ms == budget_ms
+            ),
+            15,
+        )
         return statuses[-1]
+
     try:
-        assert all(result.successful for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=1.0))
+        assert all(
+            result.successful
+            for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=1.0)
+        )
         tight = status_with_budget(1.0)
         assert tight.latency_budget_ms == 1.0 and tight.headroom_robots == 0, tight
         refused = RobotClient(ros_node, "capacity_arm").open()
-        assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_CAPACITY, refused.message
-        assert "exceeds latency_budget_ms 1 " in refused.message and "predicted p95 round trip" in refused.message
+        assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_CAPACITY, (
+            refused.message
+        )
+        assert (
+            "exceeds latency_budget_ms 1 " in refused.message
+            and "predicted p95 round trip" in refused.message
+        )
         assert "forward t(b) =" in refused.message, refused.message
 
-        assert all(result.successful for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=60000.0))
+        assert all(
+            result.successful
+            for result in set_parameters(ros_node, "/lerobot", latency_budget_ms=60000.0)
+        )
         robot = RobotClient(ros_node, "capacity_arm")
         accepted = robot.open()
         assert accepted.accepted, accepted.message

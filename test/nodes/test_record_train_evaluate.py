@@ -26,22 +26,43 @@ from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
-    """``regenerate --install`` run once: (work dir, its summary, the cache it installed into, its environment)."""
+    """``regenerate --install`` run once: (work dir, its summary, the cache it installed into, its
+    environment)."""
     tmp_path = tmp_path_factory.mktemp("regenerate")
-    # Its own ROS domain: the suite's shared server also answers at /lerobot, where the evaluation's server runs.
+    # Its own ROS domain: the suite's shared server also answers at /lerobot, where the
+    # evaluation's server runs.
     domain = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 70) % 100)
     cache, work = tmp_path / "cache", tmp_path / "reach"
     env = {**os.environ, "ROS_DOMAIN_ID": domain, "LEROBOT_ROS_CACHE": str(cache)}
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.recording.regenerate", "--work-dir", str(work), "--episodes", "2",
-         "--steps", "2", "--batch-size", "2", "--install", "--evaluate-episodes", "1"],
-        env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.recording.regenerate",
+            "--work-dir",
+            str(work),
+            "--episodes",
+            "2",
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--install",
+            "--evaluate-episodes",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return work, json.loads(result.stdout.strip().splitlines()[-1]), cache, env
 
 
-def test_regenerate_records_trains_evaluates_and_installs_what_the_demo_then_serves(regenerated, tmp_path, monkeypatch):
+def test_regenerate_records_trains_evaluates_and_installs_what_the_demo_then_serves(
+    regenerated, tmp_path, monkeypatch
+):
     work, summary, cache, _ = regenerated
     assert (summary["episodes_written"], summary["steps"], summary["seed"]) == (2, 2, 0)
 
@@ -68,29 +89,67 @@ def test_regenerate_records_trains_evaluates_and_installs_what_the_demo_then_ser
     assert resolve_policy("auto", tmp_path / "unused") == ("trained", installed)
 
 
-def test_a_smolvla_trained_on_the_recorded_dataset_serves_with_real_time_chunking(regenerated, tmp_path):
+def test_a_smolvla_trained_on_the_recorded_dataset_serves_with_real_time_chunking(
+    regenerated, tmp_path
+):
     work, _, _, env = regenerated
     checkpoint = tmp_path / "smolvla"
     trained = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.recording.train", "--policy", "smolvla", "--dataset", str(work / "dataset"),
-         "--output", str(checkpoint), "--steps", "2", "--batch-size", "2"],
-        env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.recording.train",
+            "--policy",
+            "smolvla",
+            "--dataset",
+            str(work / "dataset"),
+            "--output",
+            str(checkpoint),
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
     contract = json.loads((checkpoint / CONTRACT_FILE).read_text())
     assert contract["training"]["policy"] == "smolvla" and contract["training"]["steps"] == 2
     assert json.loads((checkpoint / "config.json").read_text())["type"] == "smolvla"
-    assert (checkpoint / "vlm" / "config.json").is_file(), "the tiny VLM travels with the checkpoint"
+    assert (checkpoint / "vlm" / "config.json").is_file(), (
+        "the tiny VLM travels with the checkpoint"
+    )
 
     output = tmp_path / "evaluation"
     evaluated = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.recording.evaluate", "--checkpoint", str(checkpoint), "--episodes", "1",
-         "--rtc", "on", "--inject-delay-s", "0.05", "--output-dir", str(output)],
-        env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.recording.evaluate",
+            "--checkpoint",
+            str(checkpoint),
+            "--episodes",
+            "1",
+            "--rtc",
+            "on",
+            "--inject-delay-s",
+            "0.05",
+            "--output-dir",
+            str(output),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
     evaluation = json.loads((output / "evaluation.json").read_text())
-    assert evaluation["episodes"] == 1 and set(evaluation["exit_codes"].values()) == {0}, evaluation
+    assert evaluation["episodes"] == 1 and set(evaluation["exit_codes"].values()) == {0}, (
+        evaluation
+    )
     assert (evaluation["rtc_requested"], evaluation["inject_delay_s"]) == (True, 0.05)
     assert evaluation["rtc_active"] is True, "the trained SmolVLA ran in replace mode with RTC"
     assert evaluation["latency_ms_p50"] >= 50.0, "every chunk carried the injected delay"

@@ -22,25 +22,26 @@ import time
 import numpy as np
 import pytest
 import torch
-from support.jsonl import read_jsonl
-from support.servers import start_server
 from sensor_msgs.msg import Image
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.session.handshake import RobotDeclaration, handshake
 from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.executor.session.handshake import RobotDeclaration, handshake
 from lerobot_ros.executor.session.server_link import RosServerLink
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.node_shell.parameters import defaults
 from lerobot_ros.server.policy.inference import request_noise_seed
 from lerobot_ros.sim.default_policy import VLM_DIR
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT_NAMES
+from support.jsonl import read_jsonl
+from support.servers import start_server
 
 NOISE_SEED = 1234
 HORIZON = 10
 FPS = 30.0
 TASK = "pick up the cube"
-#: The server's torch_threads, and the local references' thread count: a forward summed over a different
+#: The server's torch_threads, and the local references' thread count: a forward summed over a
+# different
 #: number of threads can differ in the last bit, and these tests compare bit for bit.
 TORCH_THREADS = 1
 # Actions the robot plays between one merge and the next request, and while
@@ -77,7 +78,10 @@ def _observations(count: int, seed: int = 3) -> list[tuple[np.ndarray, np.ndarra
     rng = np.random.default_rng(seed)
     height, width = DEFAULT_IMAGE_SHAPE
     return [
-        (rng.uniform(-1, 1, len(SO101_JOINT_NAMES)).astype(np.float32), rng.integers(0, 256, (height, width, 3), np.uint8))
+        (
+            rng.uniform(-1, 1, len(SO101_JOINT_NAMES)).astype(np.float32),
+            rng.integers(0, 256, (height, width, 3), np.uint8),
+        )
         for _ in range(count)
     ]
 
@@ -88,7 +92,8 @@ def _raw_image(rgb: np.ndarray) -> Image:
 
 
 class SteppedExecutor:
-    """The executor's own core and ROS link on a node of this test process, driven one step at a time.
+    """The executor's own core and ROS link on a node of this test process, driven one step at a
+    time.
 
     What the network worker and the control timer do, minus their threads:
     the test decides when a request is sent and how long its answer took.
@@ -121,7 +126,9 @@ class SteppedExecutor:
         self.core = ExecutorCore(self.settings, time.monotonic())
         self.node = rclpy.create_node(f"stepped_executor_{client_id}")
         self.link = RosServerLink(self.node, self.settings, self.core)
-        robot = RobotDeclaration(self.settings.joint_names, self.settings.camera_names, self.settings.state_dim)
+        robot = RobotDeclaration(
+            self.settings.joint_names, self.settings.camera_names, self.settings.state_dim
+        )
         result = handshake(self.core, self.link, robot, time.monotonic)
         assert result.accepted, result.reason
         self.link.session.spinning = True
@@ -143,13 +150,18 @@ class SteppedExecutor:
 
     def receive(self, timeout_s: float = 30.0):
         answer = self.core.wait_for_answer(timeout_s)
-        assert answer.chunk is not None, f"no chunk: refusal={answer.refusal!r}, timed out={answer.timed_out}"
+        assert answer.chunk is not None, (
+            f"no chunk: refusal={answer.refusal!r}, timed out={answer.timed_out}"
+        )
         return answer.chunk
 
     def merge(self, prepared: PendingRequest, chunk, delay_steps: int) -> None:
-        # A latency just under `delay_steps` control periods: the executor measures exactly that delay.
+        # A latency just under `delay_steps` control periods: the executor measures exactly that
+        # delay.
         latency_ns = max(0, int((delay_steps - 0.5) / FPS * 1e9))
-        assert self.core.merge(prepared, chunk, prepared.request.sent_monotonic_ns + latency_ns, time.monotonic())
+        assert self.core.merge(
+            prepared, chunk, prepared.request.sent_monotonic_ns + latency_ns, time.monotonic()
+        )
 
     def telemetry(self):
         return self.core.snapshot(time.monotonic()).telemetry
@@ -177,7 +189,9 @@ def _lerobot_policy(checkpoint):
     config.vlm_model_name = str((checkpoint / VLM_DIR).resolve())
     policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
     preprocessor, postprocessor = make_pre_post_processors(
-        config, pretrained_path=str(checkpoint), preprocessor_overrides={"tokenizer_processor": {"tokenizer_name": config.vlm_model_name}}
+        config,
+        pretrained_path=str(checkpoint),
+        preprocessor_overrides={"tokenizer_processor": {"tokenizer_name": config.vlm_model_name}},
     )
     policy.config.rtc_config = RTCConfig(enabled=True, execution_horizon=HORIZON)
     policy.init_rtc_processor()
@@ -190,7 +204,9 @@ def _local_rtc_chunk(lerobot, state, rgb, prepared: PendingRequest, left_over):
     from lerobot.policies.utils import prepare_observation_for_inference
 
     policy, preprocessor, postprocessor = lerobot
-    observation = prepare_observation_for_inference({"observation.state": state.copy(), FRONT_CAMERA: rgb.copy()}, torch.device("cpu"), TASK)
+    observation = prepare_observation_for_inference(
+        {"observation.state": state.copy(), FRONT_CAMERA: rgb.copy()}, torch.device("cpu"), TASK
+    )
     batch = preprocessor(observation)
     torch.manual_seed(request_noise_seed(NOISE_SEED, prepared.request))
     threads_before = torch.get_num_threads()
@@ -198,7 +214,9 @@ def _local_rtc_chunk(lerobot, state, rgb, prepared: PendingRequest, left_over):
     try:
         with torch.no_grad():
             actions = policy.predict_action_chunk(
-                batch, inference_delay=prepared.inference_delay_steps, prev_chunk_left_over=left_over
+                batch,
+                inference_delay=prepared.inference_delay_steps,
+                prev_chunk_left_over=left_over,
             )
     finally:
         torch.set_num_threads(threads_before)
@@ -217,7 +235,10 @@ def _run_both(rtc_server, smolvla_checkpoint, client_id: str, jpeg_quality: int)
     try:
         assert remote.core.identity.rtc_active, "the server must grant RTC for the tiny SmolVLA"
         for (state, rgb), before, during in zip(
-            _observations(len(PLAYED_BEFORE_REQUEST)), PLAYED_BEFORE_REQUEST, PLAYED_DURING_INFERENCE
+            _observations(len(PLAYED_BEFORE_REQUEST)),
+            PLAYED_BEFORE_REQUEST,
+            PLAYED_DURING_INFERENCE,
+            strict=False,
         ):
             remote.play(before)
             for _ in range(before):
@@ -231,10 +252,20 @@ def _run_both(rtc_server, smolvla_checkpoint, client_id: str, jpeg_quality: int)
             for _ in range(during):
                 local.get()
             remote.merge(prepared, chunk, during)
-            local.merge(original, processed, real_delay=during, action_index_before_inference=local_index)
+            local.merge(
+                original, processed, real_delay=during, action_index_before_inference=local_index
+            )
             queued = remote.core.queued_actions()
-            steps.append((prepared, chunk, queued.left_over_model, queued.left_over_robot,
-                          local.get_left_over().numpy(), local.get_processed_left_over().numpy()))
+            steps.append(
+                (
+                    prepared,
+                    chunk,
+                    queued.left_over_model,
+                    queued.left_over_robot,
+                    local.get_left_over().numpy(),
+                    local.get_processed_left_over().numpy(),
+                )
+            )
     finally:
         remote.close()
     return steps
@@ -243,13 +274,21 @@ def _run_both(rtc_server, smolvla_checkpoint, client_id: str, jpeg_quality: int)
 def test_remote_rtc_builds_the_same_queue_as_lerobot_local_rtc(rtc_server, smolvla_checkpoint):
     steps = _run_both(rtc_server, smolvla_checkpoint, "parity_raw", jpeg_quality=0)
     guided = [prepared for prepared, chunk, *_ in steps if chunk.rtc_applied]
-    assert len(guided) == len(steps) - 1, "every request after the first carries a prefix and is guided"
+    assert len(guided) == len(steps) - 1, (
+        "every request after the first carries a prefix and is guided"
+    )
     # The delay hint is the executor's windowed latency estimate; the first
     # measured delay was 0 (nothing queued), every later one is more.
-    assert all(prepared.inference_delay_steps > 0 for prepared in guided[1:]), "the executor sends its measured delay"
-    assert all(len(prepared.snapshot.left_over_model) <= HORIZON for prepared in guided), "prefix capped to the horizon"
+    assert all(prepared.inference_delay_steps > 0 for prepared in guided[1:]), (
+        "the executor sends its measured delay"
+    )
+    assert all(len(prepared.snapshot.left_over_model) <= HORIZON for prepared in guided), (
+        "prefix capped to the horizon"
+    )
     for prepared, chunk, remote_model, remote_robot, local_model, local_robot in steps:
-        assert chunk.inference_delay_steps == (prepared.inference_delay_steps if chunk.rtc_applied else 0)
+        assert chunk.inference_delay_steps == (
+            prepared.inference_delay_steps if chunk.rtc_applied else 0
+        )
         assert remote_model.shape == local_model.shape
         # Same inputs, same noise, same math: bit for bit.
         np.testing.assert_array_equal(remote_model, local_model)
@@ -266,9 +305,12 @@ def test_jpeg_frames_keep_the_remote_queue_close_to_local_rtc(rtc_server, smolvl
 
 
 def test_executor_node_streams_in_replace_mode_with_measured_delays(rtc_server, launched):
-    """The real chunk_executor_node process against the RTC server: replace mode, delays > 0, trims."""
+    """The real chunk_executor_node process against the RTC server: replace mode, delays > 0,
+    trims."""
     robot = launched("/rtc_robot")
-    executor = launched.executor("rtc_executor", robot.executor_parameters(rtc_server.namespace, rtc_requested=True))
+    executor = launched.executor(
+        "rtc_executor", robot.executor_parameters(rtc_server.namespace, rtc_requested=True)
+    )
     # A chunk that lands after the queue ran dry has nothing to trim (the robot executed nothing
     # of the old chunk meanwhile), and a loaded CI machine starves the queue now and then: so
     # wait, bounded, for eight merges of which at least one trimmed, rather than for eight only.
@@ -281,24 +323,37 @@ def test_executor_node_streams_in_replace_mode_with_measured_delays(rtc_server, 
     executor.wait(merged_eight_and_trimmed_once, 90, "eight merged chunks, one of them trimmed")
     history = [status for _, status in executor.statuses]
     last = history[-1]
-    assert last.rtc_active and last.state_name in ("STREAMING", "DEGRADED"), (last.state_name, last.reason)
-    assert max(status.last_delay_steps for status in history) > 0, "latency measured in control steps"
-    assert max(status.last_trimmed_rows for status in history) > 0, "replace mode skipped rows already executed"
+    assert last.rtc_active and last.state_name in ("STREAMING", "DEGRADED"), (
+        last.state_name,
+        last.reason,
+    )
+    assert max(status.last_delay_steps for status in history) > 0, (
+        "latency measured in control steps"
+    )
+    assert max(status.last_trimmed_rows for status in history) > 0, (
+        "replace mode skipped rows already executed"
+    )
     assert last.chunk_boundaries >= 5
     # Each new chunk continues the actions executed while it was inferred (without guidance
     # this policy's chunks start ~0.7 rad away: bench/rtc_smoothness.py). Steps played beyond
     # the delay hint are guided more softly, so a loaded machine raises the figure a little.
     assert 0 < last.prefix_deviation_mean < 0.1, last.prefix_deviation_mean
     audit = read_jsonl(rtc_server.audit)
-    answered = [record for record in audit if record["client"] == "rtc_robot" and record["outcome"] == "ok"]
+    answered = [
+        record for record in audit if record["client"] == "rtc_robot" and record["outcome"] == "ok"
+    ]
     guided = [record for record in answered if record["rtc_applied"]]
     # A request sent while the queue is empty has no prefix (a loaded CI machine can starve the
     # queue now and then), every other one is guided.
     assert len(guided) >= 5, f"{len(guided)} of {len(answered)} chunks guided by a prefix"
-    assert all(record["inference_delay_steps"] > 0 for record in guided), "the executor's delay hint reached the policy"
+    assert all(record["inference_delay_steps"] > 0 for record in guided), (
+        "the executor's delay hint reached the policy"
+    )
 
 
-def _chunk_arrived_and_dropped(stepped: SteppedExecutor, code: str, timeout_s: float = 30.0) -> bool:
+def _chunk_arrived_and_dropped(
+    stepped: SteppedExecutor, code: str, timeout_s: float = 30.0
+) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if stepped.drops().get(code):
@@ -318,27 +373,37 @@ def test_a_reset_during_an_rtc_request_never_merges_the_old_episode(rtc_server, 
         stepped.play(30)
         stepped.observe(state2, rgb2)
         old = stepped.send()
-        assert old.snapshot.left_over_model is not None and len(old.snapshot.left_over_model), "an RTC prefix is on its way"
+        assert old.snapshot.left_over_model is not None and len(old.snapshot.left_over_model), (
+            "an RTC prefix is on its way"
+        )
         merged = stepped.telemetry().chunks_merged
         if reset_while == "chunk_on_its_way":
             stepped.core.reset_episode()  # what ~/reset_episode does first
             answer = stepped.core.wait_for_answer(0.0)
             assert answer.chunk is None and answer.cancelled
-            assert _chunk_arrived_and_dropped(stepped, "late"), "the old episode's chunk still arrives, and is dropped"
+            assert _chunk_arrived_and_dropped(stepped, "late"), (
+                "the old episode's chunk still arrives, and is dropped"
+            )
         else:
             chunk = stepped.receive()
             assert chunk.request.episode == 0
             stepped.core.reset_episode()
             latency_ns = int(0.05e9)
-            assert not stepped.core.merge(old, chunk, old.request.sent_monotonic_ns + latency_ns, time.monotonic())
+            assert not stepped.core.merge(
+                old, chunk, old.request.sent_monotonic_ns + latency_ns, time.monotonic()
+            )
             assert stepped.drops().get("stale_episode", 0) == 1
         telemetry = stepped.telemetry()
-        assert telemetry.chunks_merged == merged and telemetry.queue_depth == 0, "nothing of it was queued"
+        assert telemetry.chunks_merged == merged and telemetry.queue_depth == 0, (
+            "nothing of it was queued"
+        )
 
         stepped.observe(state2, rgb2)
         fresh = stepped.send()
         assert fresh.request.episode == 1
-        assert fresh.snapshot.left_over_model is None, "the old episode's actions never guide the new one"
+        assert fresh.snapshot.left_over_model is None, (
+            "the old episode's actions never guide the new one"
+        )
         chunk = stepped.receive()
         assert chunk.request.episode == 1 and not chunk.rtc_applied
         stepped.merge(fresh, chunk, 1)
@@ -348,9 +413,12 @@ def test_a_reset_during_an_rtc_request_never_merges_the_old_episode(rtc_server, 
 
 
 def test_rtc_asked_of_a_policy_without_it_is_downgraded_to_append_mode(policy_server, launched):
-    """ACT cannot condition on a prefix: the session is accepted, RTC is off, chunks are appended."""
+    """ACT cannot condition on a prefix: the session is accepted, RTC is off, chunks are
+    appended."""
     robot = launched("/append_robot")
-    executor = launched.executor("append_executor", robot.executor_parameters(policy_server.namespace, rtc_requested=True))
+    executor = launched.executor(
+        "append_executor", robot.executor_parameters(policy_server.namespace, rtc_requested=True)
+    )
     executor.wait(lambda s: s.chunks_merged >= 3, 60, "three merged chunks")
     history = [status for _, status in executor.statuses]
     assert not any(status.rtc_active for status in history)
@@ -360,7 +428,9 @@ def test_rtc_asked_of_a_policy_without_it_is_downgraded_to_append_mode(policy_se
     assert not any(record["rtc_applied"] for record in audit if record["client"] == "append_robot")
 
 
-def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_server, smolvla_checkpoint):
+def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(
+    rtc_server, smolvla_checkpoint
+):
     """Everything the server captured, prefixes and delays included, reproduced by the replay tool.
 
     The test sends its own RTC traffic first, so it replays something however
@@ -382,12 +452,33 @@ def test_rtc_traffic_replays_offline_exactly_with_the_servers_noise_seed(rtc_ser
 
     def replay(*extra):
         done = subprocess.run(
-            [sys.executable, "-m", "lerobot_ros.server.replay", str(rtc_server.capture), "--checkpoint",
-             str(smolvla_checkpoint), *extra], capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "lerobot_ros.server.replay",
+                str(rtc_server.capture),
+                "--checkpoint",
+                str(smolvla_checkpoint),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
-    code, summary = replay("--noise-seed", str(NOISE_SEED), "--default-task", TASK, "--torch-threads", str(TORCH_THREADS))
-    assert code == 0 and summary["compared"] >= len(PLAYED_BEFORE_REQUEST) and summary["max_abs_difference"] == 0.0, summary
+    code, summary = replay(
+        "--noise-seed",
+        str(NOISE_SEED),
+        "--default-task",
+        TASK,
+        "--torch-threads",
+        str(TORCH_THREADS),
+    )
+    assert (
+        code == 0
+        and summary["compared"] >= len(PLAYED_BEFORE_REQUEST)
+        and summary["max_abs_difference"] == 0.0
+    ), summary
     code, summary = replay("--default-task", TASK)  # fresh noise: the sampled chunks differ
     assert code == 1 and summary["differing"] == summary["compared"], summary

@@ -1,4 +1,5 @@
-"""Serving classes at start-up, exclusive serving and the SIGTERM drain, with real server processes."""
+"""Serving classes at start-up, exclusive serving and the SIGTERM drain, with real server
+processes."""
 
 import signal
 import subprocess
@@ -6,17 +7,17 @@ import sys
 import time
 
 import pytest
-from support.ros import spin_until
-from support.servers import start_server
-from support.policies import write_unservable_checkpoint
-from support.robot_client import RobotClient
 
-from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.msg import ActionChunk, ServerStatus
 from lerobot_ros.processes import stop
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.server.policy.checkpoint import load_policy
 from lerobot_ros.server.policy.policy_families import UnsupportedPolicyError
 from lerobot_ros.srv import OpenSession
+from support.policies import write_unservable_checkpoint
+from support.robot_client import RobotClient
+from support.ros import spin_until
+from support.servers import start_server
 
 
 def test_forcing_shared_on_a_stateful_policy_is_refused(diffusion_checkpoint):
@@ -27,9 +28,19 @@ def test_forcing_shared_on_a_stateful_policy_is_refused(diffusion_checkpoint):
 def test_an_unsupported_policy_family_stops_the_server_at_start_up(tmp_path):
     checkpoint = write_unservable_checkpoint(tmp_path / "vqbet")
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.server.node", "--ros-args", "-p", f"checkpoint:={checkpoint}",
-         "-r", "__node:=lerobot_unsupported"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.server.node",
+            "--ros-args",
+            "-p",
+            f"checkpoint:={checkpoint}",
+            "-r",
+            "__node:=lerobot_unsupported",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1
     assert "policy type 'vqbet' cannot be served" in result.stderr
@@ -40,15 +51,21 @@ def test_an_unsupported_policy_family_stops_the_server_at_start_up(tmp_path):
 @pytest.fixture(scope="module")
 def diffusion_server(diffusion_checkpoint, tmp_path_factory, ros_node):
     server = start_server(
-        diffusion_checkpoint, tmp_path_factory.mktemp("diffusion_server"), ros_node,
-        node_name="lerobot_diffusion", warmup_inferences=1,
+        diffusion_checkpoint,
+        tmp_path_factory.mktemp("diffusion_server"),
+        ros_node,
+        node_name="lerobot_diffusion",
+        warmup_inferences=1,
     )
     yield server
     stop(server.process)
 
 
 def test_diffusion_is_served_exclusively_with_its_observation_history(diffusion_server, ros_node):
-    first, second = RobotClient(ros_node, "first_arm", "/lerobot_diffusion"), RobotClient(ros_node, "second_arm", "/lerobot_diffusion")
+    first, second = (
+        RobotClient(ros_node, "first_arm", "/lerobot_diffusion"),
+        RobotClient(ros_node, "second_arm", "/lerobot_diffusion"),
+    )
     response = first.open()
     assert response.accepted, response.message
     assert response.capabilities.serving_mode == "exclusive" and response.max_sessions == 1
@@ -60,31 +77,49 @@ def test_diffusion_is_served_exclusively_with_its_observation_history(diffusion_
         assert (chunk.chunk_length, chunk.action_dim) == (8, 6)
     assert first.close().success
     assert "forced" not in diffusion_server.log_text()
-    assert "serving mode exclusive: diffusion keeps observation history" in diffusion_server.log_text()
+    assert (
+        "serving mode exclusive: diffusion keeps observation history"
+        in diffusion_server.log_text()
+    )
 
 
-def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_flight_chunk(diffusion_server, ros_node):
+def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_flight_chunk(
+    diffusion_server, ros_node
+):
     robot = RobotClient(ros_node, "draining_arm", "/lerobot_diffusion")
     assert robot.open().accepted
     beats = []
-    subscription = ros_node.create_subscription(ServerStatus, "/lerobot_diffusion/status", beats.append, 10)
+    subscription = ros_node.create_subscription(
+        ServerStatus, "/lerobot_diffusion/status", beats.append, 10
+    )
     try:
         assert spin_until(ros_node, lambda: beats, 10)
-        # How long one request keeps the server busy on this machine (0.25-1 s), so the signal lands inside the next.
+        # How long one request keeps the server busy on this machine (0.25-1 s), so the signal
+        # lands inside the next.
         first = robot.request(robot.observation(0), timeout_s=60)
         assert first.status == ActionChunk.STATUS_OK, first.error
-        busy_s = sum(control_plane.seconds_from_duration(d) for d in (first.queue_wait, first.preprocess, first.inference))
+        busy_s = sum(
+            control_plane.seconds_from_duration(d)
+            for d in (first.queue_wait, first.preprocess, first.inference)
+        )
         msg = robot.observation(1)
         sent = time.monotonic()
         robot.send(msg)
-        time.sleep(min(0.3, busy_s / 3))  # delivered and taken by the worker, well before the chunk is done
+        time.sleep(
+            min(0.3, busy_s / 3)
+        )  # delivered and taken by the worker, well before the chunk is done
         diffusion_server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         refused = RobotClient(ros_node, "late_arm", "/lerobot_diffusion").open()
-        assert spin_until(ros_node, lambda: any(c.seq == msg.seq for c in robot.chunks), 30), "the in-flight chunk never came"
+        assert spin_until(ros_node, lambda: any(c.seq == msg.seq for c in robot.chunks), 30), (
+            "the in-flight chunk never came"
+        )
         chunk = next(c for c in robot.chunks if c.seq == msg.seq)
         assert chunk.status == ActionChunk.STATUS_OK and chunk.seq == 1
-        server_busy = sum(control_plane.seconds_from_duration(d) for d in (chunk.queue_wait, chunk.preprocess, chunk.inference))
+        server_busy = sum(
+            control_plane.seconds_from_duration(d)
+            for d in (chunk.queue_wait, chunk.preprocess, chunk.inference)
+        )
         assert server_busy > signalled - sent, "the request was not in flight when SIGTERM arrived"
         assert not refused.accepted and refused.refusal == OpenSession.Response.REFUSAL_DRAINING
         beats_at_drain = len(beats)

@@ -11,18 +11,18 @@ release it, and SIGINT still ends it cleanly.
 
 from __future__ import annotations
 
+from lerobot_ros.msg import ServerStatus
+from lerobot_ros.processes import stop
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
+from lerobot_ros.srv import GetStatus
 from support.lifecycle import change_state, lifecycle_state, set_parameters
 from support.robot_client import RobotClient, call
 from support.ros import spin_until
 from support.servers import spawn_server
 
-from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
-from lerobot_ros.msg import ServerStatus
-from lerobot_ros.processes import stop
-from lerobot_ros.srv import GetStatus
-
 NODE = "/managed_server"
-#: Every inference takes this much longer, so a request is surely in flight when deactivate arrives.
+#: Every inference takes this much longer, so a request is surely in flight when deactivate
+# arrives.
 INFERENCE_DELAY_S = 1.0
 
 
@@ -35,15 +35,23 @@ def status_of(ros_node) -> ServerStatus:
 
 
 def test_every_transition_through_the_lifecycle_services(act_checkpoint, tmp_path, ros_node):
-    server = spawn_server(tmp_path / "no_checkpoint_here", tmp_path, node_name=NODE.strip("/"), autostart=False,
-                          inject_delay_s=INFERENCE_DELAY_S, warmup_inferences=1)
+    server = spawn_server(
+        tmp_path / "no_checkpoint_here",
+        tmp_path,
+        node_name=NODE.strip("/"),
+        autostart=False,
+        inject_delay_s=INFERENCE_DELAY_S,
+        warmup_inferences=1,
+    )
     try:
         assert lifecycle_state(ros_node, NODE) == "unconfigured"
 
         # A bad checkpoint: configure fails with the reason, and the node stays unconfigured.
         assert change_state(ros_node, NODE, "configure") is False
         assert lifecycle_state(ros_node, NODE) == "unconfigured"
-        assert "configure failed:" in server.log_text() and "no_checkpoint_here" in server.log_text()
+        assert (
+            "configure failed:" in server.log_text() and "no_checkpoint_here" in server.log_text()
+        )
 
         # Unconfigured, a start-up parameter may change: the next configure reads it.
         assert set_parameters(ros_node, NODE, checkpoint=str(act_checkpoint))[0].successful
@@ -62,7 +70,9 @@ def test_every_transition_through_the_lifecycle_services(act_checkpoint, tmp_pat
         robot.send(robot.observation(2))
         spin_until(ros_node, lambda: False, INFERENCE_DELAY_S / 2)
         assert change_state(ros_node, NODE, "deactivate") is True
-        assert spin_until(ros_node, lambda: any(chunk.seq == 2 for chunk in robot.chunks), 10), "in-flight unanswered"
+        assert spin_until(ros_node, lambda: any(chunk.seq == 2 for chunk in robot.chunks), 10), (
+            "in-flight unanswered"
+        )
         assert next(chunk for chunk in robot.chunks if chunk.seq == 2).status == 0
         refused = RobotClient(ros_node, "late_arm", NODE).open()
         assert not refused.accepted and "lifecycle state 'inactive'" in refused.message
@@ -76,10 +86,17 @@ def test_every_transition_through_the_lifecycle_services(act_checkpoint, tmp_pat
 
         # Runtime parameters: applied at once, or refused with the reason.
         accepted, invalid, startup_only = set_parameters(
-            ros_node, NODE, max_batch_size=3, session_idle_timeout_s=-1.0, checkpoint="elsewhere")
+            ros_node, NODE, max_batch_size=3, session_idle_timeout_s=-1.0, checkpoint="elsewhere"
+        )
         assert accepted.successful
-        assert (invalid.successful, invalid.reason) == (False, "'session_idle_timeout_s' is -1.0, expected more than 0")
-        assert not startup_only.successful and "'checkpoint' takes effect only at start-up" in startup_only.reason
+        assert (invalid.successful, invalid.reason) == (
+            False,
+            "'session_idle_timeout_s' is -1.0, expected more than 0",
+        )
+        assert (
+            not startup_only.successful
+            and "'checkpoint' takes effect only at start-up" in startup_only.reason
+        )
         assert status_of(ros_node).max_batch_size == 3  # applied before the set was answered
 
         assert change_state(ros_node, NODE, "deactivate") is True
@@ -90,4 +107,3 @@ def test_every_transition_through_the_lifecycle_services(act_checkpoint, tmp_pat
         assert stop(server.process, timeout_s=15) == 0, server.log_text()[-3000:]
     finally:
         stop(server.process, timeout_s=15)
-

@@ -12,14 +12,14 @@ import urllib.request
 
 import numpy as np
 import pytest
-from support.jsonl import read_jsonl
-from support.ros import call_service, spin_until
-from support.robot_client import RobotClient
 
-from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from lerobot_ros.srv import OpenSession
+from support.jsonl import read_jsonl
+from support.robot_client import RobotClient
+from support.ros import call_service, spin_until
 
 
 @pytest.fixture
@@ -47,7 +47,10 @@ def test_two_robots_at_once_get_their_own_correctly_shaped_chunks(robots):
     states = {"left_arm": np.zeros(6), "right_arm": np.full(6, 0.8)}
     for seq in range(3):
         # Both in flight at once; each waits for its own answer.
-        messages = {robot.client_id: robot.observation(seq, state=states[robot.client_id]) for robot in (left, right)}
+        messages = {
+            robot.client_id: robot.observation(seq, state=states[robot.client_id])
+            for robot in (left, right)
+        }
         for robot in (left, right):
             robot.send(messages[robot.client_id])
         for robot in (left, right):
@@ -60,7 +63,9 @@ def test_two_robots_at_once_get_their_own_correctly_shaped_chunks(robots):
     assert all(chunk.client_id == "right_arm" for chunk in right.chunks)
     left_actions = chunk_from_msg(left.chunks[-1]).actions_robot
     right_actions = chunk_from_msg(right.chunks[-1]).actions_robot
-    assert not np.allclose(left_actions, right_actions), "different states must give different chunks"
+    assert not np.allclose(left_actions, right_actions), (
+        "different states must give different chunks"
+    )
 
 
 def test_wrong_action_order_is_refused_with_both_lists(robots):
@@ -98,7 +103,10 @@ def test_malformed_observations_are_rejected_while_another_robot_keeps_streaming
         (broken.observation(0, state=np.zeros(4)), "state has 4 values; the policy expects 6"),
         (broken.observation(1, state=[np.nan] * 6), "not finite"),
         (broken.observation(2, schema_version=7), "schema version 7"),
-        (broken.observation(3, compressed_camera_names=["observation.images.side"]), "missing ['observation.images.front']"),
+        (
+            broken.observation(3, compressed_camera_names=["observation.images.side"]),
+            "missing ['observation.images.front']",
+        ),
     ]
     corrupt = broken.observation(4)
     corrupt.compressed_images[0].data = b"\xff\xd8garbage"
@@ -108,9 +116,13 @@ def test_malformed_observations_are_rejected_while_another_robot_keeps_streaming
         chunk = healthy.request(healthy.observation(index))
         assert chunk.status == ActionChunk.STATUS_OK, chunk.error
         answer = broken.request(msg)
-        assert answer.status == ActionChunk.STATUS_REJECTED and expected in answer.error, answer.error
+        assert answer.status == ActionChunk.STATUS_REJECTED and expected in answer.error, (
+            answer.error
+        )
         assert len(answer.actions_robot) == 0
-    assert broken.request(broken.observation(10)).status == ActionChunk.STATUS_OK  # the session still works
+    assert (
+        broken.request(broken.observation(10)).status == ActionChunk.STATUS_OK
+    )  # the session still works
 
 
 def test_a_burst_is_answered_newest_first_never_out_of_order(robots):
@@ -138,7 +150,9 @@ def test_reset_episode_refuses_the_old_and_the_current_episode(robots):
     assert stale.status == ActionChunk.STATUS_REJECTED and "episode 0 is over" in stale.error
     assert robot.request(robot.observation(2, episode=1)).status == ActionChunk.STATUS_OK
     again = robot.reset_episode(1)
-    assert not again.success and again.episode == 1, "a reset must name a later episode (ResetEpisode.srv)"
+    assert not again.success and again.episode == 1, (
+        "a reset must name a later episode (ResetEpisode.srv)"
+    )
     assert "episode 1 is not after the current episode 1" in again.message
     older = robot.reset_episode(0)
     assert not older.success and "episode 0 is not after the current episode 1" in older.message
@@ -155,30 +169,41 @@ def test_close_and_idle_collection_destroy_the_data_plane(robots, ros_node):
     assert spin_until(ros_node, lambda: _topic_has_subscriber(ros_node, topic), 5)
     assert closing.close().success
     closing.session_id = ""
-    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 5), "topic survived close"
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 5), (
+        "topic survived close"
+    )
     again = closing.close()
     assert not again.success and "no open session" in again.message
     # The idle robot never sends: collected after the server's 3 s idle timeout.
     idle._disconnect()
     idle_topic = "/lerobot/clients/idle_arm/observation"
-    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, idle_topic), 10), "idle session not collected"
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, idle_topic), 10), (
+        "idle session not collected"
+    )
     idle.session_id = ""
 
 
 def _metric(policy_server, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{policy_server.http_port}/metrics", timeout=5) as response:
-        line = next(line for line in response.read().decode().splitlines() if line.startswith(name + " "))
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{policy_server.http_port}/metrics", timeout=5
+    ) as response:
+        line = next(
+            line for line in response.read().decode().splitlines() if line.startswith(name + " ")
+        )
     return float(line.split()[1])
 
 
-def test_a_standby_session_outwaits_the_timeouts_and_its_first_observation_promotes_it(robots, ros_node,
-                                                                                          policy_server):
+def test_a_standby_session_outwaits_the_timeouts_and_its_first_observation_promotes_it(
+    robots, ros_node, policy_server
+):
     from lerobot_ros.msg import ServerStatus
     from lerobot_ros.protocol.qos import STATUS_QOS
     from lerobot_ros.srv import GetStatus
 
     def standbys() -> int:
-        return call_service(ros_node, GetStatus, "/lerobot/get_status", GetStatus.Request(), 20.0).status.standby_sessions
+        return call_service(
+            ros_node, GetStatus, "/lerobot/get_status", GetStatus.Request(), 20.0
+        ).status.standby_sessions
 
     robot = robots("standby_arm")
     opened_at = time.monotonic()
@@ -186,25 +211,41 @@ def test_a_standby_session_outwaits_the_timeouts_and_its_first_observation_promo
     assert response.accepted, response.message
     assert standbys() == 1 and _metric(policy_server, "lerobot_ros_standby_sessions") == 1.0
     beats = []
-    subscription = ros_node.create_subscription(ServerStatus, "/lerobot/status", beats.append, STATUS_QOS)
+    subscription = ros_node.create_subscription(
+        ServerStatus, "/lerobot/status", beats.append, STATUS_QOS
+    )
     try:
-        assert spin_until(ros_node, lambda: beats and beats[-1].standby_sessions == 1, 5), "no heartbeat with the standby"
+        assert spin_until(ros_node, lambda: beats and beats[-1].standby_sessions == 1, 5), (
+            "no heartbeat with the standby"
+        )
         assert beats[-1].active_sessions >= 1
-        # Past session_first_observation_timeout_s (5 s) and session_idle_timeout_s (3 s), plus a collection period.
+        # Past session_first_observation_timeout_s (5 s) and session_idle_timeout_s (3 s), plus a
+        # collection period.
         spin_until(ros_node, lambda: False, max(0.0, opened_at + 7.0 - time.monotonic()))
         assert standbys() == 1, "the standby was collected while its robot was connected"
         topic = "/lerobot/clients/standby_arm/observation"
         assert _topic_has_subscriber(ros_node, topic), "the standby's data plane was destroyed"
         chunk = robot.request(robot.observation(0))
-        assert chunk.status == ActionChunk.STATUS_OK and chunk.session_id == robot.session_id, chunk.error
+        assert chunk.status == ActionChunk.STATUS_OK and chunk.session_id == robot.session_id, (
+            chunk.error
+        )
         assert standbys() == 0
-        assert spin_until(ros_node, lambda: beats[-1].standby_sessions == 0, 5), "the heartbeat still shows the standby"
+        assert spin_until(ros_node, lambda: beats[-1].standby_sessions == 0, 5), (
+            "the heartbeat still shows the standby"
+        )
     finally:
         ros_node.destroy_subscription(subscription)
     assert _metric(policy_server, "lerobot_ros_standby_sessions") == 0.0
-    promoted = [record for record in read_jsonl(policy_server.audit, '"standby_arm"')
-                if record["outcome"] == "standby_promoted"]
-    assert len(promoted) == 1 and promoted[0]["session"] == robot.session_id and promoted[0]["standby_for_s"] >= 6.0
+    promoted = [
+        record
+        for record in read_jsonl(policy_server.audit, '"standby_arm"')
+        if record["outcome"] == "standby_promoted"
+    ]
+    assert (
+        len(promoted) == 1
+        and promoted[0]["session"] == robot.session_id
+        and promoted[0]["standby_for_s"] >= 6.0
+    )
     assert "standby session of standby_arm promoted" in policy_server.log_text()
 
 
@@ -212,12 +253,18 @@ def test_a_standby_whose_robot_left_is_collected(robots, ros_node, policy_server
     robot = robots("departed_standby_arm")
     assert robot.open(standby=True).accepted
     topic = "/lerobot/clients/departed_standby_arm/observation"
-    spin_until(ros_node, lambda: False, 2.0)  # the server's collection timer (1 s) sees the robot's publisher
+    spin_until(
+        ros_node, lambda: False, 2.0
+    )  # the server's collection timer (1 s) sees the robot's publisher
     robot._disconnect()
-    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 10), "standby not collected"
+    assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 10), (
+        "standby not collected"
+    )
     robot.session_id = ""
     why = policy_server.log_text().split("departed_standby_arm closed: ")[-1].splitlines()[0]
-    assert why.startswith("its observation publisher left the ROS graph") and why.endswith("(standby)"), why
+    assert why.startswith("its observation publisher left the ROS graph") and why.endswith(
+        "(standby)"
+    ), why
 
 
 def test_audit_log_has_one_line_per_request(robots, policy_server):
@@ -234,7 +281,9 @@ def test_audit_log_has_one_line_per_request(robots, policy_server):
     records = lines()
     assert [record["seq"] for record in records] == [0, 1, 2, 3, 4]
     assert [record["outcome"] for record in records] == ["ok"] * 4 + ["rejected"]
-    assert all(record["session"] == robot.session_id and record["inference_ms"] >= 0 for record in records)
+    assert all(
+        record["session"] == robot.session_id and record["inference_ms"] >= 0 for record in records
+    )
     assert all(record["inference_ms"] > 0 for record in records[:4])
 
 
@@ -249,14 +298,27 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
     base = f"http://127.0.0.1:{policy_server.http_port}"
     with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
         assert response.status == 200 and json.loads(response.read())["status"] == "ok"
-    with urllib.request.urlopen(base + "/livez", timeout=5) as response:  # the liveness probe of deploy/kubernetes
+    with urllib.request.urlopen(
+        base + "/livez", timeout=5
+    ) as response:  # the liveness probe of deploy/kubernetes
         alive = json.loads(response.read())
-        assert response.status == 200 and (alive["status"], alive["readiness"]) == ("alive", "ok"), alive
+        assert response.status == 200 and (alive["status"], alive["readiness"]) == (
+            "alive",
+            "ok",
+        ), alive
     with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
         metrics = response.read().decode()
-    served = next(line for line in metrics.splitlines() if line.startswith("lerobot_ros_requests_served_total "))
+    served = next(
+        line
+        for line in metrics.splitlines()
+        if line.startswith("lerobot_ros_requests_served_total ")
+    )
     assert float(served.split()[1]) >= 1
-    values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines() if line.startswith("lerobot_ros_")}
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in metrics.splitlines()
+        if line.startswith("lerobot_ros_")
+    }
     assert values["lerobot_ros_max_batch_size"] == 8 and values["lerobot_ros_forwards_total"] >= 1
     assert values["lerobot_ros_batch_size_mean"] >= 1
     arrays = []
@@ -267,13 +329,27 @@ def test_health_metrics_diagnostics_and_capture(robots, policy_server, ros_node)
         ros_node.destroy_subscription(subscription)
     status = arrays[0].status[0]
     assert "policy server" in status.name
-    assert {value.key for value in status.values} >= {"active_sessions", "requests_served", "policy_type", "batch_size_mean"}
-    records = [record for record in read_capture(policy_server.capture) if record["request"]["client_id"] == "observed_arm"]
+    assert {value.key for value in status.values} >= {
+        "active_sessions",
+        "requests_served",
+        "policy_type",
+        "batch_size_mean",
+    }
+    records = [
+        record
+        for record in read_capture(policy_server.capture)
+        if record["request"]["client_id"] == "observed_arm"
+    ]
     assert records and records[0]["response"]["actions_robot"].shape == (50, 6)
-    assert records[0]["request"]["compressed_images"]["observation.images.front"]["data"][:2] == b"\xff\xd8"
+    assert (
+        records[0]["request"]["compressed_images"]["observation.images.front"]["data"][:2]
+        == b"\xff\xd8"
+    )
 
 
-def test_a_capture_replays_offline_to_the_same_actions(robots, policy_server, act_checkpoint, tmp_path):
+def test_a_capture_replays_offline_to_the_same_actions(
+    robots, policy_server, act_checkpoint, tmp_path
+):
     import shutil
 
     robot = robots("replayed_arm")
@@ -284,15 +360,27 @@ def test_a_capture_replays_offline_to_the_same_actions(robots, policy_server, ac
     from lerobot_ros.server.observability.capture import read_capture
 
     def captured() -> int:  # the capture line is written just after the chunk is published
-        return sum(record["request"]["client_id"] == "replayed_arm" for record in read_capture(policy_server.capture))
+        return sum(
+            record["request"]["client_id"] == "replayed_arm"
+            for record in read_capture(policy_server.capture)
+        )
 
     deadline = time.monotonic() + 10
     while captured() < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     shutil.copytree(policy_server.capture, tmp_path / "capture")
     result = subprocess.run(
-        [sys.executable, "-m", "lerobot_ros.server.replay", str(tmp_path / "capture"), "--checkpoint", str(act_checkpoint)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_ros.server.replay",
+            str(tmp_path / "capture"),
+            "--checkpoint",
+            str(act_checkpoint),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0, result.stderr[-2000:]

@@ -26,7 +26,9 @@ def gradient_rgb(height=30, width=40) -> np.ndarray:
 
 def jpeg_bytes() -> bytes:
     # OpenCV encodes BGR; convert so the JPEG decodes to RGB red.
-    ok, encoded = cv2.imencode(".jpg", cv2.cvtColor(red_rgb(), cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90])
+    ok, encoded = cv2.imencode(
+        ".jpg", cv2.cvtColor(red_rgb(), cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90]
+    )
     assert ok
     return encoded.tobytes()
 
@@ -47,7 +49,12 @@ def build(seq: int) -> Observation:
     compressed.data = jpeg_bytes()
     msg.compressed_images = [compressed]
     raw_pixels = gradient_rgb()
-    raw = Image(height=raw_pixels.shape[0], width=raw_pixels.shape[1], encoding="rgb8", step=raw_pixels.shape[1] * 3)
+    raw = Image(
+        height=raw_pixels.shape[0],
+        width=raw_pixels.shape[1],
+        encoding="rgb8",
+        step=raw_pixels.shape[1] * 3,
+    )
     raw.data = raw_pixels.tobytes()
     msg.raw_camera_names = ["observation.images.wrist"]
     msg.raw_images = [raw]

@@ -14,11 +14,21 @@ from lerobot_ros.msg import Observation
 
 def describe(msg: Observation) -> dict:
     jpeg = bytes(msg.compressed_images[0].data)
-    decoded_rgb = cv2.cvtColor(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    decoded_rgb = cv2.cvtColor(
+        cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB
+    )
     raw = msg.raw_images[0]
     return {
         "seq": msg.seq,
-        "identity": [msg.schema_version, msg.session_id, msg.client_id, msg.episode, msg.epoch, msg.sent_monotonic_ns, msg.task],
+        "identity": [
+            msg.schema_version,
+            msg.session_id,
+            msg.client_id,
+            msg.episode,
+            msg.epoch,
+            msg.sent_monotonic_ns,
+            msg.task,
+        ],
         "state": np.frombuffer(msg.state, np.float32).tolist(),
         "state_type": type(msg.state).__name__,
         "compressed_camera_names": list(msg.compressed_camera_names),
@@ -47,7 +57,9 @@ def main() -> None:
     node.destroy_node()
     rclpy.try_shutdown()
     if not received:
-        print(json.dumps({"error": f"nothing received on {topic} within {timeout_s} s"}), flush=True)
+        print(
+            json.dumps({"error": f"nothing received on {topic} within {timeout_s} s"}), flush=True
+        )
         sys.exit(1)
     print(json.dumps(describe(received[0])), flush=True)
 

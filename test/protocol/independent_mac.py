@@ -40,8 +40,16 @@ MSG_DIR = Path(__file__).resolve().parents[2] / "msg"
 INTEGER_TYPES = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"}
 #: struct codes of the raw little-endian elements of a numeric sequence or fixed-size array.
 ELEMENT_FORMATS = {
-    "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
-    "int64": "q", "uint64": "Q", "float32": "f", "float64": "d",
+    "int8": "b",
+    "uint8": "B",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "uint32": "I",
+    "int64": "q",
+    "uint64": "Q",
+    "float32": "f",
+    "float64": "d",
 }
 FLOAT_FORMATS = {"float32": "<f", "float64": "<d"}
 
@@ -50,10 +58,19 @@ STANDARD_MESSAGES: dict[str, list[tuple[str, str]]] = {
     "builtin_interfaces/Time": [("int32", "sec"), ("uint32", "nanosec")],
     "builtin_interfaces/Duration": [("int32", "sec"), ("uint32", "nanosec")],
     "std_msgs/Header": [("builtin_interfaces/Time", "stamp"), ("string", "frame_id")],
-    "sensor_msgs/CompressedImage": [("std_msgs/Header", "header"), ("string", "format"), ("uint8[]", "data")],
+    "sensor_msgs/CompressedImage": [
+        ("std_msgs/Header", "header"),
+        ("string", "format"),
+        ("uint8[]", "data"),
+    ],
     "sensor_msgs/Image": [
-        ("std_msgs/Header", "header"), ("uint32", "height"), ("uint32", "width"), ("string", "encoding"),
-        ("uint8", "is_bigendian"), ("uint32", "step"), ("uint8[]", "data"),
+        ("std_msgs/Header", "header"),
+        ("uint32", "height"),
+        ("uint32", "width"),
+        ("string", "encoding"),
+        ("uint8", "is_bigendian"),
+        ("uint32", "step"),
+        ("uint8[]", "data"),
     ],
 }
 
@@ -82,7 +99,9 @@ class FieldType:
     def _element(text: str, package: str) -> str:
         text = re.sub(r"<=\d+$", "", text)  # bounded string: string<=N
         if text in {"byte", "char", "wstring"}:
-            raise NotImplementedError(f"{text} appears in no signed message; docs/protocol.md leaves it out")
+            raise NotImplementedError(
+                f"{text} appears in no signed message; docs/protocol.md leaves it out"
+            )
         if text in INTEGER_TYPES or text in FLOAT_FORMATS or text in {"bool", "string"}:
             return text
         if text == "Header":  # ROS 1 spelling still accepted by rosidl
@@ -115,15 +134,21 @@ def parse_msg(text: str, package: str = PACKAGE) -> list[tuple[FieldType, str]]:
 
 
 class Definitions:
-    """Field lists by full type name: the package's from its .msg files, the standard ones spelled out."""
+    """Field lists by full type name: the package's from its .msg files, the standard ones spelled
+    out."""
 
     def __init__(self, msg_dir: Path = MSG_DIR, package: str = PACKAGE) -> None:
         self._fields: dict[str, list[tuple[FieldType, str]]] = {
-            name: [(FieldType.parse(type_text, name.split("/")[0]), field) for type_text, field in spelled]
+            name: [
+                (FieldType.parse(type_text, name.split("/")[0]), field)
+                for type_text, field in spelled
+            ]
             for name, spelled in STANDARD_MESSAGES.items()
         }
         for path in sorted(msg_dir.glob("*.msg")):
-            self._fields[f"{package}/{path.stem}"] = parse_msg(path.read_text(encoding="utf-8"), package)
+            self._fields[f"{package}/{path.stem}"] = parse_msg(
+                path.read_text(encoding="utf-8"), package
+            )
 
     def fields(self, type_name: str) -> list[tuple[FieldType, str]]:
         try:
@@ -132,14 +157,15 @@ class Definitions:
             raise KeyError(f"no field list for {type_name}") from None
 
     def with_fields(self, type_name: str, fields: list[tuple[FieldType, str]]) -> Definitions:
-        """A copy with ``type_name``'s field list replaced (tests use it to show an order swap matters)."""
+        """A copy with ``type_name``'s field list replaced (tests use it to show an order swap
+        matters)."""
         copy = object.__new__(Definitions)
         copy._fields = {**self._fields, _short_form(type_name): fields}
         return copy
 
 
 def _short_form(type_name: str) -> str:
-    """"lerobot_ros/msg/Observation" -> "lerobot_ros/Observation"."""
+    """ "lerobot_ros/msg/Observation" -> "lerobot_ros/Observation"."""
     parts = type_name.split("/")
     return f"{parts[0]}/{parts[-1]}" if len(parts) == 3 else type_name
 
@@ -184,7 +210,9 @@ def _feed(digest, field_type: FieldType, value, definitions: Definitions) -> Non
         _feed_scalar(digest, element, value, definitions)
     elif element in ELEMENT_FORMATS:  # numeric: byte length + raw little-endian elements
         raw = _numeric_bytes(element, value)
-        if field_type.fixed_size is not None and len(raw) != field_type.fixed_size * struct.calcsize(ELEMENT_FORMATS[element]):
+        if field_type.fixed_size is not None and len(
+            raw
+        ) != field_type.fixed_size * struct.calcsize(ELEMENT_FORMATS[element]):
             raise ValueError(f"a {element}[{field_type.fixed_size}] array got {len(raw)} bytes")
         _length(digest, len(raw))
         digest.update(raw)
@@ -194,7 +222,9 @@ def _feed(digest, field_type: FieldType, value, definitions: Definitions) -> Non
             _feed_scalar(digest, element, item, definitions)
 
 
-def feed_message(digest, type_name: str, values: dict, definitions: Definitions, skip: str | None = None) -> None:
+def feed_message(
+    digest, type_name: str, values: dict, definitions: Definitions, skip: str | None = None
+) -> None:
     for field_type, name in definitions.fields(type_name):
         if name == skip:
             continue
@@ -207,17 +237,25 @@ def session_key(secret: str) -> bytes:
     return secret.encode("ascii")
 
 
-def mac(type_name: str, values: dict, secret: str, definitions: Definitions | None = None) -> bytes:
-    """HMAC-SHA256 of the message ``values`` of ``type_name`` (e.g. "lerobot_ros/msg/Observation")."""
+def mac(
+    type_name: str, values: dict, secret: str, definitions: Definitions | None = None
+) -> bytes:
+    """HMAC-SHA256 of the message ``values`` of ``type_name`` (e.g.
+    "lerobot_ros/msg/Observation")."""
     definitions = definitions or Definitions()
     short_name = type_name.split("/")[-1]
-    digest = hmac.new(session_key(secret), DOMAIN + short_name.encode("ascii") + b"\x00", hashlib.sha256)
+    digest = hmac.new(
+        session_key(secret), DOMAIN + short_name.encode("ascii") + b"\x00", hashlib.sha256
+    )
     feed_message(digest, type_name, values, definitions, skip=MAC_FIELD)
     return digest.digest()
 
 
-def verify(type_name: str, values: dict, secret: str, definitions: Definitions | None = None) -> bool:
-    """Whether ``values["mac"]`` (bytes, a byte list or hex) is the MAC of the message under ``secret``."""
+def verify(
+    type_name: str, values: dict, secret: str, definitions: Definitions | None = None
+) -> bool:
+    """Whether ``values["mac"]`` (bytes, a byte list or hex) is the MAC of the message under
+    ``secret``."""
     carried = values.get(MAC_FIELD, b"")
     carried = bytes.fromhex(carried) if isinstance(carried, str) else bytes(carried)
     return len(carried) == hashlib.sha256().digest_size and hmac.compare_digest(

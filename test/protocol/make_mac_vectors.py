@@ -43,18 +43,25 @@ UINT32_MAX = (1 << 32) - 1
 INT64_MIN = -(1 << 63)
 
 JPEG_LIKE = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffdb0043000001020304ff00ffd9")
-PNG_LIKE = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000002000000020806000000") + b"IEND\xaeB`\x82"
+PNG_LIKE = (
+    bytes.fromhex("89504e470d0a1a0a0000000d4948445200000002000000020806000000") + b"IEND\xaeB`\x82"
+)
 
 # Each case: name, what it covers, full type name, secret, the values set on a fresh message.
 CASES = [
     {
         "name": "observation_every_field_kind",
         "description": (
-            "An Observation using every field: seq = 2^64-1 (20 decimal digits), episode and epoch = 2^32-1, "
-            "sent_monotonic_ns = -2^63 (a negative int64: a minus sign in the decimal text), a task in several "
-            "scripts with a decomposed accent (hashed as sent, never normalised), a state with -0.0 (not 0.0), "
-            "the float32 maximum and the smallest subnormal, two compressed frames and two raw frames with "
-            "headers (negative and positive stamps, a non-ASCII frame_id), and an RTC prefix of 2 x 3."
+            "An Observation using every field: seq = 2^64-1 (20 decimal digits), episode and "
+            "epoch = 2^32-1, "
+            "sent_monotonic_ns = -2^63 (a negative int64: a minus sign in the decimal text), a "
+            "task in several "
+            "scripts with a decomposed accent (hashed as sent, never normalised), a state with "
+            "-0.0 (not 0.0), "
+            "the float32 maximum and the smallest subnormal, two compressed frames and two raw "
+            "frames with "
+            "headers (negative and positive stamps, a non-ASCII frame_id), and an RTC prefix of 2 "
+            "x 3."
         ),
         "type": "lerobot_ros/msg/Observation",
         "secret": "0123456789abcdef0123456789abcdef",
@@ -70,19 +77,40 @@ CASES = [
             "state": [0.0, -0.0, 1.5, -2.25, FLOAT32_MAX, FLOAT32_SUBNORMAL, f32(0.1)],
             "compressed_camera_names": ["observation.images.front", "observation.images.wrist"],
             "compressed_images": [
-                {"header": {"stamp": {"sec": 1733300000, "nanosec": 999999999}, "frame_id": "front_camera"},
-                 "format": "jpeg", "data": JPEG_LIKE.hex()},
-                {"header": {"stamp": {"sec": -5, "nanosec": 0}, "frame_id": "poignet_caméra"},
-                 "format": "rgb8; png compressed bgr8", "data": PNG_LIKE.hex()},
+                {
+                    "header": {
+                        "stamp": {"sec": 1733300000, "nanosec": 999999999},
+                        "frame_id": "front_camera",
+                    },
+                    "format": "jpeg",
+                    "data": JPEG_LIKE.hex(),
+                },
+                {
+                    "header": {"stamp": {"sec": -5, "nanosec": 0}, "frame_id": "poignet_caméra"},
+                    "format": "rgb8; png compressed bgr8",
+                    "data": PNG_LIKE.hex(),
+                },
             ],
             "raw_camera_names": ["observation.images.top", "observation.images.depthless"],
             "raw_images": [
-                {"header": {"stamp": {"sec": 7, "nanosec": 123}, "frame_id": "top"},
-                 "height": 2, "width": 2, "encoding": "rgb8", "is_bigendian": 0, "step": 6,
-                 "data": bytes(range(12)).hex()},
-                {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": ""},
-                 "height": 1, "width": 3, "encoding": "mono8", "is_bigendian": 1, "step": 4,
-                 "data": "00ff7f80"},
+                {
+                    "header": {"stamp": {"sec": 7, "nanosec": 123}, "frame_id": "top"},
+                    "height": 2,
+                    "width": 2,
+                    "encoding": "rgb8",
+                    "is_bigendian": 0,
+                    "step": 6,
+                    "data": bytes(range(12)).hex(),
+                },
+                {
+                    "header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": ""},
+                    "height": 1,
+                    "width": 3,
+                    "encoding": "mono8",
+                    "is_bigendian": 1,
+                    "step": 4,
+                    "data": "00ff7f80",
+                },
             ],
             "inference_delay_steps": 3,
             "prefix_steps": 2,
@@ -93,7 +121,8 @@ CASES = [
     {
         "name": "observation_as_the_executor_sends_it",
         "description": (
-            "A typical request: one JPEG camera, a 6-value state, no RTC (prefix_steps 0, empty prefixes, "
+            "A typical request: one JPEG camera, a 6-value state, no RTC (prefix_steps 0, empty "
+            "prefixes, "
             "empty raw lists), an empty task, a positive send time."
         ),
         "type": "lerobot_ros/msg/Observation",
@@ -110,15 +139,22 @@ CASES = [
             "state": [0.0, -0.5, 0.25, 1.0, -1.0, 0.125],
             "compressed_camera_names": ["observation.images.front"],
             "compressed_images": [
-                {"header": {"stamp": {"sec": 1733300001, "nanosec": 500000000}, "frame_id": "camera_front"},
-                 "format": "jpeg", "data": JPEG_LIKE.hex()},
+                {
+                    "header": {
+                        "stamp": {"sec": 1733300001, "nanosec": 500000000},
+                        "frame_id": "camera_front",
+                    },
+                    "format": "jpeg",
+                    "data": JPEG_LIKE.hex(),
+                },
             ],
         },
     },
     {
         "name": "observation_empty",
         "description": (
-            "Every field at its default: empty strings (a length of 0 and no bytes), empty sequences (a count "
+            "Every field at its default: empty strings (a length of 0 and no bytes), empty "
+            "sequences (a count "
             "or byte length of 0), zeros (the one-character text '0'). Schema version 0."
         ),
         "type": "lerobot_ros/msg/Observation",
@@ -128,9 +164,12 @@ CASES = [
     {
         "name": "action_chunk_ok",
         "description": (
-            "An answer: the request header echoed (seq 2^64-2, sent_monotonic_ns -1), status 0 (a uint8: "
-            "hashed as the text '0'), string[] action_names, 2 x 3 float32 arrays in both spaces, rtc_applied "
-            "true, the four builtin_interfaces/Duration fields (one negative), load and batch fields."
+            "An answer: the request header echoed (seq 2^64-2, sent_monotonic_ns -1), status 0 (a "
+            "uint8: "
+            "hashed as the text '0'), string[] action_names, 2 x 3 float32 arrays in both spaces, "
+            "rtc_applied "
+            "true, the four builtin_interfaces/Duration fields (one negative), load and batch "
+            "fields."
         ),
         "type": "lerobot_ros/msg/ActionChunk",
         "secret": "0123456789abcdef0123456789abcdef",
@@ -166,7 +205,8 @@ CASES = [
     {
         "name": "action_chunk_rejected",
         "description": (
-            "A refusal: status 1 (STATUS_REJECTED) with a non-ASCII error text, no actions (empty arrays, "
+            "A refusal: status 1 (STATUS_REJECTED) with a non-ASCII error text, no actions (empty "
+            "arrays, "
             "chunk_length and action_dim 0), rtc_applied false, zero durations, batch_size 0."
         ),
         "type": "lerobot_ros/msg/ActionChunk",
@@ -191,9 +231,12 @@ CASES = [
     {
         "name": "rule_coverage_server_capabilities",
         "description": (
-            "Not signed on the wire (ServerCapabilities travels in OpenSession and ServerStatus): it exercises "
-            "the walk's rules for a float32 scalar (trained_fps: 4 bytes little-endian, the value rounded to "
-            "float32) and for a numeric sequence that is not float32 or uint8 (uint32[] camera_heights: byte "
+            "Not signed on the wire (ServerCapabilities travels in OpenSession and ServerStatus): "
+            "it exercises "
+            "the walk's rules for a float32 scalar (trained_fps: 4 bytes little-endian, the value "
+            "rounded to "
+            "float32) and for a numeric sequence that is not float32 or uint8 (uint32[] "
+            "camera_heights: byte "
             "length 4 x n, then the raw little-endian uint32 values)."
         ),
         "type": "lerobot_ros/msg/ServerCapabilities",
@@ -225,8 +268,10 @@ CASES = [
     {
         "name": "rule_coverage_task_status",
         "description": (
-            "Not signed on the wire (sim_robot_node's telemetry): it exercises float64 scalars (8 bytes "
-            "little-endian) and a fixed-size numeric array (float64[2] cube_px: byte length 16, then the raw "
+            "Not signed on the wire (sim_robot_node's telemetry): it exercises float64 scalars (8 "
+            "bytes "
+            "little-endian) and a fixed-size numeric array (float64[2] cube_px: byte length 16, "
+            "then the raw "
             "doubles), a string constant in the .msg file (skipped), and a std_msgs/Header."
         ),
         "type": "lerobot_ros/msg/TaskStatus",
@@ -258,7 +303,8 @@ class _Recorder:
 
 
 def hashed_bytes(msg) -> bytes:
-    """What ``integrity.mac_of`` feeds the HMAC after the key: the domain prefix, then the field walk."""
+    """What ``integrity.mac_of`` feeds the HMAC after the key: the domain prefix, then the field
+    walk."""
     recorder = _Recorder()
     recorder.update(integrity._DOMAIN + type(msg).__name__.encode("ascii") + b"\x00")
     for name, field_type in integrity._fields(type(msg)):
@@ -275,7 +321,9 @@ def build_case(case: dict) -> dict:
     key = integrity.session_key(case["secret"])
     mac = integrity.mac_of(msg, key)
     stream = hashed_bytes(msg)
-    assert hmac.new(key, stream, "sha256").digest() == mac, "the recorded walk is not what mac_of hashes"
+    assert hmac.new(key, stream, "sha256").digest() == mac, (
+        "the recorded walk is not what mac_of hashes"
+    )
     return {
         "name": case["name"],
         "description": case["description"],
@@ -290,9 +338,12 @@ def build_case(case: dict) -> dict:
 def document() -> dict:
     return {
         "description": (
-            "Test vectors of the lerobot_ros data plane MAC (docs/protocol.md, section 'The MAC, byte for byte'). "
-            "For each case: mac = HMAC-SHA256(key = ASCII bytes of secret, message = hashed_bytes), where "
-            "hashed_bytes is the domain prefix, the type's short name, a zero byte, then the walk of every field "
+            "Test vectors of the lerobot_ros data plane MAC (docs/protocol.md, section 'The MAC, "
+            "byte for byte'). "
+            "For each case: mac = HMAC-SHA256(key = ASCII bytes of secret, message = "
+            "hashed_bytes), where "
+            "hashed_bytes is the domain prefix, the type's short name, a zero byte, then the walk "
+            "of every field "
             "but mac. Generated by the product (test/protocol/make_mac_vectors.py); checked by "
             "test/protocol/test_mac_vectors.py (an implementation written from the document) and "
             "test/protocol/test_mac_product_agrees.py (the product)."
@@ -300,10 +351,13 @@ def document() -> dict:
         "schema_version": 1,
         "domain_prefix_hex": integrity._DOMAIN.hex(),
         "value_encoding": {
-            "message": "a JSON object by field name, in the .msg file's declaration order; every field but mac present",
+            "message": "a JSON object by field name, in the .msg file's declaration order; every "
+            "field but mac present",
             "uint8[]": "a hex string of the bytes",
-            "float32[] / float64[N] / uint32[]": "a JSON array of numbers; float32 values are exactly representable in float32",
-            "integers": "JSON integers (uint64 values up to 2^64-1 and int64 values down to -2^63: parse them as 64-bit integers)",
+            "float32[] / float64[N] / uint32[]": "a JSON array of numbers; float32 values are "
+            "exactly representable in float32",
+            "integers": "JSON integers (uint64 values up to 2^64-1 and int64 values down to "
+            "-2^63: parse them as 64-bit integers)",
             "strings": "JSON strings (UTF-8 file)",
         },
         "cases": [build_case(case) for case in CASES],

@@ -26,15 +26,16 @@ def load_cases() -> list[dict]:
 
 
 def message_class(type_name: str):
-    """"lerobot_ros/msg/Observation" or "sensor_msgs/CompressedImage" -> the generated class."""
+    """ "lerobot_ros/msg/Observation" or "sensor_msgs/CompressedImage" -> the generated class."""
     parts = type_name.split("/")
     return getattr(importlib.import_module(f"{parts[0]}.msg"), parts[-1])
 
 
 def _element_type(field_type: str) -> str:
-    """"sequence<sensor_msgs/Image>" -> "sensor_msgs/Image"; "double[2]" -> "double"; "sequence<float, 5>" -> "float"."""
+    """ "sequence<sensor_msgs/Image>" -> "sensor_msgs/Image"; "double[2]" -> "double";
+    "sequence<float, 5>" -> "float"."""
     if field_type.startswith("sequence<"):
-        return field_type[len("sequence<"):].split(",")[0].rstrip(">")
+        return field_type[len("sequence<") :].split(",")[0].rstrip(">")
     return field_type.split("[")[0]
 
 
@@ -43,7 +44,8 @@ def _is_message_type(type_name: str) -> bool:
 
 
 def to_message(type_name: str, values: dict):
-    """The generated message of ``type_name`` holding ``values`` (every field but ``mac`` expected)."""
+    """The generated message of ``type_name`` holding ``values`` (every field but ``mac``
+    expected)."""
     cls = message_class(type_name)
     msg = cls()
     for name, field_type in cls.get_fields_and_field_types().items():

@@ -1,4 +1,5 @@
-"""The product's MAC (lerobot_ros.protocol.wire.data_plane.integrity) against the vectors and the independent implementation.
+"""The product's MAC (lerobot_ros.protocol.wire.data_plane.integrity) against the vectors and the
+independent implementation.
 
 Each case of docs/protocol_mac_vectors.json is built as the real generated
 message: ``mac_of`` must give the expected MAC and ``verify`` accept it; a
@@ -27,7 +28,11 @@ from protocol_vectors import load_cases, message_class, to_message, to_values  #
 from lerobot_ros.protocol.wire.data_plane import integrity  # noqa: E402
 
 CASES = load_cases()
-SIGNED = [case for case in CASES if case["type"] in ("lerobot_ros/msg/Observation", "lerobot_ros/msg/ActionChunk")]
+SIGNED = [
+    case
+    for case in CASES
+    if case["type"] in ("lerobot_ros/msg/Observation", "lerobot_ros/msg/ActionChunk")
+]
 # rclpy's names for the primitive types, in .msg spelling.
 _RCLPY_PRIMITIVES = {"boolean": "bool", "float": "float32", "double": "float64", "octet": "byte"}
 
@@ -38,7 +43,7 @@ def _ids(cases):
 
 def _msg_spelling(rclpy_type: str) -> str:
     if rclpy_type.startswith("sequence<"):
-        return _msg_spelling(rclpy_type[len("sequence<"):].split(",")[0].rstrip(">")) + "[]"
+        return _msg_spelling(rclpy_type[len("sequence<") :].split(",")[0].rstrip(">")) + "[]"
     if rclpy_type.endswith("]"):
         element, size = rclpy_type[:-1].split("[")
         return f"{_msg_spelling(element)}[{size}]"
@@ -70,7 +75,8 @@ def test_the_product_computes_the_expected_mac_and_verifies_it(case):
 
 
 def _mutations(type_name: str, values: dict, definitions, path=()):
-    """(path, mutated copy of ``values``) for every leaf field: one byte, bit or element changed."""
+    """(path, mutated copy of ``values``) for every leaf field: one byte, bit or element
+    changed."""
     for field_type, name in definitions.fields(type_name):
         if name == independent_mac.MAC_FIELD:
             continue
@@ -124,7 +130,9 @@ def test_changing_any_field_makes_verify_refuse_and_both_implementations_agree(c
             msg.mac = carried
             assert integrity.verify(msg, key) is not None, f"changing {path} still verifies"
         product = integrity.mac_of(msg, key)
-        assert product.hex() == independent_mac.mac(case["type"], values, case["secret"]).hex(), path
+        assert product.hex() == independent_mac.mac(case["type"], values, case["secret"]).hex(), (
+            path
+        )
         assert product != carried
         tried += 1
     assert tried >= len(definitions.fields(case["type"])) - 1
@@ -138,12 +146,16 @@ def test_changing_any_field_makes_verify_refuse_and_both_implementations_agree(c
 
 @pytest.mark.parametrize("case", SIGNED, ids=_ids(SIGNED))
 def test_the_readings_of_the_old_documentation_do_not_verify(case):
-    """The issue's three readings: HMAC over the CDR serialisation with an empty mac, keyed by the secret's
-    UTF-8 bytes or by the hex-decoded secret, and over the CDR serialisation without the mac field."""
+    """The issue's three readings: HMAC over the CDR serialisation with an empty mac, keyed by the
+    secret's
+    UTF-8 bytes or by the hex-decoded secret, and over the CDR serialisation without the mac
+    field."""
     from rclpy.serialization import serialize_message
 
     msg = to_message(case["type"], case["fields"])
-    cdr = serialize_message(msg)  # mac empty: its length (4 bytes of zero) is the last thing serialised
+    cdr = serialize_message(
+        msg
+    )  # mac empty: its length (4 bytes of zero) is the last thing serialised
     assert cdr.endswith(b"\x00\x00\x00\x00")
     secret = case["secret"]
     readings = [

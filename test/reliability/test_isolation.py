@@ -27,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.jsonl import read_jsonl
-from support.ros import spin_until
-from support.reliability_log import record
-from support.robot_client import RobotClient
-from support.request_harness import Harness
 
-from lerobot_ros.protocol.wire.data_plane import chunk_from_msg, observation_from_msg
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg, observation_from_msg
+from support.jsonl import read_jsonl
+from support.reliability_log import record
+from support.request_harness import Harness
+from support.robot_client import RobotClient
+from support.ros import spin_until
 
 CATEGORY = "isolation"
 ROUNDS = 5
@@ -65,26 +65,41 @@ def offline(act_checkpoint):
 
 
 # The pipeline's stages, each timed on every audit line (the server runs pipelined by default).
-STAGE_TIMES = {"queue_wait_ms", "preprocess_ms", "forward_wait_ms", "inference_ms", "finish_wait_ms", "postprocess_ms",
-               "publish_ms"}
+STAGE_TIMES = {
+    "queue_wait_ms",
+    "preprocess_ms",
+    "forward_wait_ms",
+    "inference_ms",
+    "finish_wait_ms",
+    "postprocess_ms",
+    "publish_ms",
+}
 
 
 def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, ros_node, offline):
     robots = [RobotClient(ros_node, client_id) for client_id in ROBOTS]
-    frame = np.full((96, 128, 3), 90, np.uint8)  # one image for all: only the state tells them apart
+    frame = np.full(
+        (96, 128, 3), 90, np.uint8
+    )  # one image for all: only the state tells them apart
     sent: dict[str, dict[int, object]] = {robot.client_id: {} for robot in robots}
     try:
         for robot in robots:
             response = robot.open()
             assert response.accepted, response.message
         for seq in range(1, ROUNDS + 1):
-            messages = {robot.client_id: robot.observation(seq, state=_state(index, seq), rgb=frame)
-                        for index, robot in enumerate(robots)}
+            messages = {
+                robot.client_id: robot.observation(seq, state=_state(index, seq), rgb=frame)
+                for index, robot in enumerate(robots)
+            }
             for robot in robots:  # all four waiting in the server's mailboxes at once
                 robot.send(messages[robot.client_id])
                 sent[robot.client_id][seq] = messages[robot.client_id]
-            answered = spin_until(ros_node, lambda: all(any(c.seq == seq for c in r.chunks) for r in robots), 60)
-            assert answered, f"round {seq}: {[(r.client_id, [c.seq for c in r.chunks]) for r in robots]}"
+            answered = spin_until(
+                ros_node, lambda: all(any(c.seq == seq for c in r.chunks) for r in robots), 60
+            )
+            assert answered, (
+                f"round {seq}: {[(r.client_id, [c.seq for c in r.chunks]) for r in robots]}"
+            )
 
         offline_cache: dict[tuple[str, int], np.ndarray] = {}
 
@@ -100,7 +115,10 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
         for robot in robots:
             for chunk in robot.chunks:
                 compared += 1
-                if (chunk.client_id, chunk.session_id) != (robot.client_id, robot.session_id) or chunk.seq not in sent[robot.client_id]:
+                if (chunk.client_id, chunk.session_id) != (
+                    robot.client_id,
+                    robot.session_id,
+                ) or chunk.seq not in sent[robot.client_id]:
                     wrong_ids += 1
                     continue
                 assert chunk.status == ActionChunk.STATUS_OK, chunk.error
@@ -119,33 +137,71 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
         audit_problems = []
         batch_sizes = []
         for robot in robots:
-            lines = [line for line in audit if line["client"] == robot.client_id and line["session"] == robot.session_id]
+            lines = [
+                line
+                for line in audit
+                if line["client"] == robot.client_id and line["session"] == robot.session_id
+            ]
             if sorted(line["seq"] for line in lines) != sorted(sent[robot.client_id]):
-                audit_problems.append(f"{robot.client_id}: audited seqs {sorted(line['seq'] for line in lines)}")
+                audit_problems.append(
+                    f"{robot.client_id}: audited seqs {sorted(line['seq'] for line in lines)}"
+                )
             batch_sizes += [line["batch_size"] for line in lines]
             unstaged = [line["seq"] for line in lines if not STAGE_TIMES <= line.keys()]
             if unstaged:
-                audit_problems.append(f"{robot.client_id}: seqs {unstaged} lack the stage times {sorted(STAGE_TIMES)}")
+                audit_problems.append(
+                    f"{robot.client_id}: seqs {unstaged} lack the stage times "
+                    f"{sorted(STAGE_TIMES)}"
+                )
             if any(line["outcome"] != "ok" for line in lines):
-                audit_problems.append(f"{robot.client_id}: outcomes {[line['outcome'] for line in lines]}")
+                audit_problems.append(
+                    f"{robot.client_id}: outcomes {[line['outcome'] for line in lines]}"
+                )
             # The robot's session id under any other client name would be a crossing.
-            strays = [line for line in audit if line["session"] == robot.session_id and line["client"] != robot.client_id]
-            audit_problems += [f"{robot.client_id}'s session audited as {line['client']}" for line in strays]
+            strays = [
+                line
+                for line in audit
+                if line["session"] == robot.session_id and line["client"] != robot.client_id
+            ]
+            audit_problems += [
+                f"{robot.client_id}'s session audited as {line['client']}" for line in strays
+            ]
 
-        record(CATEGORY, "4 robots, different states, concurrent, one shared batching server (chunks vs offline)",
-               tried=compared, survived=compared - crossed - foreign - wrong_ids, lost=crossed + foreign + wrong_ids,
-               rounds=ROUNDS, max_abs_difference_to_own=worst, min_distance_to_other_robots=separation,
-               largest_forward=max(batch_sizes, default=0))
-        record(CATEGORY, "audit lines of 4 concurrent robots", tried=len(ROBOTS) * ROUNDS,
-               survived=len(ROBOTS) * ROUNDS - len(audit_problems), lost=len(audit_problems))
+        record(
+            CATEGORY,
+            "4 robots, different states, concurrent, one shared batching server (chunks vs "
+            "offline)",
+            tried=compared,
+            survived=compared - crossed - foreign - wrong_ids,
+            lost=crossed + foreign + wrong_ids,
+            rounds=ROUNDS,
+            max_abs_difference_to_own=worst,
+            min_distance_to_other_robots=separation,
+            largest_forward=max(batch_sizes, default=0),
+        )
+        record(
+            CATEGORY,
+            "audit lines of 4 concurrent robots",
+            tried=len(ROBOTS) * ROUNDS,
+            survived=len(ROBOTS) * ROUNDS - len(audit_problems),
+            lost=len(audit_problems),
+        )
         assert compared == len(ROBOTS) * ROUNDS, "one chunk per request, no more"
         assert wrong_ids == 0, "a chunk arrived on a robot's topic with another robot's ids or seq"
-        assert crossed == 0 and worst <= 1e-4, f"a chunk differs from its own offline chunk by {worst}"
-        assert foreign == 0 and separation > 1e-2, f"the policy barely depends on state here ({separation}); the test proves nothing"
+        assert crossed == 0 and worst <= 1e-4, (
+            f"a chunk differs from its own offline chunk by {worst}"
+        )
+        assert foreign == 0 and separation > 1e-2, (
+            f"the policy barely depends on state here ({separation}); the test proves nothing"
+        )
         assert audit_problems == []
         assert max(batch_sizes) > 1, f"no forward pass was shared: batch sizes {batch_sizes}"
-        chunk_sizes = sorted(chunk_from_msg(chunk).batch_size for robot in robots for chunk in robot.chunks)
-        assert chunk_sizes == sorted(batch_sizes), "each chunk says the size of the forward pass its audit line records"
+        chunk_sizes = sorted(
+            chunk_from_msg(chunk).batch_size for robot in robots for chunk in robot.chunks
+        )
+        assert chunk_sizes == sorted(batch_sizes), (
+            "each chunk says the size of the forward pass its audit line records"
+        )
     finally:
         for robot in robots:
             if robot.session_id:
@@ -161,14 +217,24 @@ def relative_checkpoint(act_checkpoint, tmp_path_factory) -> Path:
     (written into the saved pipeline configs, loaded by LeRobot's own factory)."""
     directory = tmp_path_factory.mktemp("act_relative") / "checkpoint"
     shutil.copytree(act_checkpoint, directory)
-    pre_path, post_path = directory / "policy_preprocessor.json", directory / "policy_postprocessor.json"
+    pre_path, post_path = (
+        directory / "policy_preprocessor.json",
+        directory / "policy_postprocessor.json",
+    )
     pre, post = json.loads(pre_path.read_text()), json.loads(post_path.read_text())
     names = [step["registry_name"] for step in pre["steps"]]
-    pre["steps"].insert(names.index("normalizer_processor"), {
-        "registry_name": "relative_actions_processor", "config": {"enabled": True, "exclude_joints": ["gripper"]}})
+    pre["steps"].insert(
+        names.index("normalizer_processor"),
+        {
+            "registry_name": "relative_actions_processor",
+            "config": {"enabled": True, "exclude_joints": ["gripper"]},
+        },
+    )
     names = [step["registry_name"] for step in post["steps"]]
-    post["steps"].insert(names.index("unnormalizer_processor") + 1, {
-        "registry_name": "absolute_actions_processor", "config": {"enabled": True}})
+    post["steps"].insert(
+        names.index("unnormalizer_processor") + 1,
+        {"registry_name": "absolute_actions_processor", "config": {"enabled": True}},
+    )
     pre_path.write_text(json.dumps(pre, indent=2))
     post_path.write_text(json.dumps(post, indent=2))
     return directory
@@ -177,7 +243,11 @@ def relative_checkpoint(act_checkpoint, tmp_path_factory) -> Path:
 def _relative_step(processors):
     from lerobot.processor import RelativeActionsProcessorStep
 
-    return next(step for step in processors.preprocessor.steps if isinstance(step, RelativeActionsProcessorStep))
+    return next(
+        step
+        for step in processors.preprocessor.steps
+        if isinstance(step, RelativeActionsProcessorStep)
+    )
 
 
 def test_stateful_processors_keep_each_sessions_state_apart(relative_checkpoint):
@@ -197,17 +267,28 @@ def test_stateful_processors_keep_each_sessions_state_apart(relative_checkpoint)
                 results.append((session, state, msg, outcome))
                 if outcome.outcome != "ok":
                     continue
-                # The session's own step caches its own state, whatever ran for the other one before.
+                # The session's own step caches its own state, whatever ran for the other one
+                # before.
                 cached = _relative_step(session.processors).get_cached_state()
                 own = _offline_actions(runner, msg)
-                kept += (cached is not None and np.allclose(np.asarray(cached).ravel(), state)
-                         and np.allclose(outcome.reply.actions_robot, own, atol=1e-5))
+                kept += (
+                    cached is not None
+                    and np.allclose(np.asarray(cached).ravel(), state)
+                    and np.allclose(outcome.reply.actions_robot, own, atol=1e-5)
+                )
     finally:
-        record(CATEGORY, "per-session stateful processors (relative actions), 2 interleaved sessions",
-               tried=tried, survived=kept, lost=tried - kept,
-               outcomes=sorted({outcome.outcome for *_, outcome in results}),
-               first_error=next((o.reply.error for *_, o in results if o.reply.error), "")[:300])
-    assert [outcome.outcome for *_, outcome in results] == ["ok"] * tried, results[0][3].reply.error
+        record(
+            CATEGORY,
+            "per-session stateful processors (relative actions), 2 interleaved sessions",
+            tried=tried,
+            survived=kept,
+            lost=tried - kept,
+            outcomes=sorted({outcome.outcome for *_, outcome in results}),
+            first_error=next((o.reply.error for *_, o in results if o.reply.error), "")[:300],
+        )
+    assert [outcome.outcome for *_, outcome in results] == ["ok"] * tried, results[0][
+        3
+    ].reply.error
     assert kept == tried
     # The relative step really is state: the same image, other states, other absolute actions.
     assert not np.allclose(results[0][3].reply.actions_robot, results[1][3].reply.actions_robot)
@@ -220,14 +301,24 @@ def test_the_relative_checkpoint_really_carries_linked_stateful_steps(relative_c
 
     runner = _offline_runner(relative_checkpoint)
     loaded = runner.loaded
-    relative = next(step for step in loaded.preprocessor.steps if type(step).__name__ == "RelativeActionsProcessorStep")
-    absolute = next(step for step in loaded.postprocessor.steps if isinstance(step, AbsoluteActionsProcessorStep))
+    relative = next(
+        step
+        for step in loaded.preprocessor.steps
+        if type(step).__name__ == "RelativeActionsProcessorStep"
+    )
+    absolute = next(
+        step
+        for step in loaded.postprocessor.steps
+        if isinstance(step, AbsoluteActionsProcessorStep)
+    )
     assert relative.enabled and absolute.enabled and absolute.relative_step is relative
     from lerobot_ros.server.policy.policy_seam import SessionProcessors
 
     harness = Harness(runner)
     msg = harness.observation(state=np.full(6, 0.3, np.float32))
     frame = observation_from_msg(msg, 6)
-    result = runner.run(frame, SessionProcessors(loaded.preprocessor, loaded.postprocessor), "", False)
+    result = runner.run(
+        frame, SessionProcessors(loaded.preprocessor, loaded.postprocessor), "", False
+    )
     assert np.allclose(np.asarray(relative.get_cached_state()).ravel(), 0.3)
     assert result.actions_robot.shape == (50, 6) and np.isfinite(result.actions_robot).all()

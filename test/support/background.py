@@ -1,4 +1,5 @@
-"""Slow set-ups started when the suite begins, so they overlap the tests before the ones that need them.
+"""Slow set-ups started when the suite begins, so they overlap the tests before the ones that need
+them.
 
 Building the colcon workspace (~90 s) and the robot-profile venv (~80 s)
 are mostly a subprocess working alone; run inline they added their whole
@@ -22,15 +23,32 @@ from pathlib import Path
 from support.paths import REPO
 
 #: The package sources colcon builds (what a ROS workspace's src/lerobot_ros holds).
-COLCON_SOURCES = ("package.xml", "CMakeLists.txt", "setup.py", "README.md", "cmake", "msg", "srv", "action",
-                  "lerobot_ros", "bin", "launch", "config")
+COLCON_SOURCES = (
+    "package.xml",
+    "CMakeLists.txt",
+    "setup.py",
+    "README.md",
+    "cmake",
+    "msg",
+    "srv",
+    "action",
+    "lerobot_ros",
+    "bin",
+    "launch",
+    "config",
+)
 
 
 def clean_env(**extra) -> dict:
-    """This environment without what ties it to the suite's venv (for another venv or workspace)."""
+    """This environment without what ties it to the suite's venv (for another venv or
+    workspace)."""
     # The wheels' bootstrapper marks this process as set up and points
     # LD_LIBRARY_PATH at this venv; another venv must start from scratch.
-    env = {k: v for k, v in os.environ.items() if k not in ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("_ROS_WHEELS_BOOTSTRAP_COMPLETE", "LD_LIBRARY_PATH")
+    }
     env.update(extra)
     return env
 
@@ -46,13 +64,16 @@ class SetUp:
     log: Path
 
     def wait(self, timeout_s: float) -> Path:
-        """The product once the set-up succeeded; raises AssertionError (with its log) otherwise."""
+        """The product once the set-up succeeded; raises AssertionError (with its log)
+        otherwise."""
         try:
             code = self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            raise AssertionError(f"{self.name} did not finish in {timeout_s:g} s:\n{self.log.read_text()[-3000:]}")
+            raise AssertionError(
+                f"{self.name} did not finish in {timeout_s:g} s:\n{self.log.read_text()[-3000:]}"
+            )
         assert code == 0, f"{self.name} failed ({code}):\n{self.log.read_text()[-3000:]}"
         return self.product
 
@@ -63,7 +84,9 @@ class SetUp:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _spawn(name: str, directory: Path, product: Path, args: list[str], cwd: Path, env: dict) -> SetUp:
+def _spawn(
+    name: str, directory: Path, product: Path, args: list[str], cwd: Path, env: dict
+) -> SetUp:
     log = directory / f"{name}.log"
     with log.open("w") as out:
         process = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -71,14 +94,22 @@ def _spawn(name: str, directory: Path, product: Path, args: list[str], cwd: Path
 
 
 def robot_venv_setup(directory: Path) -> SetUp:
-    """``scripts/setup_env.sh --robot`` into a fresh venv: the robot-side install (no torch, no LeRobot)."""
+    """``scripts/setup_env.sh --robot`` into a fresh venv: the robot-side install (no torch, no
+    LeRobot)."""
     venv = directory / "venv"
-    return _spawn("robot set-up", directory, venv, [str(REPO / "scripts" / "setup_env.sh"), "--robot"],
-                  directory, clean_env(LEROBOT_ROS_VENV=str(venv)))
+    return _spawn(
+        "robot set-up",
+        directory,
+        venv,
+        [str(REPO / "scripts" / "setup_env.sh"), "--robot"],
+        directory,
+        clean_env(LEROBOT_ROS_VENV=str(venv)),
+    )
 
 
 def colcon_build(directory: Path) -> SetUp:
-    """``colcon build`` of this tree in a fresh workspace, with the ROS 2 wheels of the suite's venv."""
+    """``colcon build`` of this tree in a fresh workspace, with the ROS 2 wheels of the suite's
+    venv."""
     workspace = directory / "colcon_ws"
     package = workspace / "src" / "lerobot_ros"
     package.mkdir(parents=True)
@@ -96,11 +127,22 @@ def colcon_build(directory: Path) -> SetUp:
         "CMAKE_PREFIX_PATH": str(venv),
     }
     if shutil.which("colcon", path=str(venv / "bin")) is None:
-        args = [sys.executable, "-c", "raise SystemExit('colcon is missing from the venv: "
-                "scripts/setup_env.sh installs it with the test extra')"]
+        args = [
+            sys.executable,
+            "-c",
+            "raise SystemExit('colcon is missing from the venv: "
+            "scripts/setup_env.sh installs it with the test extra')",
+        ]
         return _spawn("colcon build", directory, workspace / "install", args, workspace, env)
-    args = [str(venv / "bin" / "colcon"), "build", "--event-handlers", "console_direct-",
-            "--cmake-args", "-DBUILD_TESTING=OFF", f"-DPython3_EXECUTABLE={sys.executable}"]
+    args = [
+        str(venv / "bin" / "colcon"),
+        "build",
+        "--event-handlers",
+        "console_direct-",
+        "--cmake-args",
+        "-DBUILD_TESTING=OFF",
+        f"-DPython3_EXECUTABLE={sys.executable}",
+    ]
     return _spawn("colcon build", directory, workspace / "install", args, workspace, env)
 
 

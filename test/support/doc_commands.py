@@ -26,21 +26,24 @@ from pathlib import Path
 from support.paths import REPO
 
 SHELL_LANGUAGES = ("bash", "sh", "console")
-#: Pages the bench/ generators write (their commands are the generators'): read, but their blocks need no marker.
+#: Pages the bench/ generators write (their commands are the generators'): read, but their blocks
+# need no marker.
 GENERATED = ("docs/benchmarks.md", "docs/reliability.md")
 
 MARKER = re.compile(r"^\s*<!--\s*commands:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")
 #: A code span that starts like a command: an interpreter, ros2, a script, a node executable.
 COMMAND_SPAN = re.compile(r"(\S*python |ros2 |\./scripts/|scripts/|\w+_node )")
-#: What a span that is a template, not a command to run as written, holds: ``<node>``, ``...``, ``[--robot]``,
+#: What a span that is a template, not a command to run as written, holds: ``<node>``, ``...``,
+# ``[--robot]``,
 #: a word in capitals (``--torch-threads N``, ``--work-dir DIR``).
 PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…|\[|(?<![\w$/.:=-])[A-Z][A-Z0-9_]*(?![\w/.:=-])")
 
 
 @dataclass(frozen=True)
 class Marker:
-    """A ``<!-- commands: ... -->`` line: ``kind`` is "run by" or "need"; anything else is ``malformed``."""
+    """A ``<!-- commands: ... -->`` line: ``kind`` is "run by" or "need"; anything else is
+    ``malformed``."""
 
     text: str
     kind: str = ""
@@ -49,12 +52,15 @@ class Marker:
 
     @property
     def malformed(self) -> bool:
-        return not (self.kind == "run by" and self.tests) and not (self.kind == "need" and self.need)
+        return not (self.kind == "run by" and self.tests) and not (
+            self.kind == "need" and self.need
+        )
 
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced shell block (or, ``language == "inline"``, a marked paragraph's command spans) of one page."""
+    """A fenced shell block (or, ``language == "inline"``, a marked paragraph's command spans) of
+    one page."""
 
     page: str  # relative to the repository
     line: int  # 1-based: the opening fence, or the paragraph's first line
@@ -80,9 +86,9 @@ def parse_marker(line: str) -> Marker | None:
         return None
     text = found.group(1).strip()
     if text.startswith("run by "):
-        return Marker(text, "run by", tuple(text[len("run by "):].split()))
+        return Marker(text, "run by", tuple(text[len("run by ") :].split()))
     if text.startswith("need "):
-        return Marker(text, "need", need=text[len("need "):].strip())
+        return Marker(text, "need", need=text[len("need ") :].strip())
     return Marker(text)
 
 
@@ -92,7 +98,8 @@ def words(command: str) -> list[str]:
 
 
 def shell_commands(language: str, body: str) -> list[str]:
-    """The commands of a fenced block: its lines, continuations joined; comments and blank lines left out.
+    """The commands of a fenced block: its lines, continuations joined; comments and blank lines
+    left out.
 
     In a console block only the ``$ `` lines are commands; the rest is their output.
     """
@@ -141,10 +148,12 @@ def inline_commands(page: Path | str, root: Path = REPO) -> list[tuple[int, str]
 
 
 def is_complete(span: str) -> bool:
-    """A span that runs as written: no placeholder, and more than a program with its subcommand words.
+    """A span that runs as written: no placeholder, and more than a program with its subcommand
+    words.
 
     ``ros2 param set``, ``scripts/setup_env.sh`` name a tool; ``ros2 topic hz /tf`` and
-    ``.venv/bin/python -m bench.soak --minutes 5`` are commands; ``ros2 param set <node> ...`` is a template.
+    ``.venv/bin/python -m bench.soak --minutes 5`` are commands; ``ros2 param set <node> ...`` is a
+    template.
     """
     if PLACEHOLDER.search(span):
         return False
@@ -153,7 +162,8 @@ def is_complete(span: str) -> bool:
 
 
 def blocks(page: Path | str, root: Path = REPO) -> list[Block]:
-    """Every fenced shell block of the page and every marked paragraph, with its marker (None: unmarked)."""
+    """Every fenced shell block of the page and every marked paragraph, with its marker (None:
+    unmarked)."""
     path = _page_path(page, root)
     name = page_name(path, root)
     lines = path.read_text().splitlines()
@@ -162,19 +172,32 @@ def blocks(page: Path | str, root: Path = REPO) -> list[Block]:
     while index < len(lines):
         fence = FENCE.match(lines[index])
         if fence:
-            end = next((j for j in range(index + 1, len(lines)) if lines[j].startswith("```")), len(lines))
+            end = next(
+                (j for j in range(index + 1, len(lines)) if lines[j].startswith("```")), len(lines)
+            )
             language = fence.group(1)
             if language in SHELL_LANGUAGES:
-                body = "\n".join(lines[index + 1:end]) + "\n"
+                body = "\n".join(lines[index + 1 : end]) + "\n"
                 marker = parse_marker(lines[index - 1]) if index else None
-                found.append(Block(name, index + 1, language, marker, tuple(shell_commands(language, body)), body))
+                found.append(
+                    Block(
+                        name,
+                        index + 1,
+                        language,
+                        marker,
+                        tuple(shell_commands(language, body)),
+                        body,
+                    )
+                )
             index = end + 1
             continue
         marker = parse_marker(lines[index])
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if marker and following.strip() and not FENCE.match(following):
-            end = next((j for j in range(index + 1, len(lines)) if not lines[j].strip()), len(lines))
-            body = "\n".join(lines[index + 1:end])
+            end = next(
+                (j for j in range(index + 1, len(lines)) if not lines[j].strip()), len(lines)
+            )
+            body = "\n".join(lines[index + 1 : end])
             spans = tuple(span for _, span in command_spans(body))
             found.append(Block(name, index + 2, "inline", marker, spans, body))
             index = end
@@ -184,7 +207,8 @@ def blocks(page: Path | str, root: Path = REPO) -> list[Block]:
 
 
 def block_run_by(page: Path | str, test_file: Path | str, root: Path = REPO) -> list[Block]:
-    """The page's blocks (fenced and inline) whose marker says ``test_file`` runs them, in page order."""
+    """The page's blocks (fenced and inline) whose marker says ``test_file`` runs them, in page
+    order."""
     test = page_name(test_file, root)
     return [block for block in blocks(page, root) if block.marker and test in block.marker.tests]
 

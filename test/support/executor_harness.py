@@ -11,16 +11,16 @@ from __future__ import annotations
 import numpy as np
 from sensor_msgs.msg import Image
 
-from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
-from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
-from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.core import ExecutorCore
+from lerobot_ros.executor.fleet.status_round import ask_all
+from lerobot_ros.executor.requests.answer_rules import ValidatedModel
+from lerobot_ros.executor.requests.network_worker import NetworkWorker
 from lerobot_ros.executor.session.handshake import handshake
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
-from lerobot_ros.executor.fleet.status_round import ask_all
-from lerobot_ros.executor.requests.network_worker import NetworkWorker
 from lerobot_ros.node_shell.parameters import defaults
+from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
 
 JOINTS = ("a", "b", "c")
 CAMERA = "observation.images.front"
@@ -29,7 +29,9 @@ MODEL = ValidatedModel("f" * 16, "", JOINTS)
 
 def params(**overrides) -> dict:
     values = defaults(PARAMETERS)
-    values.update(joint_names=list(JOINTS), camera_names=[CAMERA], camera_topics=["/cam"], client_id="arm")
+    values.update(
+        joint_names=list(JOINTS), camera_names=[CAMERA], camera_topics=["/cam"], client_id="arm"
+    )
     values.update(overrides)
     return values
 
@@ -40,15 +42,30 @@ def settings(**overrides):
 
 def chunk(request: RequestId, actions=None, **fields) -> ReceivedChunk:
     actions = np.zeros((5, 3), np.float32) if actions is None else np.asarray(actions, np.float32)
-    values = dict(request=request, status=0, error="", model_fingerprint=MODEL.fingerprint, action_names=JOINTS,
-                  actions_model=actions, actions_robot=actions, rtc_applied=False, inference_delay_steps=0)
+    values = dict(
+        request=request,
+        status=0,
+        error="",
+        model_fingerprint=MODEL.fingerprint,
+        action_names=JOINTS,
+        actions_model=actions,
+        actions_robot=actions,
+        rtc_applied=False,
+        inference_delay_steps=0,
+    )
     values.update(fields)
     return ReceivedChunk(**values)
 
 
 CAPABILITIES = ServerCapabilities(
-    model_id="m", model_fingerprint=MODEL.fingerprint, policy_type="act", action_names=JOINTS, state_dim=3,
-    cameras=(CameraSpec(CAMERA, 8, 8),), chunk_size=10, trained_fps=10.0,
+    model_id="m",
+    model_fingerprint=MODEL.fingerprint,
+    policy_type="act",
+    action_names=JOINTS,
+    state_dim=3,
+    cameras=(CameraSpec(CAMERA, 8, 8),),
+    chunk_size=10,
+    trained_fps=10.0,
 )
 
 
@@ -63,15 +80,20 @@ class FakeLink:
         self.instance = "i1"
         self.sent: list = []
         self.sessions = 0
-        self.idle_timeout_s = 10.0  # granted with every session, as a server's session_idle_timeout_s
+        self.idle_timeout_s = (
+            10.0  # granted with every session, as a server's session_idle_timeout_s
+        )
         self.inactive = False  # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
 
     namespaces = ("/lerobot",)
     discovers = False
 
-    #: What policy_server_node's OpenSession answers while inactive (server/lifecycle.not_serving_reason).
-    INACTIVE = ("the server is inactive (lifecycle state 'inactive'): it serves again once activated "
-                "(ros2 lifecycle set <node> activate); try another replica meanwhile")
+    #: What policy_server_node's OpenSession answers while inactive
+    # (server/lifecycle.not_serving_reason).
+    INACTIVE = (
+        "the server is inactive (lifecycle state 'inactive'): it serves again once activated "
+        "(ros2 lifecycle set <node> activate); try another replica meanwhile"
+    )
 
     def get_status(self, namespace, timeout_s):
         if self.inactive:
@@ -79,7 +101,9 @@ class FakeLink:
         return ServerView(True, self.instance, self.capabilities)
 
     def get_statuses(self, namespaces, timeout_s):
-        return ask_all(lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s)
+        return ask_all(
+            lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s
+        )
 
     def wait_for_discovery(self, timeout_s):
         pass  # every fake replica is known at once
@@ -88,18 +112,31 @@ class FakeLink:
         if self.inactive:
             return f"session refused: {self.INACTIVE}"
         self.sessions += 1
-        grant = SessionGrant(f"s{self.sessions}", False, "/obs", "/chunk", self.capabilities,
-                             idle_timeout_s=self.idle_timeout_s)
+        grant = SessionGrant(
+            f"s{self.sessions}",
+            False,
+            "/obs",
+            "/chunk",
+            self.capabilities,
+            idle_timeout_s=self.idle_timeout_s,
+        )
         return check(grant) or grant
 
     def send_observation(self, pending):
         self.sent.append(pending)
         if not self.silent:
             actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
-            reply = chunk(pending.request, actions=actions, model_fingerprint=self.capabilities.model_fingerprint,
-                          action_names=self.capabilities.action_names, status=1 if self.refusal else 0,
-                          error=self.refusal)
-            self.core.offer_chunk(reply, pending.request.sent_monotonic_ns + round(self.latency_s * 1e9))
+            reply = chunk(
+                pending.request,
+                actions=actions,
+                model_fingerprint=self.capabilities.model_fingerprint,
+                action_names=self.capabilities.action_names,
+                status=1 if self.refusal else 0,
+                error=self.refusal,
+            )
+            self.core.offer_chunk(
+                reply, pending.request.sent_monotonic_ns + round(self.latency_s * 1e9)
+            )
         return None
 
 
@@ -115,7 +152,8 @@ class Clock:
 
 
 def connected(idle_timeout_s: float = 10.0, **overrides):
-    """A core with a session open on a fake server that grants ``idle_timeout_s``; settings ``overrides``."""
+    """A core with a session open on a fake server that grants ``idle_timeout_s``; settings
+    ``overrides``."""
     clock = Clock()
     made = settings(fps=10.0, buffer_time_s=0.25, request_timeout_s=0.01, **overrides)
     core = ExecutorCore(made, clock())

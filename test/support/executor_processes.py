@@ -15,15 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-from support.jsonl import read_jsonl
-from support.ros import spin_until
 
 from lerobot_ros.msg import ExecutorStatus
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.protocol.qos import STATUS_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.standins.robot_io import POSITIONS
-
+from support.jsonl import read_jsonl
+from support.ros import spin_until
 
 EXECUTOR = "lerobot_ros.executor.node"
 
@@ -31,10 +30,23 @@ EXECUTOR = "lerobot_ros.executor.node"
 class Robot:
     """robot_io.py running under ``prefix``; commands recorded as JSON lines."""
 
-    def __init__(self, directory: Path, prefix: str, transport: str = "compressed", commands=()) -> None:
+    def __init__(
+        self, directory: Path, prefix: str, transport: str = "compressed", commands=()
+    ) -> None:
         self.prefix, self.out = prefix, directory / f"{prefix.strip('/')}_commands.jsonl"
-        args = [sys.executable, "-m", "lerobot_ros.standins.robot_io", "--prefix", prefix,
-                "--out", str(self.out), "--transport", transport, "--run-s", "240"]
+        args = [
+            sys.executable,
+            "-m",
+            "lerobot_ros.standins.robot_io",
+            "--prefix",
+            prefix,
+            "--out",
+            str(self.out),
+            "--transport",
+            transport,
+            "--run-s",
+            "240",
+        ]
         for mode, topic in commands:
             args += ["--command", f"{mode}:{topic}"]
         self.out.touch()
@@ -72,7 +84,9 @@ class Executor:
         with self.log.open("w") as log:
             self.process = spawn_node(EXECUTOR, parameters, log=log, node_name=name)
         self.statuses: list[ExecutorStatus] = []
-        self.subscription = ros_node.create_subscription(ExecutorStatus, f"/{name}/status", self._on_status, STATUS_QOS)
+        self.subscription = ros_node.create_subscription(
+            ExecutorStatus, f"/{name}/status", self._on_status, STATUS_QOS
+        )
 
     def _on_status(self, msg: ExecutorStatus) -> None:
         self.statuses.append((time.monotonic(), msg))
@@ -82,8 +96,13 @@ class Executor:
         return self.statuses[-1][1] if self.statuses else None
 
     def wait(self, predicate, timeout_s: float, what: str) -> ExecutorStatus:
-        ok = spin_until(self.node, lambda: self.status is not None and predicate(self.status), timeout_s)
-        assert ok, f"{self.name}: {what} not reached within {timeout_s} s; last status {self._describe()}\n{self.log_text()}"
+        ok = spin_until(
+            self.node, lambda: self.status is not None and predicate(self.status), timeout_s
+        )
+        assert ok, (
+            f"{self.name}: {what} not reached within {timeout_s} s; last status "
+            f"{self._describe()}\n{self.log_text()}"
+        )
         return self.status
 
     def spin(self, seconds: float) -> None:
@@ -96,7 +115,10 @@ class Executor:
         status = self.status
         if status is None:
             return "(none)"
-        return f"{status.state_name} ({status.reason}) merged={status.chunks_merged} epoch={status.epoch}"
+        return (
+            f"{status.state_name} ({status.reason}) merged={status.chunks_merged} "
+            f"epoch={status.epoch}"
+        )
 
     def log_text(self) -> str:
         return self.log.read_text()[-3000:]

@@ -41,14 +41,20 @@ class Event:
 class FakeRunner:
     def __init__(self, chunk_size: int = 4, forward_s: float = 0.0) -> None:
         self.capabilities = ServerCapabilities(
-            model_id="fake", model_fingerprint="fa4e" * 4, policy_type="act",
-            action_names=tuple(f"joint_{i}" for i in range(6)), state_dim=6,
-            cameras=(CameraSpec(FRONT_CAMERA, 96, 128),), chunk_size=chunk_size,
+            model_id="fake",
+            model_fingerprint="fa4e" * 4,
+            policy_type="act",
+            action_names=tuple(f"joint_{i}" for i in range(6)),
+            state_dim=6,
+            cameras=(CameraSpec(FRONT_CAMERA, 96, 128),),
+            chunk_size=chunk_size,
         )
         self.batchable, self.exclusive, self.rtc_active = True, False, False
         self.chunk_size, self.forward_s = chunk_size, forward_s
         self.events: list[Event] = []
-        self.gates: dict[tuple[str, str], threading.Event] = {}  # (stage, client) -> opened by the test
+        self.gates: dict[
+            tuple[str, str], threading.Event
+        ] = {}  # (stage, client) -> opened by the test
         self.raise_in: dict[tuple[str, str], Exception] = {}  # (stage, client) -> raised there
         self._lock = threading.Lock()
 
@@ -67,12 +73,21 @@ class FakeRunner:
 
     def happened(self, stage: str, phase: str, client: str, seq: int | None = None) -> bool:
         with self._lock:
-            return any(event.stage == stage and event.phase == phase and client in event.clients
-                       and (seq is None or seq in event.seqs) for event in self.events)
+            return any(
+                event.stage == stage
+                and event.phase == phase
+                and client in event.clients
+                and (seq is None or seq in event.seqs)
+                for event in self.events
+            )
 
     def forwards(self) -> list[tuple[str, ...]]:
         with self._lock:
-            return [event.clients for event in self.events if event.stage == "forward" and event.phase == "start"]
+            return [
+                event.clients
+                for event in self.events
+                if event.stage == "forward" and event.phase == "start"
+            ]
 
     # ---- ServedPolicy -----------------------------------------------------
 
@@ -85,7 +100,9 @@ class FakeRunner:
     def _stage(self, stage: str, requests: list[FakePrepared]) -> None:
         clients, seqs = tuple(r.client for r in requests), tuple(r.seq for r in requests)
         with self._lock:
-            self.events.append(Event(stage, "start", clients, seqs, threading.current_thread().name))
+            self.events.append(
+                Event(stage, "start", clients, seqs, threading.current_thread().name)
+            )
         for client in clients:
             gate = self.gates.get((stage, client))
             if gate is not None and not gate.wait(GATE_TIMEOUT_S):
@@ -102,7 +119,9 @@ class FakeRunner:
             self.events.append(Event(stage, "end", clients, seqs, threading.current_thread().name))
 
     def prepare(self, frame, processors, task, rtc) -> FakePrepared:
-        prepared = FakePrepared(frame.request.client_id, frame.request.seq, np.array(frame.state, np.float32))
+        prepared = FakePrepared(
+            frame.request.client_id, frame.request.seq, np.array(frame.state, np.float32)
+        )
         self._stage("prepare", [prepared])
         return prepared
 

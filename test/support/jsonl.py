@@ -14,4 +14,6 @@ def read_jsonl(path: Path, containing: str = "") -> list[dict]:
     """
     text = path.read_text()
     complete = text[: text.rfind("\n") + 1]
-    return [json.loads(line) for line in complete.splitlines() if line.strip() and containing in line]
+    return [
+        json.loads(line) for line in complete.splitlines() if line.strip() and containing in line
+    ]

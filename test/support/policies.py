@@ -1,4 +1,5 @@
-"""Checkpoints the tests build offline besides the default ACT: Diffusion, and an unservable family."""
+"""Checkpoints the tests build offline besides the default ACT: Diffusion, and an unservable
+family."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT
 
 
 def _stats(dim: int) -> dict:
-    vector = {"mean": np.zeros(dim), "std": np.ones(dim), "min": np.full(dim, -3.0), "max": np.full(dim, 3.0)}
-    image = {key: np.full((3, 1, 1), value) for key, value in (("mean", 0.45), ("std", 0.25), ("min", 0.0), ("max", 1.0))}
+    vector = {
+        "mean": np.zeros(dim),
+        "std": np.ones(dim),
+        "min": np.full(dim, -3.0),
+        "max": np.full(dim, 3.0),
+    }
+    image = {
+        key: np.full((3, 1, 1), value)
+        for key, value in (("mean", 0.45), ("std", 0.25), ("min", 0.0), ("max", 1.0))
+    }
     return {"observation.state": vector, "action": dict(vector), FRONT_CAMERA: image}
 
 
@@ -54,7 +63,9 @@ def build_diffusion_checkpoint(directory: Path, inference_steps: int = 10) -> Pa
     policy.save_pretrained(directory)
     preprocessor.save_pretrained(directory)
     postprocessor.save_pretrained(directory)
-    (directory / "lerobot_ros.json").write_text(json.dumps({"action_names": list(SO101_JOINT_NAMES), "fps": 30.0}))
+    (directory / "lerobot_ros.json").write_text(
+        json.dumps({"action_names": list(SO101_JOINT_NAMES), "fps": 30.0})
+    )
     return directory
 
 

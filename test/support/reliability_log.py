@@ -22,7 +22,14 @@ def record(category: str, case: str, tried: int, survived: int, lost: int = 0, *
     path = os.environ.get(ENV)
     if not path:
         return
-    line = {"category": category, "case": case, "tried": tried, "survived": survived, "lost": lost, **details}
+    line = {
+        "category": category,
+        "case": case,
+        "tried": tried,
+        "survived": survived,
+        "lost": lost,
+        **details,
+    }
     line["at"] = time.time()
     with open(path, "a") as sink:
         sink.write(json.dumps(line, sort_keys=True, default=str) + "\n")

@@ -1,4 +1,5 @@
-"""The server's request path in the test process: a real policy, sessions and handler, no ROS graph.
+"""The server's request path in the test process: a real policy, sessions and handler, no ROS
+graph.
 
 Published chunks and audit lines are collected in lists, so a test reads
 exactly what a robot and the audit log would have received.
@@ -10,9 +11,14 @@ import time
 
 import numpy as np
 
-from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import RequestId, RequestLimits, OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import (
+    OutgoingObservation,
+    RequestId,
+    RequestLimits,
+    observation_to_msg,
+)
 from lerobot_ros.server.requests.request_path import RequestHandler
 from lerobot_ros.server.requests.scheduler import Ready
 from lerobot_ros.server.sessions.registry import Session, SessionRegistry
@@ -49,16 +55,38 @@ class Harness:
         self.sessions.open(session)
         return session
 
-    def observation(self, session=None, seq=0, state=None, frame=None, episode=0, prefix=None, delay=0, **fields):
-        """An observation of ``session``; ``prefix`` (model space) goes with its robot-space twin (x 0.3 + 1)."""
+    def observation(
+        self,
+        session=None,
+        seq=0,
+        state=None,
+        frame=None,
+        episode=0,
+        prefix=None,
+        delay=0,
+        **fields,
+    ):
+        """An observation of ``session``; ``prefix`` (model space) goes with its robot-space twin
+        (x 0.3 + 1)."""
         session = session or self.session
         rgb = frame if frame is not None else np.full((96, 128, 3), 100, np.uint8)
-        request = RequestId(session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns())
+        request = RequestId(
+            session.session_id, session.client_id, seq, episode, 0, time.monotonic_ns()
+        )
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         prefix_robot = None if prefix is None else np.asarray(prefix, np.float32) * 0.3 + 1.0
-        msg = observation_to_msg(OutgoingObservation(
-            request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}, delay, prefix, prefix_robot
-        ))
+        msg = observation_to_msg(
+            OutgoingObservation(
+                request,
+                "",
+                state,
+                {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)},
+                {},
+                delay,
+                prefix,
+                prefix_robot,
+            )
+        )
         for name, value in fields.items():
             setattr(msg, name, value)
         return msg
@@ -68,4 +96,6 @@ class Harness:
 
     def send_batch(self, messages):
         """Hand ``messages`` (each on its own client's topic) to the request path as one batch."""
-        return self.handler.handle_batch([Ready(msg.client_id, msg, time.monotonic(), 0) for msg in messages])
+        return self.handler.handle_batch(
+            [Ready(msg.client_id, msg, time.monotonic(), 0) for msg in messages]
+        )

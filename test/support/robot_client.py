@@ -1,4 +1,5 @@
-"""A scripted robot for server tests: the product's session client, plus what tests need to look at.
+"""A scripted robot for server tests: the product's session client, plus what tests need to look
+at.
 
 It runs in the test process on the shared test node, so every exchange
 crosses a real process boundary to the server under test. Unlike the
@@ -11,14 +12,14 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from support.ros import spin_until
 
-from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import RequestId, OutgoingObservation, observation_to_msg
-from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.executor.session.session_client import SessionClient, grant_of
+from lerobot_ros.msg import ActionChunk, Observation
+from lerobot_ros.protocol.wire import images
+from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
+from support.ros import spin_until
 
 CALL_TIMEOUT_S = 20.0
 MATCH_TIMEOUT_S = 10.0
@@ -66,18 +67,26 @@ class RobotClient:
         )
         for name, value in overrides.items():
             setattr(request, name, value)
-        response = _answered(self._session.request_session(request, CALL_TIMEOUT_S), "open_session")
+        response = _answered(
+            self._session.request_session(request, CALL_TIMEOUT_S), "open_session"
+        )
         if response.accepted:
             self.session_id = response.session_id
             problem = self._session.connect_data_plane(grant_of(response), MATCH_TIMEOUT_S)
             assert problem is None, f"data plane of {self.client_id} not matched: {problem}"
         return response
 
-    def observation(self, seq: int, state=None, rgb=None, episode: int = 0, **fields) -> Observation:
+    def observation(
+        self, seq: int, state=None, rgb=None, episode: int = 0, **fields
+    ) -> Observation:
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         rgb = np.full((96, 128, 3), 90, np.uint8) if rgb is None else rgb
         request = RequestId(self.session_id, self.client_id, seq, episode, 0, time.monotonic_ns())
-        msg = observation_to_msg(OutgoingObservation(request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}))
+        msg = observation_to_msg(
+            OutgoingObservation(
+                request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}
+            )
+        )
         for name, value in fields.items():
             setattr(msg, name, value)
         return msg
@@ -86,17 +95,24 @@ class RobotClient:
         self._session.send_observation(msg)
 
     def request(self, msg: Observation, timeout_s: float = 20.0) -> ActionChunk:
-        """Send one observation and wait for the chunk message with its seq (a refusal included)."""
+        """Send one observation and wait for the chunk message with its seq (a refusal
+        included)."""
         self.send(msg)
         answered = lambda: any(chunk.seq == msg.seq for chunk in self.chunks)  # noqa: E731
-        assert spin_until(self.node, answered, timeout_s), f"no chunk for seq {msg.seq} of {self.client_id}"
+        assert spin_until(self.node, answered, timeout_s), (
+            f"no chunk for seq {msg.seq} of {self.client_id}"
+        )
         return next(chunk for chunk in self.chunks if chunk.seq == msg.seq)
 
     def reset_episode(self, episode: int) -> ResetEpisode.Response:
-        return _answered(self._session.reset_episode(self.session_id, episode, CALL_TIMEOUT_S), "reset_episode")
+        return _answered(
+            self._session.reset_episode(self.session_id, episode, CALL_TIMEOUT_S), "reset_episode"
+        )
 
     def close(self) -> CloseSession.Response:
-        return _answered(self._session.close_session(self.session_id, CALL_TIMEOUT_S), "close_session")
+        return _answered(
+            self._session.close_session(self.session_id, CALL_TIMEOUT_S), "close_session"
+        )
 
     def _disconnect(self) -> None:
         self._session.disconnect()

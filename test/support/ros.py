@@ -1,4 +1,5 @@
-"""Bounded waits and service calls on the ROS graph, and free ports, for tests in the test process."""
+"""Bounded waits and service calls on the ROS graph, and free ports, for tests in the test
+process."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ def spin_until(node, predicate, timeout_s: float) -> bool:
 
 
 def call_service(node, service_type, name: str, request, timeout_s: float):
-    """One service call from ``node``, its client created and destroyed here; fails the test on a timeout."""
+    """One service call from ``node``, its client created and destroyed here; fails the test on a
+    timeout."""
     client = node.create_client(service_type, name)
     try:
         assert client.wait_for_service(timeout_sec=timeout_s), f"{name} not available"
         future = client.call_async(request)
-        assert spin_until(node, future.done, timeout_s), f"{name} did not answer within {timeout_s} s"
+        assert spin_until(node, future.done, timeout_s), (
+            f"{name} did not answer within {timeout_s} s"
+        )
         return future.result()
     finally:
         node.destroy_client(client)

@@ -16,9 +16,9 @@ import threading
 import time
 
 import zenoh
-from support.paths import REPO
 
 from lerobot_ros.protocol import names
+from support.paths import REPO
 
 CONFIG_DIR = REPO / "config" / "zenoh"
 HASH = "RIHS01_" + "cd" * 32
@@ -27,6 +27,7 @@ SILENCE_S = 1.0  # a denied one must not arrive while permitted traffic on the s
 
 
 # --- keys, as rmw_zenoh names them ---------------------------------------------------------------
+
 
 def topic_key(namespace: str, topic: str, type_name: str, domain: int = 0) -> str:
     return f"{domain}/{namespace}/{topic}/lerobot_ros::msg::dds_::{type_name}_/{HASH}"
@@ -40,7 +41,9 @@ def chunk_key(client_id: str, namespace: str = "lerobot") -> str:
     return topic_key(namespace, names.action_chunk_topic(client_id), "ActionChunk")
 
 
-# --- configs ---------------------------------------------------------------------------------------
+# --- configs
+# ---------------------------------------------------------------------------------------
+
 
 def get(config: "zenoh.Config", path: str):
     return json.loads(config.get_json(path))
@@ -51,7 +54,8 @@ def put(config: "zenoh.Config", path: str, value) -> None:
 
 
 def local_config(tcp_port: int) -> "zenoh.Config":
-    """session.json5, the config of every local ROS process, pointed at a router's loopback TCP port."""
+    """session.json5, the config of every local ROS process, pointed at a router's loopback TCP
+    port."""
     config = zenoh.Config.from_file(str(CONFIG_DIR / "session.json5"))
     put(config, "connect/endpoints", [f"tcp/127.0.0.1:{tcp_port}"])
     put(config, "listen/endpoints", ["tcp/127.0.0.1:0"])
@@ -68,7 +72,8 @@ def flatten(value, prefix=""):
 
 
 class Sessions:
-    """Sessions opened by one test, closed in reverse order at its end (use as the body of a fixture)."""
+    """Sessions opened by one test, closed in reverse order at its end (use as the body of a
+    fixture)."""
 
     def __init__(self) -> None:
         self.opened = []
@@ -83,7 +88,9 @@ class Sessions:
             session.close()
 
 
-# --- traffic ---------------------------------------------------------------------------------------
+# --- traffic
+# ---------------------------------------------------------------------------------------
+
 
 class Inbox:
     """Samples received by one subscriber, keyed by key expression."""
@@ -113,7 +120,8 @@ class Inbox:
 
 
 def deliver(publisher, permitted: str, inbox: Inbox, denied=()) -> bool:
-    """Put on ``permitted`` until it arrives in ``inbox``, sending each ``denied`` (session, key) alongside.
+    """Put on ``permitted`` until it arrives in ``inbox``, sending each ``denied`` (session, key)
+    alongside.
 
     Returns whether ``permitted`` arrived within DELIVERY_BOUND_S. After it
     arrives the puts go on for SILENCE_S, so that a denied message, sent over
@@ -133,7 +141,13 @@ def deliver(publisher, permitted: str, inbox: Inbox, denied=()) -> bool:
 
 
 def answers(session, selector) -> list[bytes]:
-    """Every reply to one query from every queryable outside ``session``, unconsolidated (bounded: 2 s)."""
-    replies = session.get(selector, target=zenoh.QueryTarget.ALL, consolidation=zenoh.ConsolidationMode.NONE,
-                          allowed_destination=zenoh.Locality.REMOTE, timeout=2.0)
+    """Every reply to one query from every queryable outside ``session``, unconsolidated (bounded:
+    2 s)."""
+    replies = session.get(
+        selector,
+        target=zenoh.QueryTarget.ALL,
+        consolidation=zenoh.ConsolidationMode.NONE,
+        allowed_destination=zenoh.Locality.REMOTE,
+        timeout=2.0,
+    )
     return sorted(reply.ok.payload.to_bytes() for reply in replies if reply.ok is not None)

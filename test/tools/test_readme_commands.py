@@ -1,4 +1,5 @@
-"""The README's two commands, the test command's pytest arguments and the demo's SmolVLA, run as written (issue 33).
+"""The README's two commands, the test command's pytest arguments and the demo's SmolVLA, run as
+written (issue 33).
 
 Read from README.md, docs/setup.md and docs/demo.md through support/doc_commands.py:
 
@@ -28,49 +29,87 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.doc_commands import block_run_by, is_complete, words
 from support.paths import REPO
 
-QUICKSTART = next(block for block in block_run_by("README.md", __file__) if block.language == "bash")
+QUICKSTART = next(
+    block for block in block_run_by("README.md", __file__) if block.language == "bash"
+)
 DEMO = next(command for command in QUICKSTART.commands if "run_demo.sh" in command)
 TESTS = next(command for command in QUICKSTART.commands if "run_tests.sh" in command)
-#: The complete commands of the paragraphs both pages mark for this file (the pytest arguments example).
-ARGUMENTS = sorted({span for page in ("README.md", "docs/setup.md") for block in block_run_by(page, __file__)
-                    if block.language == "inline" for span in block.commands if is_complete(span)})
+#: The complete commands of the paragraphs both pages mark for this file (the pytest arguments
+# example).
+ARGUMENTS = sorted(
+    {
+        span
+        for page in ("README.md", "docs/setup.md")
+        for block in block_run_by(page, __file__)
+        if block.language == "inline"
+        for span in block.commands
+        if is_complete(span)
+    }
+)
 
 
 def setup_is_current() -> None:
     env = {**os.environ, "LEROBOT_ROS_PRINT_INPUTS_HASH": "1"}
-    wanted = subprocess.run([str(REPO / "scripts" / "setup_env.sh")], capture_output=True, text=True, env=env,
-                            timeout=120, check=True).stdout.strip()
+    wanted = subprocess.run(
+        [str(REPO / "scripts" / "setup_env.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
     stamp = Path(os.environ.get("LEROBOT_ROS_VENV", REPO / ".venv")) / ".lerobot_ros_setup"
     if not stamp.is_file() or stamp.read_text().strip() != wanted:
-        pytest.fail("the venv is not up to date with scripts/setup_env.sh's inputs: the README's commands would "
-                    "reinstall it under the running suite; run scripts/setup_env.sh (run_tests.sh does) first")
+        pytest.fail(
+            "the venv is not up to date with scripts/setup_env.sh's inputs: the README's commands "
+            "would "
+            "reinstall it under the running suite; run scripts/setup_env.sh (run_tests.sh does) "
+            "first"
+        )
 
 
-SMOLVLA = [span for block in block_run_by("docs/demo.md", __file__) for span in block.commands if is_complete(span)]
+SMOLVLA = [
+    span
+    for block in block_run_by("docs/demo.md", __file__)
+    for span in block.commands
+    if is_complete(span)
+]
 
 
 def own_domain() -> dict:
-    # A domain of its own: the suite's shared server (the run's domain) and the launch tests' demo (run's + 50)
+    # A domain of its own: the suite's shared server (the run's domain) and the launch tests' demo
+    # (run's + 50)
     # answer at /lerobot; test/nodes/test_demo.py takes the run's + 51.
     return {**os.environ, "ROS_DOMAIN_ID": str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 51) % 100)}
 
 
 def run_as_written(command: str, *appended: str, env: dict | None = None, timeout_s: float = 600):
-    return subprocess.run(words(command) + list(appended), cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout_s, env=env)
+    return subprocess.run(
+        words(command) + list(appended),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+    )
 
 
 def test_ci_runs_the_readme_test_command():
     lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    assert f"exec {' '.join(words(TESTS))}" in lines, f".ci/run does not run the README's `{TESTS}`"
+    assert f"exec {' '.join(words(TESTS))}" in lines, (
+        f".ci/run does not run the README's `{TESTS}`"
+    )
 
 
 def test_the_readme_demo_command_runs_the_demo(tmp_path):
     setup_is_current()
-    result = run_as_written(DEMO, "--duration", "5", "--output-dir", str(tmp_path / "out"), env=own_domain())
+    result = run_as_written(
+        DEMO, "--duration", "5", "--output-dir", str(tmp_path / "out"), env=own_domain()
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "is up to date" in result.stdout + result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
@@ -89,7 +128,9 @@ def test_both_pages_pass_pytest_arguments_as_the_readme_writes_them():
 
 def test_the_demo_page_serves_the_tiny_smolvla_as_written(tmp_path):
     assert SMOLVLA == [".venv/bin/python -m lerobot_ros.demo --policy smolvla"], SMOLVLA
-    result = run_as_written(SMOLVLA[0], "--duration", "5", "--output-dir", str(tmp_path / "out"), env=own_domain())
+    result = run_as_written(
+        SMOLVLA[0], "--duration", "5", "--output-dir", str(tmp_path / "out"), env=own_domain()
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["final_state"] == "STREAMING", summary

@@ -10,6 +10,7 @@ test_ros2_cli_recipes.py, which runs it for the README recipes.
 from __future__ import annotations
 
 import pytest
+
 from support.ros2_cli import RMW, Ros2Process, echo_once, requires_ros2_tools, ros2, stop_daemon
 
 pytestmark = requires_ros2_tools
@@ -25,9 +26,15 @@ def assert_stopped_cleanly(launched: Ros2Process, nodes: int) -> None:
 
 @pytest.fixture(scope="module")
 def server_launch(act_checkpoint, tmp_path_factory):
-    launched = Ros2Process(tmp_path_factory.mktemp("server_launch") / "launch.log",
-                           "launch", "lerobot_ros", "server.launch.py", f"checkpoint:={act_checkpoint}",
-                           "device:=cpu", f"rmw_implementation:={RMW}")
+    launched = Ros2Process(
+        tmp_path_factory.mktemp("server_launch") / "launch.log",
+        "launch",
+        "lerobot_ros",
+        "server.launch.py",
+        f"checkpoint:={act_checkpoint}",
+        "device:=cpu",
+        f"rmw_implementation:={RMW}",
+    )
     yield launched
     if launched.process.poll() is None or launched.group_alive():
         launched.stop()
@@ -36,16 +43,30 @@ def server_launch(act_checkpoint, tmp_path_factory):
 
 def test_server_launch_reaches_readiness(server_launch):
     status = echo_once("/lerobot/status", "lerobot_ros/msg/ServerStatus", "m.ready", timeout_s=240)
-    assert status["capabilities"]["policy_type"] == "act" and status["server_namespace"] == "/lerobot"
+    assert (
+        status["capabilities"]["policy_type"] == "act" and status["server_namespace"] == "/lerobot"
+    )
 
 
 def test_robot_launch_with_the_sim_streams_against_the_server(server_launch, tmp_path):
     echo_once("/lerobot/status", "lerobot_ros/msg/ServerStatus", "m.ready", timeout_s=240)
-    robot = Ros2Process(tmp_path / "robot.log", "launch", "lerobot_ros", "robot.launch.py", "sim:=true",
-                        "robot_namespace:=arm", "client_id:=arm", f"rmw_implementation:={RMW}")
+    robot = Ros2Process(
+        tmp_path / "robot.log",
+        "launch",
+        "lerobot_ros",
+        "robot.launch.py",
+        "sim:=true",
+        "robot_namespace:=arm",
+        "client_id:=arm",
+        f"rmw_implementation:={RMW}",
+    )
     try:
-        status = echo_once("/arm/chunk_executor/status", "lerobot_ros/msg/ExecutorStatus",
-                           "m.state_name == 'STREAMING' and m.commands_published > 0", timeout_s=120)
+        status = echo_once(
+            "/arm/chunk_executor/status",
+            "lerobot_ros/msg/ExecutorStatus",
+            "m.state_name == 'STREAMING' and m.commands_published > 0",
+            timeout_s=120,
+        )
         assert status["client_id"] == "arm"
         # server_namespace:= was left empty: the value is config/robot.yaml's.
         got = ros2("param", "get", "/arm/chunk_executor", "server_namespace").stdout
@@ -60,18 +81,31 @@ def test_server_launch_stops_cleanly_on_sigint(server_launch):
     assert_stopped_cleanly(server_launch, nodes=1)
 
 
-def test_a_launch_without_its_middleware_fails_before_any_node_starts_and_says_what_to_pass(tmp_path):
-    # Issue 33: the default rmw_zenoh is not installed here; every node exited 102 and `ros2 launch` returned 0.
-    # The params file sets output_topic: command_topic:= used to abort with "set output_topic in the params file".
+def test_a_launch_without_its_middleware_fails_before_any_node_starts_and_says_what_to_pass(
+    tmp_path,
+):
+    # Issue 33: the default rmw_zenoh is not installed here; every node exited 102 and `ros2
+    # launch` returned 0.
+    # The params file sets output_topic: command_topic:= used to abort with "set output_topic in
+    # the params file".
     from lerobot_ros.launch_plan import ZENOH_RMW, package_installed
 
     if package_installed(ZENOH_RMW):
         pytest.skip(f"{ZENOH_RMW} is installed here: the default middleware starts")
     params = tmp_path / "my_robot.yaml"
-    params.write_text('/**:\n  ros__parameters:\n    output_mode: "joint_trajectory"\n'
-                      '    output_topic: "arm_controller/joint_trajectory"\n')
-    result = ros2("launch", "lerobot_ros", "robot.launch.py", f"params_file:={params}", "command_topic:=/arm/trajectory",
-                  timeout_s=60, check=False)
+    params.write_text(
+        '/**:\n  ros__parameters:\n    output_mode: "joint_trajectory"\n'
+        '    output_topic: "arm_controller/joint_trajectory"\n'
+    )
+    result = ros2(
+        "launch",
+        "lerobot_ros",
+        "robot.launch.py",
+        f"params_file:={params}",
+        "command_topic:=/arm/trajectory",
+        timeout_s=60,
+        check=False,
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert f"rmw_implementation {ZENOH_RMW} is not installed here" in output, output[-3000:]
@@ -80,8 +114,17 @@ def test_a_launch_without_its_middleware_fails_before_any_node_starts_and_says_w
 
 
 def test_a_node_failing_at_start_up_fails_the_launch(tmp_path):
-    result = ros2("launch", "lerobot_ros", "server.launch.py", f"checkpoint:={tmp_path / 'no_such_checkpoint'}",
-                  f"rmw_implementation:={RMW}", timeout_s=90, check=False)
+    result = ros2(
+        "launch",
+        "lerobot_ros",
+        "server.launch.py",
+        f"checkpoint:={tmp_path / 'no_such_checkpoint'}",
+        f"rmw_implementation:={RMW}",
+        timeout_s=90,
+        check=False,
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
-    assert "policy_server_node-1 exited with code 1" in output and "is not a directory" in output, output[-3000:]
+    assert (
+        "policy_server_node-1 exited with code 1" in output and "is not a directory" in output
+    ), output[-3000:]

@@ -66,7 +66,10 @@ class ActionQueue:
 
     def __init__(self, rtc_enabled: bool, action_dim: int | None = None) -> None:
         if action_dim is not None and action_dim < 1:
-            raise ValueError(f"action_dim must be >= 1 (or None to learn it from the first chunk), got {action_dim}")
+            raise ValueError(
+                "action_dim must be >= 1 (or None to learn it from the first chunk), got "
+                f"{action_dim}"
+            )
         self._rtc_enabled = bool(rtc_enabled)
         self._action_dim = action_dim
         self._lock = threading.Lock()
@@ -191,7 +194,11 @@ class ActionQueue:
         executor's monotonic clock).
         """
         original, processed = self._validated(original_actions, processed_actions)
-        source = np.full(len(original), np.nan if source_time_s is None else float(source_time_s), dtype=np.float64)
+        source = np.full(
+            len(original),
+            np.nan if source_time_s is None else float(source_time_s),
+            dtype=np.float64,
+        )
         with self._lock:
             if self._action_dim is None:
                 self._action_dim = original.shape[1]
@@ -201,7 +208,9 @@ class ActionQueue:
                     f"got {original.shape[1]} (chunk shape {original.shape})"
                 )
             if self._rtc_enabled:
-                return self._replace(original, processed, source, real_delay, action_index_before_inference)
+                return self._replace(
+                    original, processed, source, real_delay, action_index_before_inference
+                )
             self._append(original, processed, source)
             return 0
 
@@ -211,7 +220,9 @@ class ActionQueue:
         return 0 if self._processed is None else len(self._processed) - self._index
 
     @staticmethod
-    def _validated(original_actions: np.ndarray, processed_actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _validated(
+        original_actions: np.ndarray, processed_actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         # np.array copies, so later changes to the caller's arrays never reach the queue.
         original = np.array(original_actions, dtype=np.float32)
         processed = np.array(processed_actions, dtype=np.float32)
@@ -219,7 +230,10 @@ class ActionQueue:
             if array.ndim != 2:
                 raise ValueError(f"{name} must be 2-D [T, action_dim], got shape {array.shape}")
             if array.shape[0] < 1 or array.shape[1] < 1:
-                raise ValueError(f"{name} must hold at least one action of dimension >= 1, got shape {array.shape}")
+                raise ValueError(
+                    f"{name} must hold at least one action of dimension >= 1, got shape "
+                    f"{array.shape}"
+                )
         if original.shape != processed.shape:
             raise ValueError(
                 f"original_actions and processed_actions must have the same shape, "

@@ -38,9 +38,14 @@ from collections.abc import Callable
 class ControlLoop(threading.Thread):
     """Calls ``tick(now_s)`` at ``rate_hz`` on its own thread until ``stop``."""
 
-    def __init__(self, rate_hz: float, tick: Callable[[float], None],
-                 on_error: Callable[[BaseException], None] = lambda error: None,
-                 clock: Callable[[], float] = time.monotonic, name: str = "lerobot_ros_control_loop") -> None:
+    def __init__(
+        self,
+        rate_hz: float,
+        tick: Callable[[float], None],
+        on_error: Callable[[BaseException], None] = lambda error: None,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "lerobot_ros_control_loop",
+    ) -> None:
         if not (math.isfinite(rate_hz) and rate_hz > 0):
             raise ValueError(f"rate_hz must be a finite number > 0, got {rate_hz}")
         super().__init__(name=name, daemon=True)
@@ -83,7 +88,8 @@ class ControlLoop(threading.Thread):
             self._on_error(error)
 
     def next_deadline(self, deadline: float, now: float) -> float:
-        """The deadline after ``deadline``, skipping (and counting) those already a whole period past."""
+        """The deadline after ``deadline``, skipping (and counting) those already a whole period
+        past."""
         following = deadline + self.period_s
         missed = math.floor((now - following) / self.period_s)
         if missed > 0:

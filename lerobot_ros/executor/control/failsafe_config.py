@@ -1,4 +1,5 @@
-"""The fail-safe's configuration and its fallback action: plain values the state machine and the settings share.
+"""The fail-safe's configuration and its fallback action: plain values the state machine and the
+settings share.
 
 Split from ``state_machine.py`` (which re-exports every name) so the table of
 timeouts and the fallback rule read on their own.
@@ -20,13 +21,19 @@ class FailSafeConfig:
 
     degraded_after_s: float  # no chunk merged for this long (queue non-empty) -> DEGRADED
     max_action_age_s: float  # never execute an action whose source observation is older
-    max_offline_s: float  # no chunk merged for this long (accepted re-handshakes do not count) -> OFFLINE
+    max_offline_s: (
+        float  # no chunk merged for this long (accepted re-handshakes do not count) -> OFFLINE
+    )
     timeout_streak_to_reconnect: int = 2  # request timeouts in a row -> RECONNECTING
     heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
     reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt
     reconnect_backoff_max_s: float  # cap of the doubling wait between attempts
-    move_at_once: bool = False  # several replicas: re-handshake at once after a working session was lost
-    auto_resume: bool = False  # OFFLINE: restart motion as soon as a session opens (no explicit resume)
+    move_at_once: bool = (
+        False  # several replicas: re-handshake at once after a working session was lost
+    )
+    auto_resume: bool = (
+        False  # OFFLINE: restart motion as soon as a session opens (no explicit resume)
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -41,7 +48,9 @@ class FailSafeConfig:
             if math.isnan(value) or value <= 0:
                 raise ValueError(f"{name} must be > 0 seconds (math.inf disables it), got {value}")
         if self.timeout_streak_to_reconnect < 1:
-            raise ValueError(f"timeout_streak_to_reconnect must be >= 1, got {self.timeout_streak_to_reconnect}")
+            raise ValueError(
+                f"timeout_streak_to_reconnect must be >= 1, got {self.timeout_streak_to_reconnect}"
+            )
         problem = backoff_problem(self.reconnect_backoff_initial_s, self.reconnect_backoff_max_s)
         if problem:
             raise ValueError(problem)
@@ -54,7 +63,10 @@ def backoff_problem(initial_s: float, max_s: float) -> str | None:
     parameter validation reports it with the other problems.
     """
     if initial_s > max_s:
-        return f"reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, got {initial_s} > {max_s}"
+        return (
+            f"reconnect_backoff_initial_s must be <= reconnect_backoff_max_s, got {initial_s} "
+            f"> {max_s}"
+        )
     return None
 
 

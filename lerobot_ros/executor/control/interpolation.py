@@ -1,4 +1,5 @@
-"""Commands at the control rate from actions at the policy rate: linear interpolation in joint space.
+"""Commands at the control rate from actions at the policy rate: linear interpolation in joint
+space.
 
 A policy trained at ``fps`` gives one action per 1/fps; a position controller
 may want commands at ``control_rate_hz`` (>= fps). The control loop plays the
@@ -35,7 +36,8 @@ _ON_ROW = 1e-9
 
 @dataclass(frozen=True)
 class Row:
-    """One queued action in robot space and when its source observation was taken (NaN: unknown)."""
+    """One queued action in robot space and when its source observation was taken (NaN:
+    unknown)."""
 
     action: np.ndarray
     source_time_s: float
@@ -56,7 +58,8 @@ class Position:
 
 @dataclass(frozen=True)
 class Segment:
-    """What one tick commands: ``start`` (the playing row) toward ``end`` (the following one, if any)."""
+    """What one tick commands: ``start`` (the playing row) toward ``end`` (the following one, if
+    any)."""
 
     start: Row
     end: Row | None
@@ -70,7 +73,8 @@ class Segment:
         return start + self.fraction * (end - start)
 
     def age_s(self, now_s: float) -> float | None:
-        """The older end's age: None (stale) when either end that the command uses has an unknown source time."""
+        """The older end's age: None (stale) when either end that the command uses has an unknown
+        source time."""
         times = [self.start.source_time_s]
         if self.end is not None and self.fraction > 0.0:
             times.append(self.end.source_time_s)
@@ -92,8 +96,10 @@ class Playback:
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
         if control_rate_hz < fps:
-            raise ValueError(f"control_rate_hz must be >= fps (one command per policy action at least), "
-                             f"got control_rate_hz {control_rate_hz} < fps {fps}")
+            raise ValueError(
+                f"control_rate_hz must be >= fps (one command per policy action at least), "
+                f"got control_rate_hz {control_rate_hz} < fps {fps}"
+            )
         self.step = fps / control_rate_hz  # policy steps per control tick, in (0, 1]
         self._playing: Row | None = None
         self._phase = 0.0
@@ -108,7 +114,9 @@ class Playback:
             return Position(True, 0.0 if rest < _ON_ROW else rest)
         return Position(False, phase)
 
-    def segment(self, position: Position, next_row: Row | None, row_after: Row | None) -> Segment | None:
+    def segment(
+        self, position: Position, next_row: Row | None, row_after: Row | None
+    ) -> Segment | None:
         """The segment the tick commands, from the queue's next two rows; None: nothing to play."""
         if position.new_row:
             return None if next_row is None else Segment(next_row, row_after, position.fraction)
@@ -119,5 +127,6 @@ class Playback:
         self._playing, self._phase = segment.start, segment.fraction
 
     def stop(self) -> None:
-        """Nothing is playing (a fallback, a cleared queue, a reset): the next executed tick pops a row at once."""
+        """Nothing is playing (a fallback, a cleared queue, a reset): the next executed tick pops a
+        row at once."""
         self._playing, self._phase = None, 0.0

@@ -1,4 +1,5 @@
-"""Joint limits a real robot must have before it moves: from parameters, or from its robot_description URDF.
+"""Joint limits a real robot must have before it moves: from parameters, or from its
+robot_description URDF.
 
 Invariants:
 
@@ -19,13 +20,18 @@ from collections.abc import Sequence
 from xml.etree import ElementTree
 
 #: The refusal's way out, as the user writes it.
-HOW = ("set joint_lower_limits and joint_upper_limits (radians, in joint order; config/robot.yaml has an example), "
-       "publish robot_description (a URDF with a <limit lower upper> for every joint), or opt out explicitly with "
-       "require_joint_limits:=false (robot.launch.py: allow_no_joint_limits:=true)")
+HOW = (
+    "set joint_lower_limits and joint_upper_limits (radians, in joint order; config/robot.yaml "
+    "has an example), "
+    "publish robot_description (a URDF with a <limit lower upper> for every joint), or opt out "
+    "explicitly with "
+    "require_joint_limits:=false (robot.launch.py: allow_no_joint_limits:=true)"
+)
 
 
 def urdf_limits(urdf: str, joint_names: Sequence[str]) -> tuple[list[float], list[float]] | str:
-    """(lower, upper) in ``joint_names`` order from a URDF's <limit> elements, or why there are none."""
+    """(lower, upper) in ``joint_names`` order from a URDF's <limit> elements, or why there are
+    none."""
     try:
         root = ElementTree.fromstring(urdf)
     except ElementTree.ParseError as error:
@@ -41,9 +47,14 @@ def urdf_limits(urdf: str, joint_names: Sequence[str]) -> tuple[list[float], lis
     return [found[name][0] for name in joint_names], [found[name][1] for name in joint_names]
 
 
-def limits_problem(required: bool, lower: Sequence[float], upper: Sequence[float],
-                   from_urdf: tuple[list[float], list[float]] | str | None) -> str | None:
-    """Why the robot may not configure: limits required, none in parameters, none usable from the URDF; else None.
+def limits_problem(
+    required: bool,
+    lower: Sequence[float],
+    upper: Sequence[float],
+    from_urdf: tuple[list[float], list[float]] | str | None,
+) -> str | None:
+    """Why the robot may not configure: limits required, none in parameters, none usable from the
+    URDF; else None.
 
     ``from_urdf``: ``urdf_limits``'s answer, or None when no robot_description was published.
     """

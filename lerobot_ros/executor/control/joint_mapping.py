@@ -27,13 +27,23 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def mapping_problem(joint_names: Sequence[str], policy_names: Sequence[str], scale: Sequence[float],
-                    offset: Sequence[float]) -> str | None:
+def mapping_problem(
+    joint_names: Sequence[str],
+    policy_names: Sequence[str],
+    scale: Sequence[float],
+    offset: Sequence[float],
+) -> str | None:
     """Why these parameters do not map the robot's joints to the policy's, or None."""
     count = len(joint_names)
-    for name, values in (("policy_joint_names", policy_names), ("joint_scale", scale), ("joint_offset", offset)):
+    for name, values in (
+        ("policy_joint_names", policy_names),
+        ("joint_scale", scale),
+        ("joint_offset", offset),
+    ):
         if values and len(values) != count:
-            return f"'{name}' needs one entry per joint of joint_names ({count}), got {len(values)}"
+            return (
+                f"'{name}' needs one entry per joint of joint_names ({count}), got {len(values)}"
+            )
     if policy_names and len(set(policy_names)) != len(policy_names):
         return f"'policy_joint_names' names a policy joint twice: {list(policy_names)}"
     bad = [value for value in scale if not math.isfinite(value) or value == 0]
@@ -53,23 +63,33 @@ class JointMapping:
     offset: np.ndarray | None = None
 
     @classmethod
-    def of(cls, joint_names: Sequence[str], policy_names: Sequence[str] = (), scale: Sequence[float] = (),
-           offset: Sequence[float] = ()) -> JointMapping:
+    def of(
+        cls,
+        joint_names: Sequence[str],
+        policy_names: Sequence[str] = (),
+        scale: Sequence[float] = (),
+        offset: Sequence[float] = (),
+    ) -> JointMapping:
         problem = mapping_problem(joint_names, policy_names, scale, offset)
         if problem:
             raise ValueError(problem)
-        units = bool(scale or offset) and not (all(s == 1 for s in scale) and all(o == 0 for o in offset))
+        units = bool(scale or offset) and not (
+            all(s == 1 for s in scale) and all(o == 0 for o in offset)
+        )
         count = len(joint_names)
-        return cls(tuple(policy_names or joint_names),
-                   np.array(scale or [1.0] * count, dtype=np.float64) if units else None,
-                   np.array(offset or [0.0] * count, dtype=np.float64) if units else None)
+        return cls(
+            tuple(policy_names or joint_names),
+            np.array(scale or [1.0] * count, dtype=np.float64) if units else None,
+            np.array(offset or [0.0] * count, dtype=np.float64) if units else None,
+        )
 
     @property
     def changes_units(self) -> bool:
         return self.scale is not None
 
     def to_policy(self, robot: np.ndarray) -> np.ndarray:
-        """Positions (a vector, or rows of them) in robot units -> the policy's; velocities are scaled only."""
+        """Positions (a vector, or rows of them) in robot units -> the policy's; velocities are
+        scaled only."""
         if self.scale is None:
             return robot
         return np.asarray(robot, dtype=np.float64) * self.scale + self.offset
@@ -77,7 +97,9 @@ class JointMapping:
     def to_robot(self, policy: np.ndarray) -> np.ndarray:
         if self.scale is None:
             return policy
-        return ((np.asarray(policy, dtype=np.float64) - self.offset) / self.scale).astype(np.asarray(policy).dtype)
+        return ((np.asarray(policy, dtype=np.float64) - self.offset) / self.scale).astype(
+            np.asarray(policy).dtype
+        )
 
     def state_to_policy(self, state: np.ndarray) -> np.ndarray:
         """The state vector: positions, then velocities when included (scaled, no offset)."""
@@ -86,5 +108,9 @@ class JointMapping:
         count = len(self.scale)
         state = np.asarray(state, dtype=np.float64)
         positions = state[:count] * self.scale + self.offset
-        velocities = state[count:] * self.scale[: len(state) - count] if len(state) > count else state[count:]
+        velocities = (
+            state[count:] * self.scale[: len(state) - count]
+            if len(state) > count
+            else state[count:]
+        )
         return np.concatenate([positions, velocities]).astype(np.float32)

@@ -49,7 +49,8 @@ class SafetyEnvelope:
         upper = np.array(upper, dtype=np.float64)
         if lower.ndim != 1 or lower.shape != upper.shape or lower.size == 0:
             raise ValueError(
-                f"lower and upper must be 1-D arrays of the same length >= 1, got shapes {lower.shape} and {upper.shape}"
+                "lower and upper must be 1-D arrays of the same length >= 1, got shapes "
+                f"{lower.shape} and {upper.shape}"
             )
         dim = lower.size
         self._lower = np.where(np.isfinite(lower), lower, -np.inf)
@@ -58,7 +59,10 @@ class SafetyEnvelope:
         if step.ndim == 0:
             step = np.full(dim, float(step))
         if step.shape != (dim,):
-            raise ValueError(f"max_step must be a number or hold {dim} values (one per joint), got shape {step.shape}")
+            raise ValueError(
+                f"max_step must be a number or hold {dim} values (one per joint), got shape "
+                f"{step.shape}"
+            )
         self._max_step = np.where(np.isfinite(step) & (step > 0), step, np.inf)
         if joint_names is None:
             joint_names = tuple(f"joint[{i}]" for i in range(dim))
@@ -92,7 +96,9 @@ class SafetyEnvelope:
             if len(values) == 0:
                 return np.full(dim, empty_means)
             if len(values) != dim:
-                raise ValueError(f"{name} must be empty or hold {dim} values (one per joint), got {len(values)}")
+                raise ValueError(
+                    f"{name} must be empty or hold {dim} values (one per joint), got {len(values)}"
+                )
             return np.array(values, dtype=np.float64)
 
         if isinstance(max_step, (int, float)):
@@ -130,22 +136,34 @@ class SafetyEnvelope:
         if bad.size and self._reject_non_finite:
             names = ", ".join(f"'{self._joint_names[i]}'={proposed[i]}" for i in bad)
             if ref is None or not np.all(np.isfinite(ref)):
-                reason = f"non-finite action at {names} and no finite reference to hold: not published"
+                reason = (
+                    f"non-finite action at {names} and no finite reference to hold: not published"
+                )
                 return SafetyResult(None, True, (reason,))
             # One non-finite joint means the whole chunk is suspect: hold every
             # joint where it is. Holding the reference never moves the robot,
             # so it is not clamped (clamping a reference outside the limits
             # would make the robot jump).
-            return SafetyResult(ref.copy(), True, (f"non-finite action at {names}: holding the reference position",))
+            return SafetyResult(
+                ref.copy(),
+                True,
+                (f"non-finite action at {names}: holding the reference position",),
+            )
 
         safe = proposed.copy()
         with np.errstate(invalid="ignore"):  # NaN passes through when reject_non_finite is off
             below = np.flatnonzero(safe < self._lower)
             above = np.flatnonzero(safe > self._upper)
         for i in below:
-            reasons.append(f"joint '{self._joint_names[i]}': {safe[i]:.6g} below lower limit {self._lower[i]:.6g}")
+            reasons.append(
+                f"joint '{self._joint_names[i]}': {safe[i]:.6g} below lower limit "
+                f"{self._lower[i]:.6g}"
+            )
         for i in above:
-            reasons.append(f"joint '{self._joint_names[i]}': {safe[i]:.6g} above upper limit {self._upper[i]:.6g}")
+            reasons.append(
+                f"joint '{self._joint_names[i]}': {safe[i]:.6g} above upper limit "
+                f"{self._upper[i]:.6g}"
+            )
         safe[below] = self._lower[below]
         safe[above] = self._upper[above]
 
@@ -157,7 +175,8 @@ class SafetyEnvelope:
             for i in too_far:
                 target = ref[i] + np.sign(safe[i] - ref[i]) * self._max_step[i]
                 reasons.append(
-                    f"joint '{self._joint_names[i]}': step {safe[i] - ref[i]:+.6g} from reference {ref[i]:.6g} "
+                    f"joint '{self._joint_names[i]}': step {safe[i] - ref[i]:+.6g} from reference "
+                    f"{ref[i]:.6g} "
                     f"exceeds max_step {self._max_step[i]:.6g}, limited to {target:.6g}"
                 )
                 safe[i] = target
@@ -167,5 +186,8 @@ class SafetyEnvelope:
     def _as_vector(self, name: str, values: np.ndarray) -> np.ndarray:
         vector = np.asarray(values, dtype=np.float64)
         if vector.shape != (self.action_dim,):
-            raise ValueError(f"{name} must have shape ({self.action_dim},) (one value per joint), got {vector.shape}")
+            raise ValueError(
+                f"{name} must have shape ({self.action_dim},) (one value per joint), got "
+                f"{vector.shape}"
+            )
         return vector

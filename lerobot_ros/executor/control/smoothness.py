@@ -24,7 +24,9 @@ import numpy as np
 
 
 def largest_joint_change(before: np.ndarray, after: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64))))
+    return float(
+        np.max(np.abs(np.asarray(after, dtype=np.float64) - np.asarray(before, dtype=np.float64)))
+    )
 
 
 class SmoothnessTracker:
@@ -47,7 +49,10 @@ class SmoothnessTracker:
         if replace or not len(queued_before):
             self._rows_until_boundary, self._boundary_from = 0, self._last_executed
         else:
-            self._rows_until_boundary, self._boundary_from = len(queued_before), np.array(queued_before[-1])
+            self._rows_until_boundary, self._boundary_from = (
+                len(queued_before),
+                np.array(queued_before[-1]),
+            )
 
     def overlap_measured(self, executed_meanwhile: np.ndarray, new_chunk: np.ndarray) -> None:
         """``executed_meanwhile``: robot-space rows executed while the chunk was inferred,
@@ -55,7 +60,10 @@ class SmoothnessTracker:
         steps = min(len(executed_meanwhile), len(new_chunk))
         if not steps:
             return
-        difference = np.abs(np.asarray(new_chunk[:steps], np.float64) - np.asarray(executed_meanwhile[:steps], np.float64))
+        difference = np.abs(
+            np.asarray(new_chunk[:steps], np.float64)
+            - np.asarray(executed_meanwhile[:steps], np.float64)
+        )
         deviation = float(difference.max(axis=1).mean())
         self.overlaps += 1
         self.deviation_sum += deviation

@@ -47,8 +47,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
-from lerobot_ros.executor.control.failsafe_config import FALLBACK_MODES, FailSafeConfig, backoff_problem  # noqa: F401
-from lerobot_ros.executor.control.failsafe_config import fallback_action  # noqa: F401 - where callers look for it
+from lerobot_ros.executor.control.failsafe_config import FailSafeConfig
 from lerobot_ros.protocol.status import ExecutorState
 
 
@@ -59,8 +58,10 @@ class TickAction(Enum):
 
 
 #: What OFFLINE does and what ends it (in its reason, so ~/status and the log say it).
-OFFLINE_WAY_BACK = ("holding position and reconnecting on its own; motion restarts on ~/resume, a new "
-                    "RunPolicy goal or lifecycle activate (auto_resume: as soon as a session opens)")
+OFFLINE_WAY_BACK = (
+    "holding position and reconnecting on its own; motion restarts on ~/resume, a new "
+    "RunPolicy goal or lifecycle activate (auto_resume: as soon as a session opens)"
+)
 
 # States in which a session is open and chunks from it may be merged.
 _SESSION_OPEN = (ExecutorState.STREAMING, ExecutorState.DEGRADED, ExecutorState.STALLED)
@@ -177,7 +178,8 @@ class FailSafe:
         ``on_handshake_ok`` or ``on_handshake_failed``.
         """
         searching = self._state is ExecutorState.RECONNECTING or (
-            self._state is ExecutorState.OFFLINE and not self._offline_session)
+            self._state is ExecutorState.OFFLINE and not self._offline_session
+        )
         return searching and not self.paused and self._active(now) >= self._next_attempt
 
     # ----------------------------------------------------------------- events
@@ -190,14 +192,20 @@ class FailSafe:
             if self.config.auto_resume:
                 self.resume_offline(now, "auto_resume")
             else:
-                self._go(ExecutorState.OFFLINE, f"{self._offline_cause}; a session is open again: holding until "
-                         "resumed (~/resume, a new RunPolicy goal or lifecycle activate)", now)
+                self._go(
+                    ExecutorState.OFFLINE,
+                    f"{self._offline_cause}; a session is open again: holding until "
+                    "resumed (~/resume, a new RunPolicy goal or lifecycle activate)",
+                    now,
+                )
             return
         if self._state not in (ExecutorState.CONNECTING, ExecutorState.RECONNECTING):
             return  # a duplicate answer; the session is already open (or DEAD, which is terminal)
         t = self._active(now)
         if self._state is ExecutorState.CONNECTING:
-            self._last_success = t  # later handshakes do not refill the offline budget: only chunks do
+            self._last_success = (
+                t  # later handshakes do not refill the offline budget: only chunks do
+            )
         self._last_chunk = self._last_heartbeat = t
         self._timeout_streak = 0
         self._merged_since_handshake = False
@@ -234,22 +242,31 @@ class FailSafe:
         if self._state is not ExecutorState.OFFLINE:
             return f"the executor is {self._state.name}, not OFFLINE: nothing to resume"
         if not self._offline_session:
-            return (f"no session yet: {self.last_handshake_error or 'no re-handshake has succeeded yet'}; "
-                    "still holding, and reconnecting on its own")
+            return (
+                "no session yet: "
+                f"{self.last_handshake_error or 'no re-handshake has succeeded yet'}; "
+                "still holding, and reconnecting on its own"
+            )
         t = self._active(now)
         self._last_success = self._last_chunk = self._last_heartbeat = t
         self._timeout_streak = 0
         self._merged_since_handshake = False
         self._offline_session = False
-        self._go(ExecutorState.STREAMING, f"resumed from OFFLINE by {by}: queue empty, a fresh observation next", now)
+        self._go(
+            ExecutorState.STREAMING,
+            f"resumed from OFFLINE by {by}: queue empty, a fresh observation next",
+            now,
+        )
         return None
 
     def session_closed(self) -> None:
-        """The executor closed its session (deactivation): a resume from OFFLINE must open another."""
+        """The executor closed its session (deactivation): a resume from OFFLINE must open
+        another."""
         self._offline_session = False
 
     def revive(self, now: float, by: str) -> None:
-        """The operator asks for another try after DEAD (lifecycle activate): OFFLINE without a session, an
+        """The operator asks for another try after DEAD (lifecycle activate): OFFLINE without a
+        session, an
         attempt due now. A changed model is found again by that handshake and goes DEAD again."""
         if self._state is ExecutorState.DEAD:
             self._go_offline(f"{by} after DEAD ({self._reason})", now)
@@ -267,14 +284,21 @@ class FailSafe:
             self._go(ExecutorState.STREAMING, "chunk merged", now)
 
     def on_request_timeout(self, now: float, refusal: str = "") -> None:
-        """A request got no chunk: it timed out, or the server refused it (``refusal``, its reason)."""
+        """A request got no chunk: it timed out, or the server refused it (``refusal``, its
+        reason)."""
         if self._state not in _SESSION_OPEN:
             return
         self._timeout_streak += 1
         if self._timeout_streak >= self.config.timeout_streak_to_reconnect:
-            self._start_reconnecting(now, (
-                f"{self._timeout_streak} failed requests in a row; the server refused the last: {refusal}"
-                if refusal else f"{self._timeout_streak} request timeouts in a row"))
+            self._start_reconnecting(
+                now,
+                (
+                    f"{self._timeout_streak} failed requests in a row; the server refused the "
+                    f"last: {refusal}"
+                    if refusal
+                    else f"{self._timeout_streak} request timeouts in a row"
+                ),
+            )
 
     def on_heartbeat(self, now: float) -> None:
         if self._state is not ExecutorState.DEAD:
@@ -284,7 +308,10 @@ class FailSafe:
         if self.offline_session:  # the session opened while OFFLINE is gone: look for another
             self._offline_session = False
             self._next_attempt = self._active(now)
-            self._reason = f"{self._offline_cause}; {OFFLINE_WAY_BACK}; the session opened meanwhile ended: {reason}"
+            self._reason = (
+                f"{self._offline_cause}; {OFFLINE_WAY_BACK}; the session opened "
+                f"meanwhile ended: {reason}"
+            )
         if self._state in _SESSION_OPEN:
             self._start_reconnecting(now, reason)
 
@@ -323,20 +350,34 @@ class FailSafe:
         if self._state is ExecutorState.DEAD:
             if self._final_fallback_pending:
                 self._final_fallback_pending = False
-                return decide(TickAction.FALLBACK, f"final fallback before stopping: {self._reason}", clear_queue=True)
+                return decide(
+                    TickAction.FALLBACK,
+                    f"final fallback before stopping: {self._reason}",
+                    clear_queue=True,
+                )
             return decide(TickAction.NOTHING, self._reason)
         if self._state is ExecutorState.CONNECTING:
             return decide(TickAction.NOTHING, "waiting for the first handshake")
         if self._state is ExecutorState.OFFLINE:
             # Nothing queued survives the hold: resuming starts from a fresh observation.
-            return decide(TickAction.FALLBACK, self._reason, clear_queue=queue_depth > 0, fallback_mode="hold")
+            return decide(
+                TickAction.FALLBACK,
+                self._reason,
+                clear_queue=queue_depth > 0,
+                fallback_mode="hold",
+            )
         if self.paused:
             return decide(TickAction.FALLBACK, "paused by the operator", fallback_mode="hold")
 
         t = self._active(now)
-        if self._state in (ExecutorState.RECONNECTING, ExecutorState.STALLED) and self._offline_exceeded(now):
+        if self._state in (
+            ExecutorState.RECONNECTING,
+            ExecutorState.STALLED,
+        ) and self._offline_exceeded(now):
             self._go_offline(self._offline_text(now), now)
-            return decide(TickAction.FALLBACK, self._reason, clear_queue=True, fallback_mode="hold")
+            return decide(
+                TickAction.FALLBACK, self._reason, clear_queue=True, fallback_mode="hold"
+            )
 
         heartbeat_silent_s = t - self._last_heartbeat
         if self._state in _SESSION_OPEN and heartbeat_silent_s > self.config.heartbeat_timeout_s:
@@ -384,7 +425,8 @@ class FailSafe:
 
     def _offline_text(self, now: float) -> str:
         return (
-            f"offline for {self.offline_s(now):.3f} s (> max_offline_s {self.config.max_offline_s}) "
+            f"offline for {self.offline_s(now):.3f} s (> max_offline_s "
+            f"{self.config.max_offline_s}) "
             "without a merged chunk"
         )
 

@@ -1,1 +1,2 @@
-"""The link to a fleet of replicas: discovery, placement, the warm standby and hedged requests, rebalancing moves."""
+"""The link to a fleet of replicas: discovery, placement, the warm standby and hedged requests,
+rebalancing moves."""

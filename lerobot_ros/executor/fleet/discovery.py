@@ -39,8 +39,10 @@ AUTO = "auto"
 HEARTBEAT_TYPE = "lerobot_ros/msg/ServerStatus"
 _HEARTBEAT_SUFFIX = "/" + names.STATUS
 _NAMESPACE = re.compile(r"(/[A-Za-z_][A-Za-z0-9_]*)+")
-_FORMS = "give [auto] (every server on the graph), [auto:/prefix] (the servers under /prefix) " \
-         "or absolute namespaces like [/gpu0/lerobot, /gpu1/lerobot]"
+_FORMS = (
+    "give [auto] (every server on the graph), [auto:/prefix] (the servers under /prefix) "
+    "or absolute namespaces like [/gpu0/lerobot, /gpu1/lerobot]"
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,11 @@ class FleetSpec:
     def matches(self, namespace: str) -> bool:
         if self.prefix is None:
             return namespace in self.listed
-        return self.prefix == "/" or namespace == self.prefix or namespace.startswith(self.prefix + "/")
+        return (
+            self.prefix == "/"
+            or namespace == self.prefix
+            or namespace.startswith(self.prefix + "/")
+        )
 
     def describe(self) -> str:
         if self.prefix is None:
@@ -66,25 +72,34 @@ class FleetSpec:
 
 
 def _prefix_of(entry: str) -> str | None:
-    """The discovery prefix an ``auto`` entry asks for, or None when the entry is no ``auto`` entry."""
+    """The discovery prefix an ``auto`` entry asks for, or None when the entry is no ``auto``
+    entry."""
     if entry == AUTO:
         return "/"
     if entry.startswith(AUTO + ":"):
-        return entry[len(AUTO) + 1:]
+        return entry[len(AUTO) + 1 :]
     return None
 
 
 def fleet_problem(name: str, values: Sequence[str]) -> str | None:
-    """Why ``values`` is no valid ``server_namespaces`` (None when it is); says what was expected."""
+    """Why ``values`` is no valid ``server_namespaces`` (None when it is); says what was
+    expected."""
     autos = [value for value in values if _prefix_of(value) is not None]
     if autos:
         if len(values) > 1:
-            return f"'{name}' {list(values)}: {autos[0]!r} finds the replicas itself and cannot be combined " \
-                   f"with other entries; {_FORMS}"
+            return (
+                f"'{name}' {list(values)}: {autos[0]!r} finds the replicas itself and cannot be "
+                "combined "
+                f"with other entries; {_FORMS}"
+            )
         prefix = _prefix_of(autos[0])
         if prefix != "/" and not _NAMESPACE.fullmatch(prefix):
-            return f"'{name}' {autos[0]!r}: the prefix after 'auto:' must be an absolute namespace like " \
-                   f"/fleet_a (letters, digits, underscores; no trailing slash), got {prefix!r}; {_FORMS}"
+            return (
+                f"'{name}' {autos[0]!r}: the prefix after 'auto:' must be an absolute namespace "
+                "like "
+                f"/fleet_a (letters, digits, underscores; no trailing slash), got {prefix!r}; "
+                f"{_FORMS}"
+            )
         return None
     relative = [value for value in values if not value.startswith("/")]
     if relative:
@@ -100,23 +115,36 @@ def fleet_spec(values: Sequence[str]) -> FleetSpec:
 
 
 def heartbeat_namespace(topic: str, types: Sequence[str]) -> str | None:
-    """The server namespace a heartbeat topic belongs to, or None when ``topic`` is no heartbeat."""
+    """The server namespace a heartbeat topic belongs to, or None when ``topic`` is no
+    heartbeat."""
     if HEARTBEAT_TYPE not in types or not topic.endswith(_HEARTBEAT_SUFFIX):
         return None
     return topic[: -len(_HEARTBEAT_SUFFIX)] or None
 
 
 def heartbeat_topics(graph: Iterable[tuple[str, Sequence[str]]], spec: FleetSpec) -> list[str]:
-    """The topics of ``graph`` (every topic, with or without publishers) that may be a server of ``spec``:
+    """The topics of ``graph`` (every topic, with or without publishers) that may be a server of
+    ``spec``:
     the only ones whose publishers are worth counting."""
-    return [topic for topic, types in graph
-            if (namespace := heartbeat_namespace(topic, types)) is not None and spec.matches(namespace)]
+    return [
+        topic
+        for topic, types in graph
+        if (namespace := heartbeat_namespace(topic, types)) is not None and spec.matches(namespace)
+    ]
 
 
 def servers_in(snapshot: Iterable[tuple[str, Sequence[str]]], spec: FleetSpec) -> tuple[str, ...]:
     """The replicas of ``spec`` in ``snapshot`` (topics with a publisher), in name order."""
-    return tuple(sorted({namespace for topic, types in snapshot
-                         if (namespace := heartbeat_namespace(topic, types)) is not None and spec.matches(namespace)}))
+    return tuple(
+        sorted(
+            {
+                namespace
+                for topic, types in snapshot
+                if (namespace := heartbeat_namespace(topic, types)) is not None
+                and spec.matches(namespace)
+            }
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -131,23 +159,30 @@ class Change:
 
 
 class ReplicaDiscovery:
-    """The replicas found so far, updated by one graph snapshot at a time; not thread-safe (the link locks)."""
+    """The replicas found so far, updated by one graph snapshot at a time; not thread-safe (the
+    link locks)."""
 
     def __init__(self, spec: FleetSpec, now_s: float = 0.0) -> None:
         if not spec.discovers:
-            raise ValueError(f"discovery needs server_namespaces [auto] or [auto:/prefix], got {spec.describe()}")
+            raise ValueError(
+                "discovery needs server_namespaces [auto] or [auto:/prefix], got "
+                f"{spec.describe()}"
+            )
         self.spec = spec
         self.replicas: tuple[str, ...] = ()
         self.changed_at = now_s  # when the set last changed (or discovery began)
 
     def update(self, snapshot: Iterable[tuple[str, Sequence[str]]], now_s: float = 0.0) -> Change:
         found = servers_in(snapshot, self.spec)
-        change = Change(tuple(n for n in found if n not in self.replicas),
-                        tuple(n for n in self.replicas if n not in found))
+        change = Change(
+            tuple(n for n in found if n not in self.replicas),
+            tuple(n for n in self.replicas if n not in found),
+        )
         if change:
             self.replicas, self.changed_at = found, now_s
         return change
 
     def settled(self, now_s: float, quiet_s: float) -> bool:
-        """At least one replica is known and none came or went for ``quiet_s``: a first placement may begin."""
+        """At least one replica is known and none came or went for ``quiet_s``: a first placement
+        may begin."""
         return bool(self.replicas) and now_s - self.changed_at >= quiet_s

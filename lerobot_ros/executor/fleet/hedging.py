@@ -41,9 +41,15 @@ from lerobot_ros.executor.session.handshake_types import SessionGrant
 MIN_SAMPLES = 5
 
 
-def hedge_deadline_s(latency_p95_s: float, samples: int, factor: float, min_deadline_s: float,
-                     request_timeout_s: float) -> float | None:
-    """Seconds after a request leaves at which it is hedged, or None (not enough measured, or past the timeout)."""
+def hedge_deadline_s(
+    latency_p95_s: float,
+    samples: int,
+    factor: float,
+    min_deadline_s: float,
+    request_timeout_s: float,
+) -> float | None:
+    """Seconds after a request leaves at which it is hedged, or None (not enough measured, or past
+    the timeout)."""
     if samples < MIN_SAMPLES or not math.isfinite(latency_p95_s):
         return None
     deadline = max(min_deadline_s, factor * latency_p95_s)
@@ -51,28 +57,36 @@ def hedge_deadline_s(latency_p95_s: float, samples: int, factor: float, min_dead
 
 
 def hedge_allowance_s(deadline_s: float | None, latency_p95_s: float) -> float:
-    """Queued playback time a request must leave with so its hedge still lands in time (0: no hedge)."""
+    """Queued playback time a request must leave with so its hedge still lands in time (0: no
+    hedge)."""
     return 0.0 if deadline_s is None else deadline_s + latency_p95_s
 
 
 @dataclass
 class Standby:
-    """The warm standby session: where, the grant (promotion turns it into the session), and its liveness."""
+    """The warm standby session: where, the grant (promotion turns it into the session), and its
+    liveness."""
 
     replica: str
     grant: SessionGrant
     instance_id: str
     heard_at: float  # the latest heartbeat of its replica's instance (its opening, at first)
-    used: bool = False  # a hedge went there and lost the race: the server promoted it, so it is re-armed
+    used: bool = (
+        False  # a hedge went there and lost the race: the server promoted it, so it is re-armed
+    )
 
     @property
     def session_id(self) -> str:
         return self.grant.session_id
 
     def heard(self, instance_id: str, now_s: float, draining: bool) -> str:
-        """One heartbeat of the standby's replica: "" while usable, else why the standby is gone."""
+        """One heartbeat of the standby's replica: "" while usable, else why the standby is
+        gone."""
         if instance_id != self.instance_id:
-            return f"standby replica {self.replica} restarted (instance {self.instance_id} -> {instance_id})"
+            return (
+                f"standby replica {self.replica} restarted (instance {self.instance_id} -> "
+                f"{instance_id})"
+            )
         if draining:
             return f"standby replica {self.replica} is draining"
         self.heard_at = now_s

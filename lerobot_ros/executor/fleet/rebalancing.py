@@ -48,9 +48,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lerobot_ros.executor.fleet.replicas import choose
 from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
-from lerobot_ros.executor.fleet.replicas import choose
 
 #: How often a rebalancer thread looks whether the worker carried out its move (seconds).
 MOVE_POLL_S = 0.02
@@ -84,7 +84,8 @@ class Load:
 
 @dataclass(frozen=True)
 class Move:
-    """A move worth making: where to, why (for ~/status and the log), and the chance this robot takes it."""
+    """A move worth making: where to, why (for ~/status and the log), and the chance this robot
+    takes it."""
 
     target: str
     reason: str
@@ -92,25 +93,37 @@ class Move:
 
 
 def moves_needed(source: Load, target: Load, hysteresis: float = 0.0) -> int:
-    """The most robots that can go from ``source`` to ``target`` with the source left at least as loaded
+    """The most robots that can go from ``source`` to ``target`` with the source left at least as
+    loaded
     (plus ``hysteresis``); 0 when none can."""
     capacities = (source.capacity, target.capacity)
     c_s, c_t = capacities if None not in capacities and min(capacities) > 0 else (1.0, 1.0)
     moved = 0
-    while moved < source.serving and (source.serving - moved - 1) / c_s - (target.serving + moved + 1) / c_t \
-            >= hysteresis - 1e-9:
+    while (
+        moved < source.serving
+        and (source.serving - moved - 1) / c_s - (target.serving + moved + 1) / c_t
+        >= hysteresis - 1e-9
+    ):
         moved += 1
     return moved
 
 
-def decide(current: str, views: Sequence[tuple[str, ServerView | str]], robot: RobotDeclaration,
-           reference: ValidatedModel | None, hysteresis: float = 0.0,
-           unanswered: frozenset[str] = frozenset()) -> Move | None:
-    """The move this robot on ``current`` should consider now, or None (``views``: a fresh status round)."""
+def decide(
+    current: str,
+    views: Sequence[tuple[str, ServerView | str]],
+    robot: RobotDeclaration,
+    reference: ValidatedModel | None,
+    hysteresis: float = 0.0,
+    unanswered: frozenset[str] = frozenset(),
+) -> Move | None:
+    """The move this robot on ``current`` should consider now, or None (``views``: a fresh status
+    round)."""
     answered = dict(views)
     here = answered.get(current)
     if not isinstance(here, ServerView) or here.draining or not here.ready:
-        return None  # a lost or draining replica: failover and drain move the robot, not rebalancing
+        return (
+            None  # a lost or draining replica: failover and drain move the robot, not rebalancing
+        )
     source = Load.of(here)
     if source.serving <= 0:
         return None
@@ -123,33 +136,55 @@ def decide(current: str, views: Sequence[tuple[str, ServerView | str]], robot: R
         if target.headroom == 0 or target.over_budget:
             continue
         if source.over_budget and target.headroom >= 1:
-            move = Move(namespace, f"rebalancing: {current} is over its latency budget (predicted p95 "
-                                   f"{here.predicted_p95_ms:.0f} ms > {here.latency_budget_ms:.0f} ms), {namespace} "
-                                   f"has room for {target.headroom} more", 1.0 / source.serving)
+            move = Move(
+                namespace,
+                f"rebalancing: {current} is over its latency budget (predicted p95 "
+                f"{here.predicted_p95_ms:.0f} ms > {here.latency_budget_ms:.0f} ms), {namespace} "
+                f"has room for {target.headroom} more",
+                1.0 / source.serving,
+            )
         elif needed := moves_needed(source, target, hysteresis):
-            move = Move(namespace, f"rebalancing: {current} serves {source.serving} robots"
-                                   f"{_of(source)}, {namespace} {target.serving}{_of(target)}",
-                        min(1.0, needed / source.serving))
+            move = Move(
+                namespace,
+                f"rebalancing: {current} serves {source.serving} robots"
+                f"{_of(source)}, {namespace} {target.serving}{_of(target)}",
+                min(1.0, needed / source.serving),
+            )
         else:
             continue
-        key = (-move.chance, (target.serving + 1) / (target.capacity or 1.0))  # most needed, then least loaded
+        key = (
+            -move.chance,
+            (target.serving + 1) / (target.capacity or 1.0),
+        )  # most needed, then least loaded
         if best is None or key < best[0]:
             best = (key, move)
     return None if best is None else best[1]
 
 
 def _of(load: Load) -> str:
-    return f" of {load.capacity:g}" if load.capacity is not None and math.isfinite(load.capacity) else ""
+    return (
+        f" of {load.capacity:g}"
+        if load.capacity is not None and math.isfinite(load.capacity)
+        else ""
+    )
 
 
 def next_look_s(period_s: float, rng: random.Random) -> float:
-    """The wait before a robot's next look: its own random phase, so robots of a fleet look one at a time."""
+    """The wait before a robot's next look: its own random phase, so robots of a fleet look one at
+    a time."""
     return period_s * (0.5 + rng.random())
 
 
-def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], float], rng: random.Random,
-                   stopping: Callable[[], bool] = lambda: False) -> str:
-    """One look (``core``: the executor core's rebalancing verbs, ``link``: the server link); what happened,
+def rebalance_once(
+    core,
+    link,
+    robot: RobotDeclaration,
+    clock: Callable[[], float],
+    rng: random.Random,
+    stopping: Callable[[], bool] = lambda: False,
+) -> str:
+    """One look (``core``: the executor core's rebalancing verbs, ``link``: the server link); what
+    happened,
     "" when nothing was done."""
     settings = core.settings
     current = core.rebalance_wanted(clock())
@@ -159,38 +194,61 @@ def rebalance_once(core, link, robot: RobotDeclaration, clock: Callable[[], floa
     if not set(namespaces) - {current}:
         return ""  # no other replica known
     views = link.get_statuses(namespaces, settings.replica_status_timeout_s)
-    move = decide(current, views, robot, core.identity.model, settings.rebalance_hysteresis,
-                  core.unanswered_replicas)
-    if move is None or rng.random() >= move.chance or not core.begin_move(move.target, move.reason, clock()):
+    move = decide(
+        current,
+        views,
+        robot,
+        core.identity.model,
+        settings.rebalance_hysteresis,
+        core.unanswered_replicas,
+    )
+    if (
+        move is None
+        or rng.random() >= move.chance
+        or not core.begin_move(move.target, move.reason, clock())
+    ):
         return ""
     problem = _session_on_target(core, link, move.target, dict(views).get(move.target), clock)
     if problem:
         core.end_move(clock(), problem)
         return f"rebalancing to {move.target} failed: {problem}"
     core.move_ready()  # the worker carries it out between two requests (``NetworkWorker.move``)
-    # A request in flight ends within request_timeout_s; the worker's re-open is bounded as the keeper's.
-    deadline = clock() + settings.request_timeout_s + settings.replica_status_timeout_s + 2.0 + MOVE_WAIT_MARGIN_S
+    # A request in flight ends within request_timeout_s; the worker's re-open is bounded as the
+    # keeper's.
+    deadline = (
+        clock()
+        + settings.request_timeout_s
+        + settings.replica_status_timeout_s
+        + 2.0
+        + MOVE_WAIT_MARGIN_S
+    )
     while (left := core.move_outcome()) is None and clock() < deadline and not stopping():
         time.sleep(MOVE_POLL_S)
     if not left:
         core.end_move(clock(), f"the move to {move.target} was not carried out")
         if not settings.keeps_standby and (opened := core.end_standby()) is not None:
-            link.close_session_at(*opened)  # opened for the move only: no standby is kept otherwise
+            link.close_session_at(
+                *opened
+            )  # opened for the move only: no standby is kept otherwise
         return f"rebalancing to {move.target} abandoned"
     core.end_move(clock())
     return f"{MOVED_TO} {move.target}: {move.reason}"
 
 
 def _session_on_target(core, link, target: str, view: ServerView | str | None, clock) -> str:
-    """Make sure the standby is on ``target`` (open one there, closing the one elsewhere); "" or the problem."""
+    """Make sure the standby is on ``target`` (open one there, closing the one elsewhere); "" or
+    the problem."""
     standby = core.standby
     if standby is not None and standby.replica == target and not standby.used:
         return ""
     previous = core.end_standby()
     if previous is not None:
         link.close_session_at(*previous)
-    grant = link.open_standby(target, core.settings.replica_status_timeout_s + 2.0,
-                              check=lambda offered: core.check_model(offered.capabilities, clock()))
+    grant = link.open_standby(
+        target,
+        core.settings.replica_status_timeout_s + 2.0,
+        check=lambda offered: core.check_model(offered.capabilities, clock()),
+    )
     if not isinstance(grant, SessionGrant):
         return str(grant)
     instance_id = view.instance_id if isinstance(view, ServerView) else ""
@@ -201,10 +259,18 @@ def _session_on_target(core, link, target: str, view: ServerView | str | None, c
 
 
 class Rebalancer(threading.Thread):
-    """Runs ``rebalance_once`` every ``rebalance_period_s`` at this robot's own random phase, until ``stop``."""
+    """Runs ``rebalance_once`` every ``rebalance_period_s`` at this robot's own random phase, until
+    ``stop``."""
 
-    def __init__(self, core, link, robot: RobotDeclaration, clock: Callable[[], float] = time.monotonic,
-                 log: Callable[[str], None] = lambda text: None, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        core,
+        link,
+        robot: RobotDeclaration,
+        clock: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] = lambda text: None,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__(name="lerobot_ros_rebalancer", daemon=True)
         self.core, self.link, self.robot, self.clock, self.log = core, link, robot, clock, log
         self.rng = rng or random.Random()
@@ -214,10 +280,13 @@ class Rebalancer(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        while not self._stop_event.wait(next_look_s(self.core.settings.rebalance_period_s, self.rng)):
+        while not self._stop_event.wait(
+            next_look_s(self.core.settings.rebalance_period_s, self.rng)
+        ):
             try:
-                outcome = rebalance_once(self.core, self.link, self.robot, self.clock, self.rng,
-                                         self._stop_event.is_set)
+                outcome = rebalance_once(
+                    self.core, self.link, self.robot, self.clock, self.rng, self._stop_event.is_set
+                )
             except Exception as error:  # noqa: BLE001 - a failed look must not end the rebalancer
                 outcome = f"rebalancing failed: {type(error).__name__}: {error}"
                 self.core.end_move(self.clock(), outcome)

@@ -30,13 +30,18 @@ from dataclasses import dataclass
 from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView
 
-#: GetStatus says ready=false: the server answers, so its policy is loaded (a loading server has no services
-#: yet); it is inactive or between transitions. The handshake asks it for a session to get its own words.
+#: GetStatus says ready=false: the server answers, so its policy is loaded (a loading server has no
+# services
+#: yet); it is inactive or between transitions. The handshake asks it for a session to get its own
+# words.
 NOT_READY = "server answers but does not serve (inactive, or being activated)"
 #: GetStatus says draining: shutting down, or deactivated (an inactive server keeps the flag).
 DRAINING = "server is draining (deactivated or shutting down)"
 #: Discovery knows no replica: no heartbeat publisher of the fleet is on the graph.
-NONE_FOUND = "no policy server of the fleet found on the ROS graph (no <namespace>/status heartbeat publisher)"
+NONE_FOUND = (
+    "no policy server of the fleet found on the ROS graph (no <namespace>/status "
+    "heartbeat publisher)"
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,8 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Placement:
-    """The outcome of one placement: candidates to open a session on, in order, and the skipped ones."""
+    """The outcome of one placement: candidates to open a session on, in order, and the skipped
+    ones."""
 
     candidates: tuple[tuple[str, ServerView], ...]
     skipped: tuple[Skipped, ...]
@@ -64,7 +70,9 @@ class Placement:
         if not self.skipped:
             return NONE_FOUND
         if len(self.skipped) == 1:
-            return self.skipped[0].reason  # one server: its reason, as the single-server executor always said
+            return self.skipped[
+                0
+            ].reason  # one server: its reason, as the single-server executor always said
         return "no usable replica: " + "; ".join(str(each) for each in self.skipped)
 
 
@@ -112,35 +120,50 @@ def choose(
             reason = NOT_READY
         elif not (checked := robot.check_against(view.capabilities)).ok:
             reason = checked.message()
-        elif reference is not None and (difference := reference.difference(ValidatedModel.of(view.capabilities))):
+        elif reference is not None and (
+            difference := reference.difference(ValidatedModel.of(view.capabilities))
+        ):
             reason = difference
         elif is_full(view, own):
             reason = f"full ({view.active_sessions} of {view.max_sessions} sessions)"
         else:
-            ranked.append(((own, namespace in unanswered, *load_key(view, own), index), namespace, view))
+            ranked.append(
+                ((own, namespace in unanswered, *load_key(view, own), index), namespace, view)
+            )
             continue
         skipped.append(Skipped(namespace, reason, view))
     ranked.sort(key=lambda entry: entry[0])
-    return Placement(tuple((namespace, view) for _, namespace, view in ranked), tuple(skipped), reference)
+    return Placement(
+        tuple((namespace, view) for _, namespace, view in ranked), tuple(skipped), reference
+    )
 
 
-def _most_served_model(views: Sequence[tuple[str, ServerView | str]], robot: RobotDeclaration) -> ValidatedModel | None:
+def _most_served_model(
+    views: Sequence[tuple[str, ServerView | str]], robot: RobotDeclaration
+) -> ValidatedModel | None:
     """The model most of the ready replicas that match the robot serve; ties go to list order.
 
     A majority, not the first in the list: one replica that answers late (a
     loaded machine) must not let a misconfigured replica listed after it
     decide the model for the whole fleet.
     """
-    served = [ValidatedModel.of(view.capabilities) for _, view in views
-              if not isinstance(view, str) and view.ready and not view.draining
-              and robot.check_against(view.capabilities).ok]
+    served = [
+        ValidatedModel.of(view.capabilities)
+        for _, view in views
+        if not isinstance(view, str)
+        and view.ready
+        and not view.draining
+        and robot.check_against(view.capabilities).ok
+    ]
     return max(served, key=lambda model: (served.count(model), -served.index(model)), default=None)
 
 
 @dataclass
 class PlannedMove:
-    """A rebalancing move under way (``rebalancing.py``): planned, then due once the standby is on the target,
-    then carried out by the worker (``left``: the old session's (replica, session id); () when abandoned)."""
+    """A rebalancing move under way (``rebalancing.py``): planned, then due once the standby is on
+    the target,
+    then carried out by the worker (``left``: the old session's (replica, session id); () when
+    abandoned)."""
 
     target: str
     reason: str
@@ -149,21 +172,27 @@ class PlannedMove:
 
 
 class FleetRecord:
-    """The executor's replicas and moves between them, for ~/status; not thread-safe (the core's lock guards it)."""
+    """The executor's replicas and moves between them, for ~/status; not thread-safe (the core's
+    lock guards it)."""
 
     def __init__(self, replicas: tuple[str, ...] = ()) -> None:
         self.replicas = replicas  # the configured ones, or those discovery knows now
         self.moves = 0
         self.last_move = ""  # "<from> -> <to>: <why the old session was left>"
         self.skipped: tuple[str, ...] = ()  # the latest placement's, each "namespace: why"
-        self.unanswered: frozenset[str] = frozenset()  # replicas whose latest session never merged a chunk
+        self.unanswered: frozenset[str] = (
+            frozenset()
+        )  # replicas whose latest session never merged a chunk
         self.merged_in_session = 0
         self._drain = ""  # a drain the current replica announced, not acted on yet
         self.move: PlannedMove | None = None  # a rebalancing move under way
-        self.rebalance_after = math.inf  # no rebalancing move before (a cooldown after each session opening)
+        self.rebalance_after = (
+            math.inf
+        )  # no rebalancing move before (a cooldown after each session opening)
 
     def session_left(self, replica: str) -> None:
-        """A new session replaces the one on ``replica``: remember whether that one ever answered."""
+        """A new session replaces the one on ``replica``: remember whether that one ever
+        answered."""
         if self.merged_in_session:
             self.unanswered -= {replica}
         else:

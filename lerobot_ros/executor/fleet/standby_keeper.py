@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from lerobot_ros.executor.fleet.replicas import choose
 from lerobot_ros.executor.session.handshake import SessionOpener
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration, SessionGrant
-from lerobot_ros.executor.fleet.replicas import choose
 
 #: How often the keeper looks whether a standby is wanted (seconds); a promotion wakes it at once.
 KEEPER_PERIOD_S = 0.25
@@ -48,7 +48,9 @@ class StandbyTarget(Protocol):
 
     def standby_wanted(self, now_s: float) -> str | None: ...
 
-    def standby_opened(self, grant: SessionGrant, instance_id: str, replica: str, now_s: float) -> bool: ...
+    def standby_opened(
+        self, grant: SessionGrant, instance_id: str, replica: str, now_s: float
+    ) -> bool: ...
 
     def standby_failed(self, reason: str, now_s: float) -> None: ...
 
@@ -56,13 +58,16 @@ class StandbyTarget(Protocol):
 
 
 class StandbyLink(SessionOpener, Protocol):
-    def open_standby(self, namespace: str, timeout_s: float,
-                     check: Callable[[SessionGrant], str | None]) -> SessionGrant | str: ...
+    def open_standby(
+        self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
+    ) -> SessionGrant | str: ...
 
     def close_session_at(self, namespace: str, session_id: str) -> None: ...
 
 
-def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration, clock: Callable[[], float]) -> str:
+def arm_standby(
+    core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration, clock: Callable[[], float]
+) -> str:
     """One try at arming a standby when one is wanted; what happened ("" when none was wanted)."""
     wanted = core.standby_wanted(clock())
     if wanted is None:
@@ -82,8 +87,11 @@ def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration,
         skipped = placement.skipped
     tried = []
     for namespace, view in candidates:
-        grant = link.open_standby(namespace, settings.replica_status_timeout_s + 2.0,
-                                  check=lambda offered: core.check_model(offered.capabilities, clock()))
+        grant = link.open_standby(
+            namespace,
+            settings.replica_status_timeout_s + 2.0,
+            check=lambda offered: core.check_model(offered.capabilities, clock()),
+        )
         if isinstance(grant, SessionGrant):
             instance_id = view.instance_id if view is not None else ""  # re-armed: the one it had
             if core.standby_opened(grant, instance_id, namespace, clock()):
@@ -91,8 +99,11 @@ def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration,
             link.close_session_at(namespace, grant.session_id)
             return f"standby on {namespace} no longer wanted (the session moved there): closed"
         tried.append(f"{namespace}: {grant}")
-    reason = "no replica for a standby: " + "; ".join(tried + [str(each) for each in skipped]) \
-        if tried or skipped else "no other ready replica of the model for a standby"
+    reason = (
+        "no replica for a standby: " + "; ".join(tried + [str(each) for each in skipped])
+        if tried or skipped
+        else "no other ready replica of the model for a standby"
+    )
     core.standby_failed(reason, clock())
     return reason
 
@@ -100,8 +111,14 @@ def arm_standby(core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration,
 class StandbyKeeper(threading.Thread):
     """Runs ``arm_standby`` whenever the core wants a standby, until ``stop``."""
 
-    def __init__(self, core: StandbyTarget, link: StandbyLink, robot: RobotDeclaration,
-                 clock: Callable[[], float] = time.monotonic, log: Callable[[str], None] = lambda text: None) -> None:
+    def __init__(
+        self,
+        core: StandbyTarget,
+        link: StandbyLink,
+        robot: RobotDeclaration,
+        clock: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] = lambda text: None,
+    ) -> None:
         super().__init__(name="lerobot_ros_standby_keeper", daemon=True)
         self.core, self.link, self.robot, self.clock, self.log = core, link, robot, clock, log
         self._stop_event = threading.Event()

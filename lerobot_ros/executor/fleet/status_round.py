@@ -1,4 +1,5 @@
-"""One GetStatus round over a fleet's candidate replicas: all asked at once, the round bounded by one timeout.
+"""One GetStatus round over a fleet's candidate replicas: all asked at once, the round bounded by
+one timeout.
 
 Invariants:
 
@@ -37,9 +38,13 @@ def not_answering(namespace: str, timeout_s: float) -> str:
     return f"no policy server answered on {namespace} within {timeout_s:g} s"
 
 
-def ask_all(ask: Callable[[str], T | str], namespaces: Sequence[str], timeout_s: float,
-            pump: Callable[[float], None] | None = None,
-            clock: Callable[[], float] = time.monotonic) -> list[tuple[str, T | str]]:
+def ask_all(
+    ask: Callable[[str], T | str],
+    namespaces: Sequence[str],
+    timeout_s: float,
+    pump: Callable[[float], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[tuple[str, T | str]]:
     """``ask(namespace)`` for every namespace at once; (namespace, answer or why none), in order.
 
     Each ``ask`` is expected to bound itself by ``timeout_s``; the round does
@@ -62,11 +67,16 @@ def ask_all(ask: Callable[[str], T | str], namespaces: Sequence[str], timeout_s:
 
     deadline = clock() + timeout_s + GRACE_S
     for namespace in namespaces:
-        threading.Thread(target=run, args=(namespace,), name=f"lerobot_ros_status {namespace}", daemon=True).start()
+        threading.Thread(
+            target=run, args=(namespace,), name=f"lerobot_ros_status {namespace}", daemon=True
+        ).start()
     while not all_in.is_set() and (remaining := deadline - clock()) > 0:
         if pump is None:
             all_in.wait(remaining)
         else:
             pump(min(remaining, PUMP_S))
     with lock:
-        return [(namespace, answers.get(namespace, not_answering(namespace, timeout_s))) for namespace in namespaces]
+        return [
+            (namespace, answers.get(namespace, not_answering(namespace, timeout_s)))
+            for namespace in namespaces
+        ]

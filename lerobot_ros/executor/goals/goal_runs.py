@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from enum import Enum
 
 from lerobot_ros.protocol.status import ExecutorState, Termination
 
@@ -41,7 +40,10 @@ class GoalRequest:
         """Why this goal cannot run, or None."""
         duration = self.max_duration_s
         if duration != duration or duration < 0 or duration == float("inf"):
-            return f"max_duration_s must be a finite number of seconds >= 0 (0: no limit), got {duration}"
+            return (
+                "max_duration_s must be a finite number of seconds >= 0 (0: no limit), got "
+                f"{duration}"
+            )
         return None
 
 
@@ -67,9 +69,21 @@ class Progress:
     def of(cls, snapshot, now_s: float) -> Progress:
         """From a ``core.CoreSnapshot``."""
         t = snapshot.telemetry
-        return cls(now_s, ExecutorState(t.state), t.reason, t.episode, t.queue_depth, t.latency_ms_p95,
-                   t.commands_published, t.requests_sent, t.chunks_merged, t.request_rejections,
-                   t.last_rejection_reason, snapshot.handshake_failures, snapshot.last_handshake_error)
+        return cls(
+            now_s,
+            ExecutorState(t.state),
+            t.reason,
+            t.episode,
+            t.queue_depth,
+            t.latency_ms_p95,
+            t.commands_published,
+            t.requests_sent,
+            t.chunks_merged,
+            t.request_rejections,
+            t.last_rejection_reason,
+            snapshot.handshake_failures,
+            snapshot.last_handshake_error,
+        )
 
 
 @dataclass(frozen=True)
@@ -117,19 +131,25 @@ class GoalBook:
             return self._active
 
     def start(self, goal_id: str, request: GoalRequest, progress: Progress) -> GoalResult | None:
-        """Make ``goal_id`` the active goal; returns the preempted goal's result, if one was active."""
+        """Make ``goal_id`` the active goal; returns the preempted goal's result, if one was
+        active."""
         problem = request.problem()
         if problem:
             raise ValueError(problem)
         with self._lock:
             preempted = None
             if self._active is not None:
-                preempted = self._end(Termination.PREEMPTED, f"preempted by goal {goal_id}", progress)
+                preempted = self._end(
+                    Termination.PREEMPTED, f"preempted by goal {goal_id}", progress
+                )
             self._active = ActiveGoal(goal_id, request, progress)
             return preempted
 
-    def cancel(self, progress: Progress, goal_id: str | None = None, reason: str = "cancelled") -> GoalResult | None:
-        """End the active goal (only if it is ``goal_id``, when given) as cancelled; None when none was."""
+    def cancel(
+        self, progress: Progress, goal_id: str | None = None, reason: str = "cancelled"
+    ) -> GoalResult | None:
+        """End the active goal (only if it is ``goal_id``, when given) as cancelled; None when none
+        was."""
         with self._lock:
             if self._active is None or (goal_id is not None and self._active.goal_id != goal_id):
                 return None
@@ -149,25 +169,36 @@ class GoalBook:
             goal = self._active
             if goal is None:
                 return None
-            return Feedback(int(progress.state), progress.state.name, progress.queue_depth,
-                            progress.commands_published - goal.started.commands_published,
-                            progress.latency_ms_p95, progress.episode, progress.now_s - goal.started.now_s)
+            return Feedback(
+                int(progress.state),
+                progress.state.name,
+                progress.queue_depth,
+                progress.commands_published - goal.started.commands_published,
+                progress.latency_ms_p95,
+                progress.episode,
+                progress.now_s - goal.started.now_s,
+            )
 
     def telemetry(self) -> dict[str, str]:
-        """The goal fields of ExecutorStatus: the active goal, and the latest that ended and how."""
+        """The goal fields of ExecutorStatus: the active goal, and the latest that ended and
+        how."""
         with self._lock:
             last = next(reversed(self._results.values()), None)
-            return {"goal_id": self._active.goal_id if self._active is not None else "",
-                    "last_goal_id": last.goal_id if last is not None else "",
-                    "last_goal_termination": last.termination.value if last is not None else ""}
+            return {
+                "goal_id": self._active.goal_id if self._active is not None else "",
+                "last_goal_id": last.goal_id if last is not None else "",
+                "last_goal_termination": last.termination.value if last is not None else "",
+            }
 
     def result(self, goal_id: str) -> GoalResult | None:
-        """The ended goal's result (kept until ``KEPT_RESULTS`` newer ones), or None while it runs."""
+        """The ended goal's result (kept until ``KEPT_RESULTS`` newer ones), or None while it
+        runs."""
         with self._lock:
             return self._results.get(goal_id)
 
     def wait_ended(self, goal_id: str, timeout_s: float) -> GoalResult | None:
-        """Wait up to ``timeout_s`` for ``goal_id`` to end; its result, or None if it still runs."""
+        """Wait up to ``timeout_s`` for ``goal_id`` to end; its result, or None if it still
+        runs."""
         with self._ended:
             self._ended.wait_for(lambda: goal_id in self._results, timeout=timeout_s)
             return self._results.get(goal_id)
@@ -175,10 +206,16 @@ class GoalBook:
     def _end(self, termination: Termination, reason: str, progress: Progress) -> GoalResult:
         goal = self._active
         start = goal.started
-        result = GoalResult(goal.goal_id, termination, reason, progress.now_s - start.now_s,
-                            progress.commands_published - start.commands_published,
-                            progress.requests_sent - start.requests_sent,
-                            progress.chunks_merged - start.chunks_merged, progress.episode)
+        result = GoalResult(
+            goal.goal_id,
+            termination,
+            reason,
+            progress.now_s - start.now_s,
+            progress.commands_published - start.commands_published,
+            progress.requests_sent - start.requests_sent,
+            progress.chunks_merged - start.chunks_merged,
+            progress.episode,
+        )
         self._active = None
         self._results[goal.goal_id] = result
         while len(self._results) > KEPT_RESULTS:
@@ -195,7 +232,10 @@ def termination_of(goal: ActiveGoal, progress: Progress) -> tuple[Termination, s
     if progress.state is ExecutorState.OFFLINE:
         return Termination.FAILED, f"the executor went OFFLINE: {progress.state_reason}"
     if progress.request_rejections > start.request_rejections:
-        return Termination.FAILED, f"the server refused the goal's request: {progress.last_rejection_reason}"
+        return (
+            Termination.FAILED,
+            f"the server refused the goal's request: {progress.last_rejection_reason}",
+        )
     if progress.handshake_failures > start.handshake_failures:
         return Termination.FAILED, f"no session with the server: {progress.last_handshake_error}"
     duration = goal.request.max_duration_s

@@ -29,9 +29,15 @@ from collections.abc import Callable
 from typing import Any
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.goals.goal_runs import Feedback, GoalBook, GoalRequest, GoalResult, Progress
-from lerobot_ros.protocol.status import Termination
+from lerobot_ros.executor.goals.goal_runs import (
+    Feedback,
+    GoalBook,
+    GoalRequest,
+    GoalResult,
+    Progress,
+)
 from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.protocol.status import Termination
 
 #: The name the "no goal" hold goes by (core.pause / resume).
 HOLD_GOAL = "goal"
@@ -41,7 +47,8 @@ GOAL_POLL_S = 0.05
 
 
 def action_verdict(result: GoalResult, cancel_requested: bool) -> str:
-    """How the action goal ends: ``canceled`` (it asked and was cancelled), ``succeed`` (completed), ``abort``."""
+    """How the action goal ends: ``canceled`` (it asked and was cancelled), ``succeed``
+    (completed), ``abort``."""
     if result.termination is Termination.CANCELLED and cancel_requested:
         return "canceled"
     return "succeed" if result.termination is Termination.COMPLETED else "abort"
@@ -50,15 +57,22 @@ def action_verdict(result: GoalResult, cancel_requested: bool) -> str:
 class GoalSteps:
     """Starts and ends goals on the attached core (thread-safe)."""
 
-    def __init__(self, log: Callable[[str], None], status_now: Callable[[], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        status_now: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.book = GoalBook()
         self.log, self.status_now, self.clock = log, status_now, clock
         self._lock = threading.RLock()
-        self._handles: dict[str, Any] = {}  # goal id -> its action goal handle (StartPolicy goals have none)
+        self._handles: dict[
+            str, Any
+        ] = {}  # goal id -> its action goal handle (StartPolicy goals have none)
         self._core: ExecutorCore | None = None
         self._settings: ExecutorSettings | None = None
-        # A goal is an explicit resume from OFFLINE: the node sets this to ``recovery.resume`` on its link.
+        # A goal is an explicit resume from OFFLINE: the node sets this to ``recovery.resume`` on
+        # its link.
         self.recover: Callable[[str], str | None] = lambda by: None
 
     def attach(self, core: ExecutorCore | None, settings: ExecutorSettings | None) -> None:
@@ -75,9 +89,16 @@ class GoalSteps:
             return f"the executor is {lifecycle_state}, not active: activate it first"
         return request.problem()
 
-    def start(self, goal_id: str, request: GoalRequest, active: bool, lifecycle_state: str,
-              handle: Any = None) -> str | None:
-        """Make ``goal_id`` the active goal (the old one ends as preempted); the refusal, if any."""
+    def start(
+        self,
+        goal_id: str,
+        request: GoalRequest,
+        active: bool,
+        lifecycle_state: str,
+        handle: Any = None,
+    ) -> str | None:
+        """Make ``goal_id`` the active goal (the old one ends as preempted); the refusal, if
+        any."""
         with self._lock:
             problem = self.refusal(request, active, lifecycle_state)
             if problem:
@@ -89,7 +110,9 @@ class GoalSteps:
             preempted = self.book.start(goal_id, request, self.progress(now))
             if preempted is not None:
                 self._handles.pop(preempted.goal_id, None)
-                self.log(f"goal {preempted.goal_id}: {preempted.termination.value} ({preempted.reason})")
+                self.log(
+                    f"goal {preempted.goal_id}: {preempted.termination.value} ({preempted.reason})"
+                )
             core.set_task(request.task)
             core.clear_queue()
             if request.new_episode:
@@ -100,13 +123,16 @@ class GoalSteps:
                 core.reopen(now, f"goal {goal_id} started: opening a fresh session")
             if handle is not None:
                 self._handles[goal_id] = handle
-            self.log(f"goal {goal_id} started: task {request.task!r}, max_duration_s "
-                     f"{request.max_duration_s:g}, new_episode {request.new_episode}")
+            self.log(
+                f"goal {goal_id} started: task {request.task!r}, max_duration_s "
+                f"{request.max_duration_s:g}, new_episode {request.new_episode}"
+            )
             self.status_now()
             return None
 
     def cancel(self, goal_id: str | None, reason: str) -> GoalResult | None:
-        """End the active goal (``goal_id``'s only, when given) as cancelled; None when none was."""
+        """End the active goal (``goal_id``'s only, when given) as cancelled; None when none
+        was."""
         with self._lock:
             if self._core is None:
                 return None
@@ -125,7 +151,8 @@ class GoalSteps:
         return result
 
     def follow(self, progress: Progress) -> tuple[Feedback, Any] | None:
-        """End the active goal when ``progress`` says it is over; else its feedback and action handle, if any."""
+        """End the active goal when ``progress`` says it is over; else its feedback and action
+        handle, if any."""
         with self._lock:
             ended = self.book.end_if_over(progress)
             if ended is not None:
@@ -145,6 +172,8 @@ class GoalSteps:
             core.pause(now, HOLD_GOAL)
         if result.termination is Termination.CANCELLED:
             core.reset_episode()
-        self.log(f"goal {result.goal_id}: {result.termination.value} ({result.reason}); "
-                 f"{result.commands_published} commands, {result.chunks_merged} chunks merged")
+        self.log(
+            f"goal {result.goal_id}: {result.termination.value} ({result.reason}); "
+            f"{result.commands_published} commands, {result.chunks_merged} chunks merged"
+        )
         self.status_now()

@@ -61,15 +61,26 @@ class ValidatedModel:
             changes.append(f"chunk size {self.chunk_size} -> {other.chunk_size}")
         if not changes:
             return None
-        return "the server now serves a different model (" + "; ".join(changes) + "): never executing its chunks"
+        return (
+            "the server now serves a different model ("
+            + "; ".join(changes)
+            + "): never executing its chunks"
+        )
 
     @classmethod
     def of(cls, capabilities: ServerCapabilities) -> ValidatedModel:
-        return cls(capabilities.model_fingerprint, capabilities.model_revision, tuple(capabilities.action_names),
-                   tuple(capabilities.camera_names), capabilities.chunk_size)
+        return cls(
+            capabilities.model_fingerprint,
+            capabilities.model_revision,
+            tuple(capabilities.action_names),
+            tuple(capabilities.camera_names),
+            capabilities.chunk_size,
+        )
 
 
-def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedModel | None) -> tuple[str, str] | None:
+def rejection(
+    chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedModel | None
+) -> tuple[str, str] | None:
     """(reason code, explanation) why ``chunk`` must not be merged, or None to merge it.
 
     ``pending`` is the request in flight (None: nothing is awaited, so any
@@ -78,20 +89,38 @@ def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedM
     got = chunk.request
     if pending is None:
         return "late", f"chunk for seq {got.seq} arrived with no request in flight"
-    for field, code in (("session_id", "foreign_session"), ("client_id", "foreign_client"),
-                        ("epoch", "stale_epoch"), ("episode", "stale_episode"), ("seq", "stale_seq")):
+    for field, code in (
+        ("session_id", "foreign_session"),
+        ("client_id", "foreign_client"),
+        ("epoch", "stale_epoch"),
+        ("episode", "stale_episode"),
+        ("seq", "stale_seq"),
+    ):
         if getattr(got, field) != getattr(pending, field):
-            return code, f"chunk {field} {getattr(got, field)!r} does not answer the request in flight ({getattr(pending, field)!r})"
+            return (
+                code,
+                f"chunk {field} {getattr(got, field)!r} does not answer the request in flight "
+                f"({getattr(pending, field)!r})",
+            )
     if got.sent_monotonic_ns != pending.sent_monotonic_ns:
         return "stale_seq", "chunk echoes another send time than the request in flight"
     if chunk.status != STATUS_OK:
         return "refused", f"server answered status {chunk.status}: {chunk.error}"
     if chunk.model_fingerprint != model.fingerprint:
-        return "wrong_model", f"chunk from model {chunk.model_fingerprint!r}, validated {model.fingerprint!r}"
+        return (
+            "wrong_model",
+            f"chunk from model {chunk.model_fingerprint!r}, validated {model.fingerprint!r}",
+        )
     if tuple(chunk.action_names) != model.action_names:
-        return "wrong_action_names", f"chunk columns {list(chunk.action_names)}, validated {list(model.action_names)}"
+        return (
+            "wrong_action_names",
+            f"chunk columns {list(chunk.action_names)}, validated {list(model.action_names)}",
+        )
     dim = len(model.action_names)
-    for name, actions in (("actions_robot", chunk.actions_robot), ("actions_model", chunk.actions_model)):
+    for name, actions in (
+        ("actions_robot", chunk.actions_robot),
+        ("actions_model", chunk.actions_model),
+    ):
         if actions.ndim != 2 or actions.shape[0] < 1 or actions.shape[1] != dim:
             return "bad_shape", f"{name} has shape {actions.shape}, expected [T >= 1, {dim}]"
         if not np.all(np.isfinite(actions)):
@@ -101,7 +130,8 @@ def rejection(chunk: ReceivedChunk, pending: RequestId | None, model: ValidatedM
 
 @dataclass(frozen=True)
 class Answer:
-    """What ``InFlight.wait`` returns: the chunk and the request it answers, or None (refused, timed out, or cancelled)."""
+    """What ``InFlight.wait`` returns: the chunk and the request it answers, or None (refused,
+    timed out, or cancelled)."""
 
     chunk: ReceivedChunk | None
     received_ns: int
@@ -127,7 +157,8 @@ class Drops:
 
 
 class InFlight:
-    """The request in flight, its hedge when one was sent, and the chunk answering either (thread-safe).
+    """The request in flight, its hedge when one was sent, and the chunk answering either
+    (thread-safe).
 
     The requester calls ``start`` before publishing (so a fast answer is never
     missed), then ``wait``; a late request may be hedged (``hedge``: the same
@@ -143,9 +174,13 @@ class InFlight:
         self._pending: list[RequestId] = []  # the request, then its hedge
         self._model: ValidatedModel | None = None
         self._answer: tuple[ReceivedChunk, int] | None = None  # (chunk, received monotonic ns)
-        self._refusals: dict[str, str] = {}  # session id -> the refusal of the race's request there
+        self._refusals: dict[
+            str, str
+        ] = {}  # session id -> the refusal of the race's request there
         self._answered: RequestId | None = None  # the request the answer is for
-        self._raced: tuple[RequestId, ...] = ()  # the latest race's requests, whose late chunks lost it
+        self._raced: tuple[
+            RequestId, ...
+        ] = ()  # the latest race's requests, whose late chunks lost it
         self._cancelled = False
         self._dropped: Counter[str] = Counter()
         self._last_drop = ""
@@ -157,7 +192,8 @@ class InFlight:
             self._answer, self._refusals, self._cancelled = None, {}, False
 
     def hedge(self, request: RequestId) -> bool:
-        """``request`` (the same observation, for the standby session) may answer too; False when the request
+        """``request`` (the same observation, for the standby session) may answer too; False when
+        the request
         in flight was answered, refused or cancelled meanwhile (then nothing is hedged)."""
         with self._condition:
             if not self._pending or self._answer is not None or self._cancelled or self._refusals:
@@ -188,12 +224,17 @@ class InFlight:
     def _verdict(self, chunk: ReceivedChunk) -> tuple[tuple[str, str] | None, RequestId | None]:
         got = chunk.request
         if any(_same_request(got, raced) for raced in self._raced):
-            return ("hedge_lost", f"chunk for seq {got.seq} of session {got.session_id} came second in a "
-                    "hedged race; the first answer was merged"), None
+            return (
+                "hedge_lost",
+                f"chunk for seq {got.seq} of session {got.session_id} came second in a "
+                "hedged race; the first answer was merged",
+            ), None
         if self._answer is not None:
             return ("late", "request already answered"), None
         # start() sets the model with the request: with nothing pending it is not read
-        candidates = [pending for pending in self._pending if pending.session_id == got.session_id] or self._pending[:1]
+        candidates = [
+            pending for pending in self._pending if pending.session_id == got.session_id
+        ] or self._pending[:1]
         pending = candidates[0] if candidates else None
         return rejection(chunk, pending, self._model), pending
 
@@ -204,7 +245,8 @@ class InFlight:
 
     @property
     def hedged(self) -> bool:
-        """Whether the request in flight was also sent to the standby (a race that may still be won)."""
+        """Whether the request in flight was also sent to the standby (a race that may still be
+        won)."""
         with self._condition:
             return len(self._pending) > 1 and self._answer is None and not self._cancelled
 
@@ -215,7 +257,9 @@ class InFlight:
             return self._answer is not None or self._all_refused() or self._cancelled
 
     def _all_refused(self) -> bool:
-        return bool(self._refusals) and all(pending.session_id in self._refusals for pending in self._pending)
+        return bool(self._refusals) and all(
+            pending.session_id in self._refusals for pending in self._pending
+        )
 
     def wait(self, timeout_s: float, end: bool = True) -> Answer | None:
         """The answer to the request in flight (or why there is none), ending the request.
@@ -224,7 +268,8 @@ class InFlight:
         """
         with self._condition:
             done = self._condition.wait_for(
-                lambda: self._answer is not None or self._all_refused() or self._cancelled, timeout=timeout_s
+                lambda: self._answer is not None or self._all_refused() or self._cancelled,
+                timeout=timeout_s,
             )
             if not done and not end:
                 return None
@@ -251,4 +296,9 @@ class InFlight:
 
 
 def _same_request(a: RequestId, b: RequestId) -> bool:
-    return (a.session_id, a.seq, a.epoch, a.sent_monotonic_ns) == (b.session_id, b.seq, b.epoch, b.sent_monotonic_ns)
+    return (a.session_id, a.seq, a.epoch, a.sent_monotonic_ns) == (
+        b.session_id,
+        b.seq,
+        b.epoch,
+        b.sent_monotonic_ns,
+    )

@@ -35,19 +35,19 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.session.handshake import SessionOpener, handshake
-from lerobot_ros.executor.session.handshake_types import RobotDeclaration, SessionGrant
-from lerobot_ros.executor.requests.pending_request import PendingRequest
 from lerobot_ros.executor.fleet.rebalancing import decide
 from lerobot_ros.executor.fleet.replicas import PlannedMove
-
+from lerobot_ros.executor.requests.pending_request import PendingRequest
+from lerobot_ros.executor.session.handshake import SessionOpener, handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, SessionGrant
 
 #: Longest single idle wait (seconds); the control tick's wake-up normally ends it first.
 IDLE_WAIT_S = 1.0
 
 
 class ServerLink(SessionOpener, Protocol):
-    """The handshake's calls, publishing one pending request's observation (an error is returned as text),
+    """The handshake's calls, publishing one pending request's observation (an error is returned as
+    text),
     and closing a session that no longer serves the robot (bounded, best effort)."""
 
     def send_observation(self, pending: PendingRequest) -> str | None: ...
@@ -58,9 +58,15 @@ class ServerLink(SessionOpener, Protocol):
 class NetworkWorker(threading.Thread):
     """Runs re-handshakes and requests until ``stop``; never touches the control path."""
 
-    def __init__(self, core: ExecutorCore, link: ServerLink, robot: RobotDeclaration,
-                 clock: Callable[[], float] = time.monotonic, clock_ns: Callable[[], int] = time.monotonic_ns,
-                 log: Callable[[str], None] = lambda text: None) -> None:
+    def __init__(
+        self,
+        core: ExecutorCore,
+        link: ServerLink,
+        robot: RobotDeclaration,
+        clock: Callable[[], float] = time.monotonic,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        log: Callable[[str], None] = lambda text: None,
+    ) -> None:
         super().__init__(name="lerobot_ros_network_worker", daemon=True)
         self.core, self.link, self.robot = core, link, robot
         self.clock, self.clock_ns, self.log = clock, clock_ns, log
@@ -87,25 +93,38 @@ class NetworkWorker(threading.Thread):
             if self.step() or self._stop_event.is_set():
                 continue
             if self._not_sent:
-                self._stop_event.wait(self.retry_s)  # every tick still says "due": do not listen to it
+                self._stop_event.wait(
+                    self.retry_s
+                )  # every tick still says "due": do not listen to it
             else:
                 self.core.wait_for_work(self.idle_s)
 
     def step(self) -> bool:
-        """One unit of work; False when there was nothing to do, or a due request could not be sent."""
+        """One unit of work; False when there was nothing to do, or a due request could not be
+        sent."""
         self._not_sent = False
         now = self.clock()
         if self.core.reconnect_due(now):
-            if self.core.promote_standby(now):  # a warm standby: no placement, the next request goes there
-                self.log(f"serving replica lost: moved to the standby on {self.core.identity.replica}")
+            if self.core.promote_standby(
+                now
+            ):  # a warm standby: no placement, the next request goes there
+                self.log(
+                    f"serving replica lost: moved to the standby on {self.core.identity.replica}"
+                )
                 return True
-            with self.core.handshaking:  # an operator's resume may be handshaking: never two at once
+            with (
+                self.core.handshaking
+            ):  # an operator's resume may be handshaking: never two at once
                 if not self.core.reconnect_due(self.clock()):
                     return True
                 result = handshake(self.core, self.link, self.robot, self.clock)
-            self.log(f"re-handshake: {'accepted' if result.accepted else 'failed'}: {result.reason}")
+            self.log(
+                f"re-handshake: {'accepted' if result.accepted else 'failed'}: {result.reason}"
+            )
             return True
-        move = self.core.due_move(now)  # a rebalancing move: between two requests, never during one
+        move = self.core.due_move(
+            now
+        )  # a rebalancing move: between two requests, never during one
         if move is not None:
             self.log(self.move(move))
             return True
@@ -114,20 +133,35 @@ class NetworkWorker(threading.Thread):
         return False
 
     def move(self, move: PlannedMove) -> str:
-        """Carry out a rebalancing move (``rebalancing.py``): the robot's standby on the target is re-opened
-        as a serving session (so its server counts it as serving at once, not at its first observation),
-        becomes the session, and the session left is closed at once (its server's load drops now). All in
+        """Carry out a rebalancing move (``rebalancing.py``): the robot's standby on the target is
+        re-opened
+        as a serving session (so its server counts it as serving at once, not at its first
+        observation),
+        becomes the session, and the session left is closed at once (its server's load drops now).
+        All in
         the worker's gap between two requests: other robots' looks see the move as one step."""
         settings, current = self.core.settings, self.core.identity.replica
-        # The look that planned it may be a request's time old: another robot may have moved meanwhile.
-        fresh = decide(current, self.link.get_statuses((current, move.target), settings.replica_status_timeout_s),
-                       self.robot, self.core.identity.model, settings.rebalance_hysteresis,
-                       self.core.unanswered_replicas)
+        # The look that planned it may be a request's time old: another robot may have moved
+        # meanwhile.
+        fresh = decide(
+            current,
+            self.link.get_statuses((current, move.target), settings.replica_status_timeout_s),
+            self.robot,
+            self.core.identity.model,
+            settings.rebalance_hysteresis,
+            self.core.unanswered_replicas,
+        )
         if fresh is None or fresh.target != move.target:
             self.core.move_abandoned("no longer worth it on the replicas' counts now")
-            return f"rebalancing move to {move.target} abandoned: no longer worth it on the counts now"
-        grant = self.link.open_session(move.target, settings.replica_status_timeout_s + 2.0,
-                                       check=lambda offered: self.core.check_model(offered.capabilities, self.clock()))
+            return (
+                f"rebalancing move to {move.target} abandoned: no longer worth it on the "
+                "counts now"
+            )
+        grant = self.link.open_session(
+            move.target,
+            settings.replica_status_timeout_s + 2.0,
+            check=lambda offered: self.core.check_model(offered.capabilities, self.clock()),
+        )
         if not isinstance(grant, SessionGrant):
             self.core.move_abandoned(grant)
             return f"rebalancing move to {move.target} abandoned: {grant}"
@@ -144,11 +178,18 @@ class NetworkWorker(threading.Thread):
         if not isinstance(pending, PendingRequest):
             self._not_sent = True
             return False
-        if self._stop_event.is_set():  # a stop just before the request went in flight would otherwise be lost
+        if (
+            self._stop_event.is_set()
+        ):  # a stop just before the request went in flight would otherwise be lost
             self.core.cancel_request()
             return False
-        sent = self.core.complete_request(pending, self.link.send_observation(pending), self.clock,
-                                          self._stop_event.is_set, hedge=self.link.send_observation,
-                                          clock_ns=self.clock_ns)
+        sent = self.core.complete_request(
+            pending,
+            self.link.send_observation(pending),
+            self.clock,
+            self._stop_event.is_set,
+            hedge=self.link.send_observation,
+            clock_ns=self.clock_ns,
+        )
         self._not_sent = not sent
         return sent

@@ -96,7 +96,9 @@ def state_vector(sample: JointSample, include_velocity: bool) -> np.ndarray:
     if not include_velocity:
         return sample.positions.astype(np.float32)
     if sample.velocities is None:
-        raise JointStateError("state_include_velocity is on but the JointState carries no velocities")
+        raise JointStateError(
+            "state_include_velocity is on but the JointState carries no velocities"
+        )
     return np.concatenate([sample.positions, sample.velocities]).astype(np.float32)
 
 
@@ -117,7 +119,9 @@ class NotSent:
     too_old: bool = False
 
 
-def _pull_newest(pull: Pull | None, lock: threading.Lock, store: Callable[[Any, float], None]) -> str:
+def _pull_newest(
+    pull: Pull | None, lock: threading.Lock, store: Callable[[Any, float], None]
+) -> str:
     """Take the newest sample of ``pull`` and store it; why it could not be taken, or ""."""
     if pull is None:
         return ""
@@ -135,8 +139,13 @@ def _pull_newest(pull: Pull | None, lock: threading.Lock, store: Callable[[Any, 
 class ObservationAssembler:
     """Latest-only holders for one robot's joint state and cameras."""
 
-    def __init__(self, joint_names: tuple[str, ...], camera_names: tuple[str, ...], include_velocity: bool,
-                 max_age_s: float) -> None:
+    def __init__(
+        self,
+        joint_names: tuple[str, ...],
+        camera_names: tuple[str, ...],
+        include_velocity: bool,
+        max_age_s: float,
+    ) -> None:
         self.joint_names = tuple(joint_names)
         self.include_velocity = include_velocity
         self.max_age_s = max_age_s
@@ -149,7 +158,9 @@ class ObservationAssembler:
         self._joint_pull_lock = threading.Lock()
         self._camera_pull_locks = {name: threading.Lock() for name in camera_names}
 
-    def pull_from(self, joint_state: Pull | None = None, cameras: dict[str, Pull] | None = None) -> None:
+    def pull_from(
+        self, joint_state: Pull | None = None, cameras: dict[str, Pull] | None = None
+    ) -> None:
         """Read these sources when their values are needed instead of being pushed.
 
         ``joint_state`` returns a JointState-like message (``name``,
@@ -158,18 +169,28 @@ class ObservationAssembler:
         """
         unknown = sorted(set(cameras or {}) - set(self.cameras))
         if unknown:
-            raise ValueError(f"no such cameras {unknown}; this robot's cameras are {sorted(self.cameras)}")
+            raise ValueError(
+                f"no such cameras {unknown}; this robot's cameras are {sorted(self.cameras)}"
+            )
         if joint_state is not None:
             self._joint_pull = joint_state
         self._camera_pulls.update(cameras or {})
 
     def _refresh_joints(self) -> str:
-        return _pull_newest(self._joint_pull, self._joint_pull_lock,
-                     lambda msg, received: self.on_joint_state(msg.name, msg.position, msg.velocity, received))
+        return _pull_newest(
+            self._joint_pull,
+            self._joint_pull_lock,
+            lambda msg, received: self.on_joint_state(
+                msg.name, msg.position, msg.velocity, received
+            ),
+        )
 
     def _refresh_camera(self, name: str) -> str:
-        return _pull_newest(self._camera_pulls.get(name), self._camera_pull_locks[name],
-                     lambda frame, received: self.on_camera(name, frame, received))
+        return _pull_newest(
+            self._camera_pulls.get(name),
+            self._camera_pull_locks[name],
+            lambda frame, received: self.on_camera(name, frame, received),
+        )
 
     # Pushed values (subscription callbacks, tests) ------------------------------
 
@@ -192,14 +213,20 @@ class ObservationAssembler:
         sample, _ = self.joints.get()
         return None if sample is None else sample.positions
 
-    def assemble(self, now_s: float, cameras: frozenset[str] | None = None) -> AssembledObservation | NotSent:
+    def assemble(
+        self, now_s: float, cameras: frozenset[str] | None = None
+    ) -> AssembledObservation | NotSent:
         """The latest joint state and frames, fresh; ``cameras``: only these (None: all)."""
         unreadable = self._refresh_joints()
         if unreadable:
             return NotSent(f"the joint state could not be read: {unreadable}")
         sample, joints_at = self.joints.get()
         if sample is None:
-            why = f" (last error: {self.last_joint_state_error})" if self.last_joint_state_error else ""
+            why = (
+                f" (last error: {self.last_joint_state_error})"
+                if self.last_joint_state_error
+                else ""
+            )
             return NotSent("no joint state received yet" + why)
         ages = {"joint state": now_s - joints_at}
         frames = {}
@@ -217,10 +244,12 @@ class ObservationAssembler:
         stale = {source: age for source, age in ages.items() if age > self.max_age_s}
         if stale:
             detail = ", ".join(f"{source} {age:.3f} s" for source, age in stale.items())
-            return NotSent(f"sensor data older than max_observation_age_s {self.max_age_s}: {detail}", too_old=True)
+            return NotSent(
+                f"sensor data older than max_observation_age_s {self.max_age_s}: {detail}",
+                too_old=True,
+            )
         try:
             state = state_vector(sample, self.include_velocity)
         except JointStateError as error:
             return NotSent(str(error))
         return AssembledObservation(state, frames, max(ages.values()))
-

@@ -34,17 +34,35 @@ class PendingRequest:
     rtc: bool
     task: str = ""  # sent with the observation; empty: the session's task
     jpeg_quality: int = 0
-    camera_sizes: Mapping[str, tuple[int, int]] | None = None  # frames larger than the policy's are shrunk to it
-    mapping: JointMapping | None = None  # the queue is in robot units; the RTC prefix goes back in the policy's
-    replica: str = ""  # the replica whose session it is for (the serving one, or the standby's for a hedge)
+    camera_sizes: Mapping[str, tuple[int, int]] | None = (
+        None  # frames larger than the policy's are shrunk to it
+    )
+    mapping: JointMapping | None = (
+        None  # the queue is in robot units; the RTC prefix goes back in the policy's
+    )
+    replica: str = (
+        ""  # the replica whose session it is for (the serving one, or the standby's for a hedge)
+    )
 
     def outgoing(self) -> OutgoingObservation:
-        """The observation as it goes on the wire (raises ``images.ImageError`` for an unusable frame)."""
-        compressed, raw = camera_payloads(self.observation.cameras, self.jpeg_quality,
-                                          dict(self.camera_sizes) if self.camera_sizes is not None else None)
+        """The observation as it goes on the wire (raises ``images.ImageError`` for an unusable
+        frame)."""
+        compressed, raw = camera_payloads(
+            self.observation.cameras,
+            self.jpeg_quality,
+            dict(self.camera_sizes) if self.camera_sizes is not None else None,
+        )
         prefix_model = self.snapshot.left_over_model if self.rtc else None
         prefix_robot = self.snapshot.left_over_robot if self.rtc else None
         if prefix_robot is not None and self.mapping is not None:
             prefix_robot = self.mapping.to_policy(prefix_robot).astype(prefix_robot.dtype)
-        return OutgoingObservation(self.request, self.task, self.observation.state, compressed, raw,
-                                   self.inference_delay_steps, prefix_model, prefix_robot)
+        return OutgoingObservation(
+            self.request,
+            self.task,
+            self.observation.state,
+            compressed,
+            raw,
+            self.inference_delay_steps,
+            prefix_model,
+            prefix_robot,
+        )

@@ -1,4 +1,5 @@
-"""The executor's sensor subscriptions, on a hidden companion node that nothing spins: read when needed.
+"""The executor's sensor subscriptions, on a hidden companion node that nothing spins: read when
+needed.
 
 Why nothing spins them: a request needs the newest joint state and frames
 a few times a second, while cameras and joint-state drivers publish much
@@ -39,28 +40,39 @@ def _never_called(_message) -> None:
 
 
 class SensorNode:
-    """Subscriptions of ``parent``'s sensors whose newest sample is taken on demand, until ``destroy()``."""
+    """Subscriptions of ``parent``'s sensors whose newest sample is taken on demand, until
+    ``destroy()``."""
 
     def __init__(self, parent: Node) -> None:
         self._parent = parent
-        self.node = Node(f"_{parent.get_name()}_sensors", namespace=parent.get_namespace(), context=parent.context,
-                         use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
+        self.node = Node(
+            f"_{parent.get_name()}_sensors",
+            namespace=parent.get_namespace(),
+            context=parent.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+            enable_rosout=False,
+        )
 
     def subscribe(self, message_type, topic: str, qos):
-        """A subscription to ``topic`` as ``parent`` resolves it (its namespace and remaps), and its reader.
+        """A subscription to ``topic`` as ``parent`` resolves it (its namespace and remaps), and
+        its reader.
 
         The reader returns the newest message that arrived since it was last
         called, with its receive time on the monotonic clock, or None; it
         raises when the middleware's bytes do not deserialize.
         """
-        subscription = self.node.create_subscription(message_type, self._parent.resolve_topic_name(topic),
-                                                     _never_called, qos)
+        subscription = self.node.create_subscription(
+            message_type, self._parent.resolve_topic_name(topic), _never_called, qos
+        )
 
         def newest():
             taken = None
             try:
                 with subscription.handle:
-                    while (sample := subscription.handle.take_message(subscription.msg_type, False)) is not None:
+                    while (
+                        sample := subscription.handle.take_message(subscription.msg_type, False)
+                    ) is not None:
                         taken = sample  # keep-last 1 holds one; a deeper history gives its newest
             except InvalidHandle:
                 return None  # destroyed under a reader: the node is shutting down
@@ -79,7 +91,8 @@ class SensorNode:
 
 
 def read_latched(sensors: SensorNode, message_type, topic: str, qos, timeout_s: float):
-    """The message a latched (transient local) ``topic`` holds, waited for up to ``timeout_s``; None if none came."""
+    """The message a latched (transient local) ``topic`` holds, waited for up to ``timeout_s``;
+    None if none came."""
     newest = sensors.subscribe(message_type, topic, qos)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -1,1 +1,2 @@
-"""The executor's session with its policy server: handshake, session state, the ROS client and the way back from OFFLINE."""
+"""The executor's session with its policy server: handshake, session state, the ROS client and the
+way back from OFFLINE."""

@@ -30,16 +30,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from lerobot_ros.protocol.contract import ServerCapabilities
-from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.fleet.replicas import NOT_READY, Placement, choose
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.session.session_state import SessionIdentity
 from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.protocol.status import ExecutorState
 
 
 class SessionOpener(Protocol):
-    """What the handshake needs from ROS, per replica namespace (in ``namespaces``: the configured order, or
+    """What the handshake needs from ROS, per replica namespace (in ``namespaces``: the configured
+    order, or
     the replicas discovery knows now, read afresh by every placement).
 
     Each call is bounded by ``timeout_s``; errors are returned as text.
@@ -48,22 +49,27 @@ class SessionOpener(Protocol):
     namespaces: tuple[str, ...]
     discovers: bool  # the replicas are found on the graph (server_namespaces [auto])
 
-    def get_statuses(self, namespaces: tuple[str, ...] | list[str],
-                     timeout_s: float) -> list[tuple[str, ServerView | str]]:
-        """Every one of ``namespaces`` asked at once (``status_round.ask_all``), the round bounded by ``timeout_s``."""
+    def get_statuses(
+        self, namespaces: tuple[str, ...] | list[str], timeout_s: float
+    ) -> list[tuple[str, ServerView | str]]:
+        """Every one of ``namespaces`` asked at once (``status_round.ask_all``), the round bounded
+        by ``timeout_s``."""
 
     def wait_for_discovery(self, timeout_s: float) -> None:
-        """Return once every replica's services are known to this process (discovering: once some replica is
+        """Return once every replica's services are known to this process (discovering: once some
+        replica is
         and the set stopped changing), or after ``timeout_s``."""
 
     def open_session(
         self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]
     ) -> SessionGrant | str:
-        """Open a session there; ``check`` vets the grant before its data plane is built and matched."""
+        """Open a session there; ``check`` vets the grant before its data plane is built and
+        matched."""
 
 
 class PlacementTarget(Protocol):
-    """What the handshake reads from the executor core and reports to it (``core.ExecutorCore``)."""
+    """What the handshake reads from the executor core and reports to it
+    (``core.ExecutorCore``)."""
 
     settings: ExecutorSettings
 
@@ -78,7 +84,9 @@ class PlacementTarget(Protocol):
 
     def check_model(self, capabilities: ServerCapabilities, now_s: float) -> str | None: ...
 
-    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = "") -> None: ...
+    def session_opened(
+        self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = ""
+    ) -> None: ...
 
     def handshake_failed(self, reason: str, now_s: float) -> None: ...
 
@@ -103,9 +111,11 @@ class HandshakeResult:
         }
 
 
-def check_server(robot: RobotDeclaration, capabilities: ServerCapabilities, server_ready: bool,
-                 instance_id: str) -> HandshakeResult:
-    """``handshake_only``'s verdict: the server is ready and its policy's contract matches the robot."""
+def check_server(
+    robot: RobotDeclaration, capabilities: ServerCapabilities, server_ready: bool, instance_id: str
+) -> HandshakeResult:
+    """``handshake_only``'s verdict: the server is ready and its policy's contract matches the
+    robot."""
     identity = dict(
         server_instance_id=instance_id,
         model_fingerprint=capabilities.model_fingerprint,
@@ -123,8 +133,11 @@ def check_server(robot: RobotDeclaration, capabilities: ServerCapabilities, serv
 START_RETRY_S = 0.5
 
 
-def handshake(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]) -> HandshakeResult:
-    """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its data plane.
+def handshake(
+    core: PlacementTarget, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float]
+) -> HandshakeResult:
+    """Place the robot: GetStatus of the replicas, contract and model checks, OpenSession and its
+    data plane.
 
     Used for the first handshake (at start-up) and every re-handshake or move;
     reports the outcome to the core. At start-up, while some replica has not
@@ -146,12 +159,19 @@ def handshake(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaratio
     if first and link.discovers:
         link.wait_for_discovery(settings.handshake_timeout_s)
     elif first and len(link.namespaces) > 1:
-        link.wait_for_discovery(min(settings.handshake_timeout_s,
-                                    settings.replica_status_timeout_s * len(link.namespaces)))
+        link.wait_for_discovery(
+            min(
+                settings.handshake_timeout_s,
+                settings.replica_status_timeout_s * len(link.namespaces),
+            )
+        )
     while True:
         remaining = deadline - time.monotonic()
-        status_timeout = min(settings.replica_status_timeout_s, max(remaining, 0.0)) if first \
+        status_timeout = (
+            min(settings.replica_status_timeout_s, max(remaining, 0.0))
+            if first
             else settings.replica_status_timeout_s
+        )
         outcome = _place_once(core, link, robot, clock, status_timeout)
         if isinstance(outcome, HandshakeResult):
             return outcome
@@ -161,9 +181,15 @@ def handshake(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaratio
         time.sleep(START_RETRY_S)
 
 
-def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclaration, clock: Callable[[], float],
-                status_timeout: float) -> HandshakeResult | tuple[Placement, list, bool]:
-    """One placement: a final result (a session, or DEAD), or what failed and whether a replica did not answer.
+def _place_once(
+    core: PlacementTarget,
+    link: SessionOpener,
+    robot: RobotDeclaration,
+    clock: Callable[[], float],
+    status_timeout: float,
+) -> HandshakeResult | tuple[Placement, list, bool]:
+    """One placement: a final result (a session, or DEAD), or what failed and whether a replica did
+    not answer.
 
     The replica being left is asked only when no other one takes the robot:
     it would rank last anyway, and a killed one answers nothing (an
@@ -187,10 +213,16 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
         for namespace, view in link.get_statuses(namespaces, status_timeout):
             views.append((namespace, view))
             # One server serving another model now: DEAD (a fleet skips that replica instead).
-            changed = None if isinstance(view, str) else core.check_model(view.capabilities, clock())
+            changed = (
+                None if isinstance(view, str) else core.check_model(view.capabilities, clock())
+            )
             if changed and core.state is ExecutorState.DEAD:
-                return HandshakeResult(False, changed, view.instance_id, view.capabilities.model_fingerprint)
-        placement = choose(views, robot, identity.model, identity.replica, core.unanswered_replicas)
+                return HandshakeResult(
+                    False, changed, view.instance_id, view.capabilities.model_fingerprint
+                )
+        placement = choose(
+            views, robot, identity.model, identity.replica, core.unanswered_replicas
+        )
         core.replicas_skipped(tuple(str(each) for each in placement.skipped))
         for namespace, view in placement.candidates:
             if any(namespace == done for done, _, _ in tried):
@@ -198,9 +230,16 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
             grant = link.open_session(namespace, settings.handshake_timeout_s, check=check_offered)
             if isinstance(grant, SessionGrant):
                 core.session_opened(grant, view.instance_id, clock(), replica=namespace)
-                return HandshakeResult(True, f"session opened on {namespace}", view.instance_id,
-                                       grant.capabilities.model_fingerprint, grant.capabilities.policy_type)
-            if core.state is ExecutorState.DEAD:  # the grant offered another model, and there is one server only
+                return HandshakeResult(
+                    True,
+                    f"session opened on {namespace}",
+                    view.instance_id,
+                    grant.capabilities.model_fingerprint,
+                    grant.capabilities.policy_type,
+                )
+            if (
+                core.state is ExecutorState.DEAD
+            ):  # the grant offered another model, and there is one server only
                 return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
             tried.append((namespace, grant, view))
     if not tried:
@@ -212,8 +251,13 @@ def _place_once(core: PlacementTarget, link: SessionOpener, robot: RobotDeclarat
     return placement, tried, unanswered
 
 
-def _ask_not_serving(core: PlacementTarget, link: SessionOpener, placement: Placement,
-                     check: Callable[[SessionGrant], str | None], clock: Callable[[], float]) -> HandshakeResult | list:
+def _ask_not_serving(
+    core: PlacementTarget,
+    link: SessionOpener,
+    placement: Placement,
+    check: Callable[[SessionGrant], str | None],
+    clock: Callable[[], float],
+) -> HandshakeResult | list:
     """No candidate: ask the first replica that answered but does not serve for a session anyway.
 
     Its GetStatus says only ready/draining (an inactive server keeps the drain
@@ -225,17 +269,29 @@ def _ask_not_serving(core: PlacementTarget, link: SessionOpener, placement: Plac
         view = skipped.view
         if view is None or (view.ready and not view.draining):
             continue
-        grant = link.open_session(skipped.namespace, core.settings.replica_status_timeout_s, check=check)
+        grant = link.open_session(
+            skipped.namespace, core.settings.replica_status_timeout_s, check=check
+        )
         if isinstance(grant, SessionGrant):
             core.session_opened(grant, view.instance_id, clock(), replica=skipped.namespace)
-            return HandshakeResult(True, f"session opened on {skipped.namespace}", view.instance_id,
-                                   grant.capabilities.model_fingerprint, grant.capabilities.policy_type)
+            return HandshakeResult(
+                True,
+                f"session opened on {skipped.namespace}",
+                view.instance_id,
+                grant.capabilities.model_fingerprint,
+                grant.capabilities.policy_type,
+            )
         return [(skipped.namespace, grant, view)]
     return []
 
 
-def _failed(core: PlacementTarget, link: SessionOpener, placement: Placement, tried: list,
-            clock: Callable[[], float]) -> HandshakeResult:
+def _failed(
+    core: PlacementTarget,
+    link: SessionOpener,
+    placement: Placement,
+    tried: list,
+    clock: Callable[[], float],
+) -> HandshakeResult:
     """No session anywhere: one failed handshake, named after the first replica that answered."""
     if not tried:
         return _refused(core, placement, clock)
@@ -243,18 +299,28 @@ def _failed(core: PlacementTarget, link: SessionOpener, placement: Placement, tr
         reason = tried[0][1]
     else:
         reason = "no replica granted a session: " + "; ".join(
-            [f"{namespace}: {problem}" for namespace, problem, _ in tried] + [str(each) for each in placement.skipped])
+            [f"{namespace}: {problem}" for namespace, problem, _ in tried]
+            + [str(each) for each in placement.skipped]
+        )
     core.handshake_failed(reason, clock())
     view = tried[0][2]
     return HandshakeResult(False, reason, view.instance_id, view.capabilities.model_fingerprint)
 
 
-def _refused(core: PlacementTarget, placement: Placement, clock: Callable[[], float]) -> HandshakeResult:
-    """No replica can take the robot: a failed handshake, named after the first one that answered."""
+def _refused(
+    core: PlacementTarget, placement: Placement, clock: Callable[[], float]
+) -> HandshakeResult:
+    """No replica can take the robot: a failed handshake, named after the first one that
+    answered."""
     reason = placement.refusal()
     core.handshake_failed(reason, clock())
     answered = next((each.view for each in placement.skipped if each.view is not None), None)
     if answered is None:
         return HandshakeResult(False, reason)
-    return HandshakeResult(False, reason, answered.instance_id, answered.capabilities.model_fingerprint,
-                           answered.capabilities.policy_type)
+    return HandshakeResult(
+        False,
+        reason,
+        answered.instance_id,
+        answered.capabilities.model_fingerprint,
+        answered.capabilities.policy_type,
+    )

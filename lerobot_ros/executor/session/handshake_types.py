@@ -1,4 +1,5 @@
-"""The plain values a handshake reads and a placement ranks: what the robot declares, what a server answers.
+"""The plain values a handshake reads and a placement ranks: what the robot declares, what a server
+answers.
 
 Invariant: these are values only (frozen, no behaviour beyond the contract
 check), so the handshake (``handshake.py``), the placement (``replicas.py``),
@@ -26,9 +27,13 @@ class ServerView:
     active_sessions: int = 0
     max_sessions: int = 0
     pending_requests: int = 0
-    standby_sessions: int = 0  # of active_sessions, those waiting as warm standbys (running nothing)
+    standby_sessions: int = (
+        0  # of active_sessions, those waiting as warm standbys (running nothing)
+    )
     headroom_robots: int = -1  # more robots of the usual rate its capacity model fits; -1: unknown
-    predicted_p95_ms: float = 0.0  # its capacity model's p95 round trip for the open sessions (0: none)
+    predicted_p95_ms: float = (
+        0.0  # its capacity model's p95 round trip for the open sessions (0: none)
+    )
     latency_budget_ms: float = 0.0  # 0: no budget
 
 
@@ -42,7 +47,9 @@ class SessionGrant:
     action_chunk_topic: str
     capabilities: ServerCapabilities
     warnings: tuple[str, ...] = ()
-    idle_timeout_s: float = math.inf  # the server closes the session after this long without an observation
+    idle_timeout_s: float = (
+        math.inf
+    )  # the server closes the session after this long without an observation
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,14 @@ class Recoverable(Protocol):
     def resume_offline(self, now_s: float, by: str) -> str | None: ...
 
 
-def resume(core: Recoverable, run_handshake: Callable[[], HandshakeResult], clock: Callable[[], float],
-           by: str) -> str | None:
-    """Restart motion from OFFLINE or DEAD (``by``: who asks); None when done or nothing was held, else why not."""
+def resume(
+    core: Recoverable,
+    run_handshake: Callable[[], HandshakeResult],
+    clock: Callable[[], float],
+    by: str,
+) -> str | None:
+    """Restart motion from OFFLINE or DEAD (``by``: who asks); None when done or nothing was held,
+    else why not."""
     offline, _ = core.offline
     if not offline:
         return None

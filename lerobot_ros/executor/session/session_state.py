@@ -1,4 +1,5 @@
-"""The executor's session with its server: who it is, which model, whether it still hears it, who holds it.
+"""The executor's session with its server: who it is, which model, whether it still hears it, who
+holds it.
 
 Invariants:
 
@@ -30,11 +31,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lerobot_ros.protocol.contract import ServerCapabilities
+from lerobot_ros.executor.fleet.replicas import FleetRecord
 from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.session.handshake_types import SessionGrant
-from lerobot_ros.executor.fleet.replicas import FleetRecord
-
+from lerobot_ros.protocol.contract import ServerCapabilities
 
 #: A resume re-opens the session when the server has not heard from it for
 #: this share of the idle timeout it granted the session with: the server may
@@ -60,8 +60,12 @@ class SessionIdentity:
     epoch: int = 0
     episode: int = 0
     replica: str = ""  # the server namespace the session is open on
-    idle_timeout_s: float = math.inf  # the server closes the session after this long without an observation
-    camera_sizes: Mapping[str, tuple[int, int]] | None = None  # the policy's (height, width) per camera
+    idle_timeout_s: float = (
+        math.inf
+    )  # the server closes the session after this long without an observation
+    camera_sizes: Mapping[str, tuple[int, int]] | None = (
+        None  # the policy's (height, width) per camera
+    )
 
 
 class Heard(enum.Enum):
@@ -73,9 +77,12 @@ class Heard(enum.Enum):
 
 
 class SessionState:
-    """The session's identity, model, heartbeat, holds, task and fleet record (guarded by the core's lock)."""
+    """The session's identity, model, heartbeat, holds, task and fleet record (guarded by the
+    core's lock)."""
 
-    def __init__(self, replicas: tuple[str, ...], heartbeat_timeout_s: float, task: str, now_s: float) -> None:
+    def __init__(
+        self, replicas: tuple[str, ...], heartbeat_timeout_s: float, task: str, now_s: float
+    ) -> None:
         self.identity = SessionIdentity()
         self.default_task = task
         self.task = task
@@ -91,7 +98,8 @@ class SessionState:
 
     @property
     def replica(self) -> str:
-        """The replica the session is (or will be) on: the first configured one until a session opens
+        """The replica the session is (or will be) on: the first configured one until a session
+        opens
         ("" before then when the replicas are discovered)."""
         return self.identity.replica or self._first
 
@@ -102,15 +110,20 @@ class SessionState:
     # ------------------------------------------------------------ opening
 
     def model_difference(self, capabilities: ServerCapabilities) -> str | None:
-        """Why ``capabilities`` do not serve the FIRST handshake's model; None when they do or none was validated."""
+        """Why ``capabilities`` do not serve the FIRST handshake's model; None when they do or none
+        was validated."""
         validated = self.identity.model
         if validated is None:
             return None
         return validated.difference(ValidatedModel.of(capabilities))
 
-    def opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str, why_left: str) -> bool:
-        """A session is open (the first, or a re-opened one, maybe on another replica); ``why_left`` the reason
-        the old one was left. Whether the queued actions must go: the merge mode is fixed per queue."""
+    def opened(
+        self, grant: SessionGrant, instance_id: str, now_s: float, replica: str, why_left: str
+    ) -> bool:
+        """A session is open (the first, or a re-opened one, maybe on another replica);
+        ``why_left`` the reason
+        the old one was left. Whether the queued actions must go: the merge mode is fixed per
+        queue."""
         capabilities = grant.capabilities
         previous = self.identity
         first = previous.model is None
@@ -142,9 +155,12 @@ class SessionState:
         self._last_heard_s = now_s
 
     def ended(self) -> str:
-        """The session is being closed: a chunk still on its way belongs to an old epoch; the id to close."""
+        """The session is being closed: a chunk still on its way belongs to an old epoch; the id to
+        close."""
         session_id = self.identity.session_id
-        self.identity = dataclasses.replace(self.identity, session_id="", epoch=self.identity.epoch + 1)
+        self.identity = dataclasses.replace(
+            self.identity, session_id="", epoch=self.identity.epoch + 1
+        )
         return session_id
 
     def next_episode(self) -> tuple[str, int]:
@@ -154,8 +170,9 @@ class SessionState:
 
     # ----------------------------------------------------------- heartbeat
 
-    def heartbeat(self, instance_id: str, now_s: float, replica: str, draining: bool,
-                  streaming: bool) -> tuple[Heard, str]:
+    def heartbeat(
+        self, instance_id: str, now_s: float, replica: str, draining: bool, streaming: bool
+    ) -> tuple[Heard, str]:
         """What a heartbeat of ``replica`` ("" the only one) means, with the restart's reason.
 
         ``streaming``: chunks are accepted now, so an announced drain moves the
@@ -172,7 +189,10 @@ class SessionState:
         if draining and streaming:
             self.fleet.drain_announced(f"server {self.identity.replica} announced a drain")
         if known and instance_id != known:
-            return Heard.RESTARTED, f"server restarted (instance {known} -> {instance_id}): its sessions are gone"
+            return (
+                Heard.RESTARTED,
+                f"server restarted (instance {known} -> {instance_id}): its sessions are gone",
+            )
         return Heard.ALIVE, ""
 
     # --------------------------------------------------------------- holds
@@ -183,8 +203,10 @@ class SessionState:
             self._paused_since = now_s
 
     def let_go(self, holder: str, now_s: float) -> str | None:
-        """``holder`` lets go. None while another holder is left; otherwise why the session must be re-opened
-        ("" when it need not: the server heard from it within its idle timeout, or it was never held)."""
+        """``holder`` lets go. None while another holder is left; otherwise why the session must be
+        re-opened
+        ("" when it need not: the server heard from it within its idle timeout, or it was never
+        held)."""
         self._holders.discard(holder)
         if self._holders:
             return None
@@ -197,8 +219,10 @@ class SessionState:
             return ""
         # Nothing was sent while held: an observation on a closed session goes
         # nowhere, and two unanswered requests would spend the offline budget.
-        return (f"resumed after {quiet_s:.1f} s without an observation (the server closes a session "
-                f"after {idle_timeout_s:g} s): re-opening the session")
+        return (
+            f"resumed after {quiet_s:.1f} s without an observation (the server closes a session "
+            f"after {idle_timeout_s:g} s): re-opening the session"
+        )
 
     def holds(self, holder: str) -> bool:
         return holder in self._holders

@@ -1,4 +1,5 @@
-"""The executor core's verbs for its session: handshake outcomes, heartbeats, holds, task, episode, session end.
+"""The executor core's verbs for its session: handshake outcomes, heartbeats, holds, task, episode,
+session end.
 
 Invariant: each verb takes the core's one lock, asks ``SessionState`` what
 the event means, and applies that to the fail-safe, the queue and the
@@ -13,16 +14,16 @@ from __future__ import annotations
 
 import threading
 
-from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.executor.control.action_queue import ActionQueue
-from lerobot_ros.executor.requests.answer_rules import InFlight
-from lerobot_ros.executor.session.handshake_types import SessionGrant
-from lerobot_ros.executor.fleet.hedging import Standby
 from lerobot_ros.executor.control.interpolation import Playback
-from lerobot_ros.executor.session.session_state import Heard, SessionState
-from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.executor.control.smoothness import SmoothnessTracker
 from lerobot_ros.executor.control.state_machine import FailSafe
+from lerobot_ros.executor.fleet.hedging import Standby
+from lerobot_ros.executor.requests.answer_rules import InFlight
+from lerobot_ros.executor.session.handshake_types import SessionGrant
+from lerobot_ros.executor.session.session_state import Heard, SessionState
+from lerobot_ros.executor.settings import ExecutorSettings
+from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.protocol.status import ExecutorState
 
 
@@ -57,25 +58,36 @@ class SessionVerbs:
                 self._failsafe.on_model_changed(now_s, difference)
             return difference
 
-    def session_opened(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = "") -> None:
-        """A session is open (the first, or a re-opened one, maybe on another replica); the queue stays
+    def session_opened(
+        self, grant: SessionGrant, instance_id: str, now_s: float, replica: str = ""
+    ) -> None:
+        """A session is open (the first, or a re-opened one, maybe on another replica); the queue
+        stays
         (same model), so playback goes on through a move."""
         with self._lock:
-            self._open(grant, instance_id, now_s, replica or self._session.replica, self._failsafe.reason)
+            self._open(
+                grant, instance_id, now_s, replica or self._session.replica, self._failsafe.reason
+            )
 
-    def _open(self, grant: SessionGrant, instance_id: str, now_s: float, replica: str, why_left: str) -> None:
-        """``session_opened`` under the lock; also a standby's promotion (``why_left``: why the old one went)."""
+    def _open(
+        self, grant: SessionGrant, instance_id: str, now_s: float, replica: str, why_left: str
+    ) -> None:
+        """``session_opened`` under the lock; also a standby's promotion (``why_left``: why the old
+        one went)."""
         fresh_queue = self._session.opened(grant, instance_id, now_s, replica, why_left)
         if fresh_queue:
             self._queue = ActionQueue(rtc_enabled=grant.rtc_enabled, action_dim=self._dim)
             self._smoothness.queue_cleared()
             self._playback.stop()
         if self._standby is not None and self._standby.replica == replica:
-            # The new session replaced the standby on that replica (one session per client id there).
+            # The new session replaced the standby on that replica (one session per client id
+            # there).
             self._standby = None
         self._threshold_s = self._threshold(grant.capabilities.chunk_size, grant.rtc_enabled)
         self._failsafe.on_handshake_ok(now_s)
-        self._session.fleet.rebalance_after = now_s + self.settings.rebalance_cooldown_s  # settle first
+        self._session.fleet.rebalance_after = (
+            now_s + self.settings.rebalance_cooldown_s
+        )  # settle first
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
         with self._lock:
@@ -84,12 +96,14 @@ class SessionVerbs:
 
     @property
     def unanswered_replicas(self) -> frozenset[str]:
-        """Replicas whose latest session with this robot never answered with a chunk (placed last)."""
+        """Replicas whose latest session with this robot never answered with a chunk (placed
+        last)."""
         with self._lock:
             return self._session.fleet.unanswered
 
     def replicas_found(self, replicas: tuple[str, ...]) -> None:
-        """The replicas discovery knows now (for ~/status; the placement reads them from the link)."""
+        """The replicas discovery knows now (for ~/status; the placement reads them from the
+        link)."""
         with self._lock:
             self._session.fleet.replicas = replicas
 
@@ -98,8 +112,11 @@ class SessionVerbs:
         with self._lock:
             self._session.fleet.skipped = skipped
 
-    def on_heartbeat(self, instance_id: str, now_s: float, replica: str = "", draining: bool = False) -> None:
-        """A heartbeat of ``replica`` (default: the only one); ``SessionState.heartbeat`` says what it means,
+    def on_heartbeat(
+        self, instance_id: str, now_s: float, replica: str = "", draining: bool = False
+    ) -> None:
+        """A heartbeat of ``replica`` (default: the only one); ``SessionState.heartbeat`` says what
+        it means,
         ``Standby.heard`` what it means for the standby when it is the standby's replica."""
         with self._lock:
             standby = self._standby
@@ -108,8 +125,9 @@ class SessionVerbs:
                 if lost:
                     self._standby_lost(lost, now_s)
                 return
-            heard, reason = self._session.heartbeat(instance_id, now_s, replica, draining,
-                                                    self._failsafe.accepting_chunks)
+            heard, reason = self._session.heartbeat(
+                instance_id, now_s, replica, draining, self._failsafe.accepting_chunks
+            )
             if heard is Heard.RESTARTED:
                 self._failsafe.on_server_restarted(now_s, reason)
                 self._in_flight.cancel()  # its answer will never come
@@ -117,7 +135,8 @@ class SessionVerbs:
                 self._failsafe.on_heartbeat(now_s)
 
     def pause(self, now_s: float, holder: str = "operator") -> None:
-        """Hold position (the control tick publishes "hold", nothing is requested) until ``holder`` resumes."""
+        """Hold position (the control tick publishes "hold", nothing is requested) until ``holder``
+        resumes."""
         with self._lock:
             self._session.hold(holder, now_s)
             self._failsafe.pause(now_s)
@@ -142,7 +161,8 @@ class SessionVerbs:
             self._session.task = task
 
     def clear_queue(self) -> None:
-        """Drop the queued actions and the request in flight (a goal begins or ends: they were planned for
+        """Drop the queued actions and the request in flight (a goal begins or ends: they were
+        planned for
         another); the tick holds until the next chunk is merged."""
         with self._lock:
             self._clear_queue()
@@ -154,8 +174,10 @@ class SessionVerbs:
         self._in_flight.cancel()
 
     def end_session(self) -> str:
-        """The session is being closed (deactivation): its queue and request in flight are dropped, and a
-        chunk still on its way is dropped too (new epoch); returns the session id to close. The standby
+        """The session is being closed (deactivation): its queue and request in flight are dropped,
+        and a
+        chunk still on its way is dropped too (new epoch); returns the session id to close. The
+        standby
         goes too (``end_standby``)."""
         with self._lock:
             self._clear_queue()
@@ -163,13 +185,15 @@ class SessionVerbs:
             return self._session.ended()
 
     def end_standby(self) -> tuple[str, str] | None:
-        """Drop the standby (the session is being closed): (its replica, its session id) to close, or None."""
+        """Drop the standby (the session is being closed): (its replica, its session id) to close,
+        or None."""
         with self._lock:
             standby, self._standby = self._standby, None
             return None if standby is None else (standby.replica, standby.session_id)
 
     def resume_offline(self, now_s: float, by: str) -> str | None:
-        """Restart motion from OFFLINE (``by``: who asked): None when done, else why not (``FailSafe``).
+        """Restart motion from OFFLINE (``by``: who asked): None when done, else why not
+        (``FailSafe``).
 
         The queue and the request in flight go (planned before the hold), so
         the first request after it carries a fresh observation and no RTC prefix.
@@ -187,10 +211,14 @@ class SessionVerbs:
 
     @property
     def offline(self) -> tuple[bool, bool]:
-        """(OFFLINE or DEAD, a session open again): whether a resume must go through ``recovery.resume``."""
+        """(OFFLINE or DEAD, a session open again): whether a resume must go through
+        ``recovery.resume``."""
         with self._lock:
             state = self._failsafe.state
-            return state in (ExecutorState.OFFLINE, ExecutorState.DEAD), self._failsafe.offline_session
+            return state in (
+                ExecutorState.OFFLINE,
+                ExecutorState.DEAD,
+            ), self._failsafe.offline_session
 
     def reopen(self, now_s: float, reason: str) -> None:
         """Open a new session now (activation after a deactivation): the worker re-handshakes."""
@@ -198,7 +226,8 @@ class SessionVerbs:
             self._failsafe.on_server_restarted(now_s, reason)
 
     def reset_episode(self) -> tuple[str, int]:
-        """Clear the queue and bump the episode; returns (session id, new episode) for the server."""
+        """Clear the queue and bump the episode; returns (session id, new episode) for the
+        server."""
         with self._lock:
             self._queue.clear()
             self._playback.stop()

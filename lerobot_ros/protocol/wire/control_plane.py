@@ -14,19 +14,31 @@ import dataclasses
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from lerobot_ros.protocol.contract import CameraSpec, OpenRequest, ServerCapabilities
-from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
 from lerobot_ros.msg import ExecutorStatus, ServerStatus
-from lerobot_ros.srv import OpenSession
+from lerobot_ros.msg import ServerCapabilities as ServerCapabilitiesMsg
+from lerobot_ros.protocol.contract import CameraSpec, OpenRequest, ServerCapabilities
 from lerobot_ros.protocol.telemetry import ExecutorTelemetry, ServerHealth
-
+from lerobot_ros.srv import OpenSession
 
 # Fields that have the same name and meaning in ServerCapabilities (the
 # dataclass) and the message; the rest are converted explicitly below.
 _CAPABILITY_FIELDS = (
-    "model_id", "model_revision", "model_fingerprint", "policy_type", "serving_mode", "device", "dtype",
-    "state_dim", "chunk_size", "trained_fps", "rtc_supported", "rtc_enabled", "rtc_execution_horizon",
-    "schema_version_min", "schema_version_max", "pinned_task",
+    "model_id",
+    "model_revision",
+    "model_fingerprint",
+    "policy_type",
+    "serving_mode",
+    "device",
+    "dtype",
+    "state_dim",
+    "chunk_size",
+    "trained_fps",
+    "rtc_supported",
+    "rtc_enabled",
+    "rtc_execution_horizon",
+    "schema_version_min",
+    "schema_version_max",
+    "pinned_task",
 )
 
 
@@ -47,7 +59,8 @@ def capabilities_from_msg(msg: ServerCapabilitiesMsg) -> ServerCapabilities:
     if not len(msg.camera_names) == len(msg.camera_heights) == len(msg.camera_widths):
         raise ValueError(
             "ServerCapabilities camera fields are not index-aligned: "
-            f"{len(msg.camera_names)} names, {len(msg.camera_heights)} heights, {len(msg.camera_widths)} widths"
+            f"{len(msg.camera_names)} names, {len(msg.camera_heights)} heights, "
+            f"{len(msg.camera_widths)} widths"
         )
     return ServerCapabilities(
         **{name: getattr(msg, name) for name in _CAPABILITY_FIELDS},
@@ -55,7 +68,9 @@ def capabilities_from_msg(msg: ServerCapabilitiesMsg) -> ServerCapabilities:
         state_names=tuple(msg.state_names),
         cameras=tuple(
             CameraSpec(name, int(height), int(width))
-            for name, height, width in zip(msg.camera_names, msg.camera_heights, msg.camera_widths)
+            for name, height, width in zip(
+                msg.camera_names, msg.camera_heights, msg.camera_widths, strict=False
+            )
         ),
     )
 
@@ -69,7 +84,9 @@ def seconds_from_duration(duration: Duration) -> float:
     return duration.sec + duration.nanosec * 1e-9
 
 
-def server_status_to_msg(health: ServerHealth, capabilities: ServerCapabilitiesMsg, stamp) -> ServerStatus:
+def server_status_to_msg(
+    health: ServerHealth, capabilities: ServerCapabilitiesMsg, stamp
+) -> ServerStatus:
     """Build a heartbeat; ``stamp`` is the server's own clock, for plotting only."""
     msg = ServerStatus(capabilities=capabilities)
     msg.header.stamp = stamp
@@ -81,7 +98,9 @@ def server_status_to_msg(health: ServerHealth, capabilities: ServerCapabilitiesM
     return msg
 
 
-def diagnostic_status(name: str, hardware_id: str, level: bytes, message: str, values: dict) -> DiagnosticStatus:
+def diagnostic_status(
+    name: str, hardware_id: str, level: bytes, message: str, values: dict
+) -> DiagnosticStatus:
     """One rqt_robot_monitor entry; values are shown as key/value strings."""
     return DiagnosticStatus(
         level=level,
@@ -92,11 +111,24 @@ def diagnostic_status(name: str, hardware_id: str, level: bytes, message: str, v
     )
 
 
-def server_diagnostics(health: ServerHealth, name: str, policy_type: str, fingerprint: str, level_name: str,
-                       message: str, stamp) -> DiagnosticArray:
-    """The policy server's /diagnostics array: one entry, the health's values and the policy type."""
-    status = diagnostic_status(name, fingerprint, getattr(DiagnosticStatus, level_name), message,
-                               health_values(health) | {"policy_type": policy_type})
+def server_diagnostics(
+    health: ServerHealth,
+    name: str,
+    policy_type: str,
+    fingerprint: str,
+    level_name: str,
+    message: str,
+    stamp,
+) -> DiagnosticArray:
+    """The policy server's /diagnostics array: one entry, the health's values and the policy
+    type."""
+    status = diagnostic_status(
+        name,
+        fingerprint,
+        getattr(DiagnosticStatus, level_name),
+        message,
+        health_values(health) | {"policy_type": policy_type},
+    )
     array = DiagnosticArray(status=[status])
     array.header.stamp = stamp
     return array
@@ -106,15 +138,25 @@ def _diagnostic_text(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-_PER_CLIENT = ("refused_client_ids", "refused_on_arrival", "refused_last_reasons", "reopen_refused_for_s")
+_PER_CLIENT = (
+    "refused_client_ids",
+    "refused_on_arrival",
+    "refused_last_reasons",
+    "reopen_refused_for_s",
+)
 
 
 def health_values(health: ServerHealth) -> dict:
     """Key/values for /diagnostics: the scalars, then one entry per client with refusals."""
-    values = {key: value for key, value in dataclasses.asdict(health).items() if key not in _PER_CLIENT}
-    for client, count, reason, backoff in zip(*(getattr(health, name) for name in _PER_CLIENT)):
-        values[f"refused_on_arrival/{client}"] = (
-            f"{count} (last: {reason})" + (f"; reopen refused for {backoff:.1f} s" if backoff > 0 else ""))
+    values = {
+        key: value for key, value in dataclasses.asdict(health).items() if key not in _PER_CLIENT
+    }
+    for client, count, reason, backoff in zip(
+        *(getattr(health, name) for name in _PER_CLIENT), strict=False
+    ):
+        values[f"refused_on_arrival/{client}"] = f"{count} (last: {reason})" + (
+            f"; reopen refused for {backoff:.1f} s" if backoff > 0 else ""
+        )
     return values
 
 
@@ -140,17 +182,23 @@ _EXECUTOR_LEVELS = {
 
 
 def executor_diagnostic(name: str, telemetry: ExecutorTelemetry) -> DiagnosticStatus:
-    """One rqt_robot_monitor entry for an executor: OK while streaming, ERROR once OFFLINE or DEAD."""
+    """One rqt_robot_monitor entry for an executor: OK while streaming, ERROR once OFFLINE or
+    DEAD."""
     level = _EXECUTOR_LEVELS.get(telemetry.state_name, DiagnosticStatus.STALE)
     message = telemetry.state_name + (" (paused)" if telemetry.paused else "")
     if telemetry.reason and telemetry.state_name != "STREAMING":
         message += f": {telemetry.reason}"
-    return diagnostic_status(name, telemetry.client_id, level, message, dataclasses.asdict(telemetry))
+    return diagnostic_status(
+        name, telemetry.client_id, level, message, dataclasses.asdict(telemetry)
+    )
 
 
 def open_request_to_msg(request: OpenRequest) -> OpenSession.Request:
     fields = dataclasses.asdict(request)
-    fields["action_names"], fields["camera_names"] = list(request.action_names), list(request.camera_names)
+    fields["action_names"], fields["camera_names"] = (
+        list(request.action_names),
+        list(request.camera_names),
+    )
     return OpenSession.Request(**fields)
 
 

@@ -72,7 +72,9 @@ def _check_rgb(rgb: np.ndarray) -> None:
     if not isinstance(rgb, np.ndarray):
         raise ImageError(f"expected an HxWx3 uint8 RGB numpy array, got {type(rgb).__name__}")
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
-        raise ImageError(f"expected an HxWx3 uint8 RGB array, got shape {rgb.shape} dtype {rgb.dtype}")
+        raise ImageError(
+            f"expected an HxWx3 uint8 RGB array, got shape {rgb.shape} dtype {rgb.dtype}"
+        )
     if rgb.shape[0] == 0 or rgb.shape[1] == 0:
         raise ImageError(f"expected a non-empty image, got shape {rgb.shape}")
 
@@ -83,7 +85,11 @@ def rgb_to_compressed(rgb: np.ndarray, quality: int) -> CompressedImage:
     The header is left default; the caller stamps it.
     """
     # bool is an int subclass; quality=True is a bug, not "quality 1".
-    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 100:
+    if (
+        isinstance(quality, bool)
+        or not isinstance(quality, (int, np.integer))
+        or not 1 <= quality <= 100
+    ):
         raise ValueError(f"JPEG quality must be an integer in 1..100, got {quality!r}")
     _check_rgb(rgb)
     # OpenCV encoders read channel order as BGR.
@@ -131,7 +137,7 @@ def _describe(data: memoryview, fmt: str) -> str:
 
 
 def _declared_codec(fmt: str) -> str | None:
-    """"jpeg", "png" or None (unknown) from an image_transport format string.
+    """ "jpeg", "png" or None (unknown) from an image_transport format string.
 
     image_transport writes e.g. "jpeg", "png", "rgb8; jpeg compressed bgr8",
     "bgr8; png compressed bgr8"; compressedDepth writes
@@ -174,13 +180,14 @@ _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 def declared_size(data: memoryview, codec: str | None) -> tuple[int, int] | None:
-    """(height, width) from the JPEG SOF or PNG IHDR header of ``codec`` data, read without decoding; None if not found.
+    """(height, width) from the JPEG SOF or PNG IHDR header of ``codec`` data, read without
+    decoding; None if not found.
 
     ``codec`` is what the magic bytes say (the caller sniffed them). Lets a
     decoder refuse a small file that declares an enormous image (a blank
     8 MB PNG decodes to gigabytes) before allocating anything.
     """
-    raw = bytes(data[:64 << 10])
+    raw = bytes(data[: 64 << 10])
     if codec == "png" and len(raw) >= 24 and raw[12:16] == b"IHDR":
         return int.from_bytes(raw[20:24], "big"), int.from_bytes(raw[16:20], "big")
     if codec == "jpeg":
@@ -190,8 +197,10 @@ def declared_size(data: memoryview, codec: str | None) -> tuple[int, int] | None
                 return None
             marker = raw[position + 1]
             if marker in _JPEG_SOF:
-                return int.from_bytes(raw[position + 5:position + 7], "big"), int.from_bytes(raw[position + 7:position + 9], "big")
-            position += 2 + int.from_bytes(raw[position + 2:position + 4], "big")
+                return int.from_bytes(raw[position + 5 : position + 7], "big"), int.from_bytes(
+                    raw[position + 7 : position + 9], "big"
+                )
+            position += 2 + int.from_bytes(raw[position + 2 : position + 4], "big")
     return None
 
 
@@ -214,7 +223,12 @@ class CompressedFrame:
     def of(cls, msg: CompressedImage) -> CompressedFrame:
         data = _message_bytes(msg.data)
         sniffed = _sniff_codec(data)
-        return cls(data, msg.format, sniffed, _declared_codec(msg.format) if msg.format.strip() else sniffed)
+        return cls(
+            data,
+            msg.format,
+            sniffed,
+            _declared_codec(msg.format) if msg.format.strip() else sniffed,
+        )
 
     def is_complete_jpeg(self) -> bool:
         """True when this is a JPEG colour/mono frame that can be forwarded as is.
@@ -227,24 +241,35 @@ class CompressedFrame:
         return self.declared == "jpeg" and self.sniffed == "jpeg" and _jpeg_is_complete(self.data)
 
     def to_rgb(
-        self, max_bytes: int | None = None, max_pixels: int | None = None, at_least: tuple[int, int] | None = None
+        self,
+        max_bytes: int | None = None,
+        max_pixels: int | None = None,
+        at_least: tuple[int, int] | None = None,
     ) -> np.ndarray:
         """Decode into an HxWx3 uint8 RGB array; see ``compressed_to_rgb``."""
         data, fmt, declared = self.data, self.fmt, self.declared
         if len(data) == 0:
-            raise ImageError(f"expected JPEG or PNG data, got an empty CompressedImage (format {fmt!r})")
+            raise ImageError(
+                f"expected JPEG or PNG data, got an empty CompressedImage (format {fmt!r})"
+            )
         if max_bytes is not None and len(data) > max_bytes:
-            raise ImageError(f"expected a compressed image of at most {max_bytes} bytes, got {len(data)} bytes (format {fmt!r})")
+            raise ImageError(
+                f"expected a compressed image of at most {max_bytes} bytes, got {len(data)} bytes "
+                f"(format {fmt!r})"
+            )
         if declared is None:
             raise ImageError(
                 f"expected a JPEG or PNG camera frame (format 'jpeg', 'png' or image_transport's "
                 f"'<enc>; jpeg compressed <enc>'), got {_describe(data, fmt)}"
             )
         if self.sniffed != declared:
-            raise ImageError(f"expected {declared.upper()} data as the format says, got {_describe(data, fmt)}")
+            raise ImageError(
+                f"expected {declared.upper()} data as the format says, got {_describe(data, fmt)}"
+            )
         if declared == "jpeg" and not _jpeg_is_complete(data):
             raise ImageError(
-                f"expected a complete JPEG ending with the EOI marker ff d9, got {len(data)} bytes ending "
+                f"expected a complete JPEG ending with the EOI marker ff d9, got {len(data)} "
+                "bytes ending "
                 f"{bytes(data[-8:]).hex(' ')} (truncated?), format {fmt!r}"
             )
         if declared == "png" and not _png_is_complete(data):
@@ -252,13 +277,21 @@ class CompressedFrame:
                 f"expected a complete PNG ending with an IEND chunk, got {len(data)} bytes ending "
                 f"{bytes(data[-12:]).hex(' ')} (truncated?), format {fmt!r}"
             )
-        size = declared_size(data, self.sniffed) if max_pixels is not None or at_least is not None else None
+        size = (
+            declared_size(data, self.sniffed)
+            if max_pixels is not None or at_least is not None
+            else None
+        )
         if max_pixels is not None:
             if size is None:
-                raise ImageError(f"expected a {declared.upper()} header declaring the image size, found none in {_describe(data, fmt)}")
+                raise ImageError(
+                    f"expected a {declared.upper()} header declaring the image size, found none "
+                    f"in {_describe(data, fmt)}"
+                )
             if size[0] * size[1] > max_pixels:
                 raise ImageError(
-                    f"expected an image of at most {max_pixels} pixels, got a {declared.upper()} declaring "
+                    f"expected an image of at most {max_pixels} pixels, got a {declared.upper()} "
+                    "declaring "
                     f"{size[0]}x{size[1]} = {size[0] * size[1]} pixels"
                 )
         # IMREAD_UNCHANGED so 16-bit PNGs are seen (and refused) rather than
@@ -270,9 +303,15 @@ class CompressedFrame:
             flag = _REDUCED_DECODE.get(jpeg_scale_denominator(size, at_least), flag)
         decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
         if decoded is None:
-            raise ImageError(f"expected decodable {declared.upper()} data, OpenCV could not decode {_describe(data, fmt)}")
+            raise ImageError(
+                f"expected decodable {declared.upper()} data, OpenCV could not decode "
+                f"{_describe(data, fmt)}"
+            )
         if decoded.dtype != np.uint8:
-            raise ImageError(f"expected an 8-bit camera frame, got a {decoded.dtype} image from {_describe(data, fmt)}")
+            raise ImageError(
+                f"expected an 8-bit camera frame, got a {decoded.dtype} image from "
+                f"{_describe(data, fmt)}"
+            )
         channels = 1 if decoded.ndim == 2 else decoded.shape[2]
         if channels == 1:
             return cv2.cvtColor(decoded.reshape(decoded.shape[:2]), cv2.COLOR_GRAY2RGB)
@@ -282,17 +321,24 @@ class CompressedFrame:
             return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
         if channels == 4:
             return cv2.cvtColor(decoded, cv2.COLOR_BGRA2RGB)
-        raise ImageError(f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}")
+        raise ImageError(
+            f"expected 1, 3 or 4 channels, got {channels} from {_describe(data, fmt)}"
+        )
 
 
 # libjpeg scales in the DCT domain by 1/2, 1/4 or 1/8 while decoding: it
 # skips most of the inverse transform, far cheaper than decoding at full size
 # and shrinking afterwards.
-_REDUCED_DECODE = {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
+_REDUCED_DECODE = {
+    2: cv2.IMREAD_REDUCED_COLOR_2,
+    4: cv2.IMREAD_REDUCED_COLOR_4,
+    8: cv2.IMREAD_REDUCED_COLOR_8,
+}
 
 
 def jpeg_scale_denominator(size: tuple[int, int], at_least: tuple[int, int]) -> int:
-    """The largest of 1, 2, 4, 8 whose JPEG DCT-scaled decode of ``size`` is still at least ``at_least``.
+    """The largest of 1, 2, 4, 8 whose JPEG DCT-scaled decode of ``size`` is still at least
+    ``at_least``.
 
     libjpeg's scaled size is the ceiling of size / denominator in each
     dimension; the caller then resizes the (still larger or equal) frame to
@@ -306,7 +352,8 @@ def jpeg_scale_denominator(size: tuple[int, int], at_least: tuple[int, int]) -> 
 
 
 def is_jpeg(msg: CompressedImage) -> bool:
-    """True when ``msg`` holds a complete JPEG frame that can be forwarded as is (``CompressedFrame.is_complete_jpeg``)."""
+    """True when ``msg`` holds a complete JPEG frame that can be forwarded as is
+    (``CompressedFrame.is_complete_jpeg``)."""
     return CompressedFrame.of(msg).is_complete_jpeg()
 
 
@@ -340,25 +387,35 @@ def raw_to_rgb(msg: Image, max_bytes: int | None = None) -> np.ndarray:
     encoding = msg.encoding
     data = _message_bytes(msg.data)
     if max_bytes is not None and len(data) > max_bytes:
-        raise ImageError(f"got a raw {encoding!r} Image of {len(data)} bytes; at most {max_bytes} are accepted")
+        raise ImageError(
+            f"got a raw {encoding!r} Image of {len(data)} bytes; at most {max_bytes} are accepted"
+        )
     channels = _RAW_ENCODING_CHANNELS.get(encoding)
     if channels is None:
-        raise ImageError(f"expected an Image encoding in {list(ACCEPTED_RAW_ENCODINGS)}, got {encoding!r}")
+        raise ImageError(
+            f"expected an Image encoding in {list(ACCEPTED_RAW_ENCODINGS)}, got {encoding!r}"
+        )
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     if height <= 0 or width <= 0:
-        raise ImageError(f"expected a positive Image size, got height {height} width {width} ({encoding})")
+        raise ImageError(
+            f"expected a positive Image size, got height {height} width {width} ({encoding})"
+        )
     row_bytes = width * channels
     if step < row_bytes:
         raise ImageError(
-            f"expected step >= width*channels = {width}*{channels} = {row_bytes} for {encoding}, got step {step}"
+            f"expected step >= width*channels = {width}*{channels} = {row_bytes} for {encoding}, "
+            f"got step {step}"
         )
     if len(data) != step * height:
         raise ImageError(
-            f"expected step*height = {step}*{height} = {step * height} data bytes for a {width}x{height} "
+            f"expected step*height = {step}*{height} = {step * height} data bytes for a "
+            f"{width}x{height} "
             f"{encoding} Image, got {len(data)}"
         )
     rows = np.frombuffer(data, dtype=np.uint8).reshape(height, step)
-    pixels = rows[:, :row_bytes].reshape(height, width, channels)  # drops row padding, still a view
+    pixels = rows[:, :row_bytes].reshape(
+        height, width, channels
+    )  # drops row padding, still a view
     if encoding == "rgb8":
         if step != row_bytes:
             return np.ascontiguousarray(pixels)
@@ -389,7 +446,8 @@ def image_message_to_rgb(
 
 
 def frame_size(msg: Image | CompressedImage) -> tuple[int, int] | None:
-    """(height, width) of a frame without decoding it: the Image's fields, a compressed header's declaration; None if unknown."""
+    """(height, width) of a frame without decoding it: the Image's fields, a compressed header's
+    declaration; None if unknown."""
     if isinstance(msg, CompressedImage):
         frame = CompressedFrame.of(msg)
         return declared_size(frame.data, frame.sniffed)
@@ -402,7 +460,8 @@ def frame_at_size(
     max_bytes: int | None = None,
     max_pixels: int | None = None,
 ) -> np.ndarray:
-    """The frame as a policy trained at ``size`` (height, width) sees it: decoded, then resized in uint8.
+    """The frame as a policy trained at ``size`` (height, width) sees it: decoded, then resized in
+    uint8.
 
     The one resize both ends apply (the robot before encoding, the server
     after decoding), so the policy gets the same pixels within JPEG error

@@ -72,26 +72,38 @@ class OutputMode:
         return self.default_topic.lstrip("/")
 
     def build(self, joint_names: Sequence[str], action: np.ndarray, period_s: float, stamp=None):
-        """The command message for one action; ``stamp`` (builtin_interfaces Time) unset means "now"."""
+        """The command message for one action; ``stamp`` (builtin_interfaces Time) unset means
+        "now"."""
         if len(action) != len(joint_names):
-            raise ValueError(f"action has {len(action)} values for {len(joint_names)} joints {list(joint_names)}")
+            raise ValueError(
+                f"action has {len(action)} values for {len(joint_names)} joints "
+                f"{list(joint_names)}"
+            )
         return self.build_message(tuple(joint_names), action, period_s, stamp)
 
 
-def reorder_by_name(names: Sequence[str], values: Sequence[float], joint_names: Sequence[str]) -> np.ndarray:
+def reorder_by_name(
+    names: Sequence[str], values: Sequence[float], joint_names: Sequence[str]
+) -> np.ndarray:
     """``values`` keyed by ``names``, rearranged into ``joint_names`` order."""
     if len(names) != len(values):
         raise ValueError(f"{len(names)} joint names but {len(values)} values")
-    lookup = dict(zip(names, values))
+    lookup = dict(zip(names, values, strict=False))
     missing = [name for name in joint_names if name not in lookup]
     if missing:
-        raise ValueError(f"command lacks joints {missing}; expected all of {list(joint_names)}, got {list(names)}")
+        raise ValueError(
+            f"command lacks joints {missing}; expected all of {list(joint_names)}, got "
+            f"{list(names)}"
+        )
     return np.array([lookup[name] for name in joint_names], dtype=np.float64)
 
 
 def in_joint_order(values: Sequence[float], joint_names: Sequence[str]) -> np.ndarray:
     if len(values) != len(joint_names):
-        raise ValueError(f"command has {len(values)} values; expected {len(joint_names)} for {list(joint_names)}")
+        raise ValueError(
+            f"command has {len(values)} values; expected {len(joint_names)} for "
+            f"{list(joint_names)}"
+        )
     return np.asarray(values, dtype=np.float64)
 
 
@@ -103,7 +115,9 @@ def _build_float64_multi_array(joint_names, action, period_s, stamp):
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
     msg = Float64MultiArray()
-    msg.layout.dim = [MultiArrayDimension(label="joints", size=len(joint_names), stride=len(joint_names))]
+    msg.layout.dim = [
+        MultiArrayDimension(label="joints", size=len(joint_names), stride=len(joint_names))
+    ]
     msg.data = _doubles(action)
     return msg
 
@@ -132,7 +146,9 @@ def _read_joint_trajectory(msg, joint_names) -> JointCommand:
     from lerobot_ros.protocol.wire.control_plane import seconds_from_duration
 
     return JointCommand(
-        tuple(reorder_by_name(msg.joint_names, point.positions, joint_names) for point in msg.points),
+        tuple(
+            reorder_by_name(msg.joint_names, point.positions, joint_names) for point in msg.points
+        ),
         tuple(seconds_from_duration(point.time_from_start) for point in msg.points),
     )
 
@@ -169,7 +185,7 @@ OUTPUT_MODES: dict[str, OutputMode] = {
             message="trajectory_msgs/msg/JointTrajectory",
             default_topic="/joint_trajectory_controller/joint_trajectory",
             description="one point by joint name per tick, reached one control period later, "
-                        "for joint_trajectory_controller",
+            "for joint_trajectory_controller",
             build_message=_build_joint_trajectory,
             read=_read_joint_trajectory,
         ),
@@ -196,7 +212,9 @@ def output_mode(name: str) -> OutputMode:
 
 def help_text() -> str:
     """Every mode with what it is for, for command-line help."""
-    return "; ".join(f"{mode.name}: {mode.message}, {mode.description}" for mode in OUTPUT_MODES.values())
+    return "; ".join(
+        f"{mode.name}: {mode.message}, {mode.description}" for mode in OUTPUT_MODES.values()
+    )
 
 
 def choices_text() -> str:

@@ -118,7 +118,9 @@ class AuditLog:
         if destination == "auto":
             return cls(default_audit_path(instance_id), to_stdout=False, max_bytes=max_bytes)
         if not destination.strip():
-            raise ValueError("audit destination must be 'off', '-', 'auto' or a file path, got an empty string")
+            raise ValueError(
+                "audit destination must be 'off', '-', 'auto' or a file path, got an empty string"
+            )
         return cls(Path(destination).expanduser(), to_stdout=False, max_bytes=max_bytes)
 
     @property
@@ -132,7 +134,10 @@ class AuditLog:
         try:
             line = json.dumps(json_safe(record), separators=(",", ":"), allow_nan=False)
         except TypeError as error:
-            raise TypeError(f"audit record must hold only JSON types (str, numbers, bool, None, lists, dicts): {error}") from None
+            raise TypeError(
+                "audit record must hold only JSON types (str, numbers, bool, None, lists, "
+                f"dicts): {error}"
+            ) from None
         with self._lock:
             if self._closed:
                 return

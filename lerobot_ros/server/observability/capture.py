@@ -72,9 +72,14 @@ def _list_segments(directory: Path) -> list[tuple[int, Path]]:
 
 
 def _check_dtype(dtype: np.dtype, where: str) -> None:
-    if dtype.kind not in _ALLOWED_DTYPE_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+    if (
+        dtype.kind not in _ALLOWED_DTYPE_KINDS
+        or dtype.fields is not None
+        or dtype.subdtype is not None
+    ):
         raise CaptureError(
-            f"{where}: expected a numpy array of a plain numeric dtype (bool, int, uint, float, complex), "
+            f"{where}: expected a numpy array of a plain numeric dtype (bool, int, uint, float, "
+            "complex), "
             f"got dtype {dtype.str!r} ({dtype})"
         )
 
@@ -82,7 +87,9 @@ def _check_dtype(dtype: np.dtype, where: str) -> None:
 def _encode_array(array: np.ndarray, where: str) -> msgpack.ExtType:
     _check_dtype(array.dtype, where)
     # dtype.str carries the byte order ("<f4"), so captures move between machines.
-    payload = msgpack.packb([array.dtype.str, list(array.shape), array.tobytes(order="C")], use_bin_type=True)
+    payload = msgpack.packb(
+        [array.dtype.str, list(array.shape), array.tobytes(order="C")], use_bin_type=True
+    )
     return msgpack.ExtType(NDARRAY_EXT_CODE, payload)
 
 
@@ -104,7 +111,9 @@ def _to_packable(value: Any, where: str) -> Any:
         for key, item in value.items():
             # The reader uses strict_map_key: only str keys read back.
             if not isinstance(key, str):
-                raise CaptureError(f"{where}: expected str dict keys, got {type(key).__name__} key {key!r}")
+                raise CaptureError(
+                    f"{where}: expected str dict keys, got {type(key).__name__} key {key!r}"
+                )
             packed[key] = _to_packable(item, f"{where}.{key}")
         return packed
     if isinstance(value, (list, tuple)):
@@ -112,7 +121,8 @@ def _to_packable(value: Any, where: str) -> Any:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise CaptureError(
-        f"{where}: expected str, int, float, bool, None, bytes, list, dict or numeric numpy array, "
+        f"{where}: expected str, int, float, bool, None, bytes, list, dict or numeric numpy "
+        "array, "
         f"got {type(value).__name__}"
     )
 
@@ -126,7 +136,9 @@ def encode_record(record: dict[str, Any]) -> bytes:
         return msgpack.packb(packable, use_bin_type=True)
     except (OverflowError, ValueError, TypeError) as error:
         # e.g. an int beyond 64 bits, a str/bytes over 4 GiB
-        raise CaptureError(f"record: expected values msgpack can hold, got one it refused: {error}") from None
+        raise CaptureError(
+            f"record: expected values msgpack can hold, got one it refused: {error}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------
@@ -135,19 +147,27 @@ def encode_record(record: dict[str, Any]) -> bytes:
 
 def _decode_ext(code: int, payload: bytes) -> np.ndarray:
     if code != NDARRAY_EXT_CODE:
-        raise CaptureError(f"expected msgpack ext type {NDARRAY_EXT_CODE} (numpy array), got ext type {code}")
+        raise CaptureError(
+            f"expected msgpack ext type {NDARRAY_EXT_CODE} (numpy array), got ext type {code}"
+        )
     try:
         dtype_str, shape, data = msgpack.unpackb(payload, raw=False, strict_map_key=True)
         dtype = np.dtype(dtype_str)
     except (ValueError, TypeError, msgpack.UnpackException) as error:
-        raise CaptureError(f"expected a numpy array payload [dtype, shape, bytes], got an unreadable one: {error}") from None
+        raise CaptureError(
+            f"expected a numpy array payload [dtype, shape, bytes], got an unreadable one: {error}"
+        ) from None
     _check_dtype(dtype, "captured array")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
         raise CaptureError(f"expected a captured array shape of non-negative ints, got {shape!r}")
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if not isinstance(data, bytes) or len(data) != expected:
         actual = len(data) if isinstance(data, bytes) else type(data).__name__
-        raise CaptureError(f"expected {expected} bytes for a {dtype_str} array of shape {shape}, got {actual}")
+        raise CaptureError(
+            f"expected {expected} bytes for a {dtype_str} array of shape {shape}, got {actual}"
+        )
     # copy(): a writable array that does not pin the segment's read buffer.
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
@@ -170,17 +190,21 @@ def _read_segment(path: Path) -> Iterator[dict[str, Any]]:
                 raise CaptureError(f"{path.name}: {error}") from None
             except (ValueError, msgpack.UnpackException) as error:
                 raise CaptureError(
-                    f"{path.name}: expected a stream of msgpack records, unreadable after byte {unpacker.tell()}: {error}"
+                    f"{path.name}: expected a stream of msgpack records, unreadable after byte "
+                    f"{unpacker.tell()}: {error}"
                 ) from None
             if not isinstance(record, dict):
-                raise CaptureError(f"{path.name}: expected each record to be a map, got {type(record).__name__}")
+                raise CaptureError(
+                    f"{path.name}: expected each record to be a map, got {type(record).__name__}"
+                )
             yield record
         size = path.stat().st_size
         if unpacker.tell() != size:
             # A writer killed mid-record leaves a partial tail; everything
             # before it is intact, so report and go on rather than fail.
             warnings.warn(
-                f"{path}: ignored a truncated record at the end ({size - unpacker.tell()} bytes after byte {unpacker.tell()})",
+                f"{path}: ignored a truncated record at the end ({size - unpacker.tell()} bytes "
+                f"after byte {unpacker.tell()})",
                 stacklevel=2,
             )
 
@@ -214,7 +238,10 @@ class CaptureWriter:
 
     def __init__(self, directory: Path, max_bytes: int, segment_bytes: int = 16 << 20) -> None:
         if segment_bytes <= 0 or max_bytes <= 0:
-            raise ValueError(f"capture sizes must be positive, got max_bytes {max_bytes} segment_bytes {segment_bytes}")
+            raise ValueError(
+                f"capture sizes must be positive, got max_bytes {max_bytes} segment_bytes "
+                f"{segment_bytes}"
+            )
         if segment_bytes > max_bytes:
             # A small bound with the default segment size: use quarter-bound
             # segments, so deleting the oldest keeps ~3/4 of the history
@@ -227,7 +254,9 @@ class CaptureWriter:
         self._lock = threading.Lock()
         self._closed = False
         # Oldest first; the last entry is the segment being written.
-        self._segments: list[tuple[Path, int]] = [(path, path.stat().st_size) for _, path in _list_segments(self.directory)]
+        self._segments: list[tuple[Path, int]] = [
+            (path, path.stat().st_size) for _, path in _list_segments(self.directory)
+        ]
         self._total = sum(size for _, size in self._segments)
         existing_numbers = [number for number, _ in _list_segments(self.directory)]
         self._next_number = (max(existing_numbers) + 1) if existing_numbers else 0
@@ -256,12 +285,17 @@ class CaptureWriter:
         encoded = encode_record(record)
         size = len(encoded)
         if size > self._max_bytes:
-            raise CaptureError(f"expected a capture record of at most {self._max_bytes} bytes (max_bytes), got {size} bytes")
+            raise CaptureError(
+                f"expected a capture record of at most {self._max_bytes} bytes (max_bytes), got "
+                f"{size} bytes"
+            )
         with self._lock:
             if self._closed:
                 return
             current_size = self._segments[-1][1] if self._file is not None else 0
-            if self._file is None or (current_size > 0 and current_size + size > self._segment_bytes):
+            if self._file is None or (
+                current_size > 0 and current_size + size > self._segment_bytes
+            ):
                 self._start_segment()
             while self._total + size > self._max_bytes:
                 if len(self._segments) == 1:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import enum
 
-from lerobot_ros.server.sessions.flood_guard import ClientRefusals
-from lerobot_ros.server.sessions.capacity_gate import CapacityReport
-from lerobot_ros.server.observability.http_endpoint import HealthSnapshot, Metric
 from lerobot_ros.protocol.telemetry import ServerHealth, ServerStats
-
+from lerobot_ros.server.observability.http_endpoint import HealthSnapshot, Metric
+from lerobot_ros.server.sessions.capacity_gate import CapacityReport
+from lerobot_ros.server.sessions.flood_guard import ClientRefusals
 
 # Past this share of wall time in inference the worker is close to capacity.
 BUSY_UTILIZATION = 0.8
@@ -26,24 +25,85 @@ SERVER_METRICS = (
     ("lerobot_ros_draining", "1 while shutting down", "gauge", "draining"),
     ("lerobot_ros_active_sessions", "Open sessions", "gauge", "active_sessions"),
     ("lerobot_ros_max_sessions", "Session capacity", "gauge", "max_sessions"),
-    ("lerobot_ros_standby_sessions",
-     "Sessions held as warm standbys: failover places reserved (included in active_sessions)", "gauge",
-     "standby_sessions"),
-    ("lerobot_ros_pending_requests", "Observations waiting for the inference worker", "gauge", "pending_requests"),
-    ("lerobot_ros_utilization", "Share of recent wall time spent in inference", "gauge", "utilization"),
-    ("lerobot_ros_requests_served_total", "Requests answered with a chunk", "counter", "requests_served"),
-    ("lerobot_ros_requests_rejected_total", "Requests rejected or failed", "counter", "requests_rejected"),
-    ("lerobot_ros_observations_superseded_total", "Observations replaced by a newer one", "counter", "observations_superseded"),
-    ("lerobot_ros_inference_ms_p50", "Median inference duration over a recent window (ms)", "gauge", "inference_ms_p50"),
-    ("lerobot_ros_inference_ms_p95", "95th percentile inference duration over a recent window (ms)", "gauge", "inference_ms_p95"),
-    ("lerobot_ros_max_batch_size", "Most requests one forward pass may take", "gauge", "max_batch_size"),
-    ("lerobot_ros_batch_size_mean", "Mean requests per forward pass over a recent window", "gauge", "batch_size_mean"),
+    (
+        "lerobot_ros_standby_sessions",
+        "Sessions held as warm standbys: failover places reserved (included in active_sessions)",
+        "gauge",
+        "standby_sessions",
+    ),
+    (
+        "lerobot_ros_pending_requests",
+        "Observations waiting for the inference worker",
+        "gauge",
+        "pending_requests",
+    ),
+    (
+        "lerobot_ros_utilization",
+        "Share of recent wall time spent in inference",
+        "gauge",
+        "utilization",
+    ),
+    (
+        "lerobot_ros_requests_served_total",
+        "Requests answered with a chunk",
+        "counter",
+        "requests_served",
+    ),
+    (
+        "lerobot_ros_requests_rejected_total",
+        "Requests rejected or failed",
+        "counter",
+        "requests_rejected",
+    ),
+    (
+        "lerobot_ros_observations_superseded_total",
+        "Observations replaced by a newer one",
+        "counter",
+        "observations_superseded",
+    ),
+    (
+        "lerobot_ros_inference_ms_p50",
+        "Median inference duration over a recent window (ms)",
+        "gauge",
+        "inference_ms_p50",
+    ),
+    (
+        "lerobot_ros_inference_ms_p95",
+        "95th percentile inference duration over a recent window (ms)",
+        "gauge",
+        "inference_ms_p95",
+    ),
+    (
+        "lerobot_ros_max_batch_size",
+        "Most requests one forward pass may take",
+        "gauge",
+        "max_batch_size",
+    ),
+    (
+        "lerobot_ros_batch_size_mean",
+        "Mean requests per forward pass over a recent window",
+        "gauge",
+        "batch_size_mean",
+    ),
     ("lerobot_ros_forwards_total", "Forward passes run", "counter", "forwards"),
-    ("lerobot_ros_headroom_robots", "More robots at the policy's rate that fit latency_budget_ms (-1: unknown)", "gauge",
-     "headroom_robots"),
-    ("lerobot_ros_predicted_p95_ms", "p95 round trip the capacity model predicts for the open sessions (ms)", "gauge",
-     "predicted_p95_ms"),
-    ("lerobot_ros_latency_budget_ms", "Admission latency budget (ms; 0: off)", "gauge", "latency_budget_ms"),
+    (
+        "lerobot_ros_headroom_robots",
+        "More robots at the policy's rate that fit latency_budget_ms (-1: unknown)",
+        "gauge",
+        "headroom_robots",
+    ),
+    (
+        "lerobot_ros_predicted_p95_ms",
+        "p95 round trip the capacity model predicts for the open sessions (ms)",
+        "gauge",
+        "predicted_p95_ms",
+    ),
+    (
+        "lerobot_ros_latency_budget_ms",
+        "Admission latency budget (ms; 0: off)",
+        "gauge",
+        "latency_budget_ms",
+    ),
     ("lerobot_ros_uptime_seconds", "Time since the server started", "gauge", "uptime_s"),
 )
 
@@ -111,21 +171,39 @@ def diagnostic_summary(health: ServerHealth) -> tuple[DiagnosticLevel, str]:
         return DiagnosticLevel.WARN, "draining"
     if health.utilization > BUSY_UTILIZATION:
         return DiagnosticLevel.WARN, f"inference worker {health.utilization:.0%} busy"
-    backing_off = [client for client, left in zip(health.refused_client_ids, health.reopen_refused_for_s) if left > 0]
+    backing_off = [
+        client
+        for client, left in zip(
+            health.refused_client_ids, health.reopen_refused_for_s, strict=False
+        )
+        if left > 0
+    ]
     if backing_off:
-        return DiagnosticLevel.WARN, f"closed for flooding, reopen refused for now: {', '.join(backing_off)}"
+        return (
+            DiagnosticLevel.WARN,
+            f"closed for flooding, reopen refused for now: {', '.join(backing_off)}",
+        )
     standbys = getattr(health, "standby_sessions", 0)
-    return DiagnosticLevel.OK, (f"serving {health.active_sessions}/{health.max_sessions} sessions"
-                                + (f" ({standbys} of them standbys)" if standbys else ""))
+    return DiagnosticLevel.OK, (
+        f"serving {health.active_sessions}/{health.max_sessions} sessions"
+        + (f" ({standbys} of them standbys)" if standbys else "")
+    )
 
 
-def health_snapshot(health: ServerHealth, policy_type: str, model_fingerprint: str) -> HealthSnapshot:
-    """What the HTTP endpoint serves: readiness for /healthz (liveness, /livez, is that any snapshot is made),
+def health_snapshot(
+    health: ServerHealth, policy_type: str, model_fingerprint: str
+) -> HealthSnapshot:
+    """What the HTTP endpoint serves: readiness for /healthz (liveness, /livez, is that any
+    snapshot is made),
     SERVER_METRICS for /metrics."""
     return HealthSnapshot(
         ready=health.ready,
         draining=health.draining,
-        detail={"instance_id": health.instance_id, "policy_type": policy_type, "model_fingerprint": model_fingerprint},
+        detail={
+            "instance_id": health.instance_id,
+            "policy_type": policy_type,
+            "model_fingerprint": model_fingerprint,
+        },
         metrics=[
             Metric(name, help_text, kind, float(getattr(health, field)))
             for name, help_text, kind, field in SERVER_METRICS

@@ -35,11 +35,19 @@ from prometheus_client.metrics_core import Metric as MetricFamily
 from lerobot_ros.server.observability.audit import json_safe
 
 __all__ = [
-    "LIVENESS_PATH", "METRICS_PATH", "PATHS", "PROMETHEUS_CONTENT_TYPE", "READINESS_PATH", "HealthEndpoint",
-    "HealthSnapshot", "Metric", "render_prometheus",
+    "LIVENESS_PATH",
+    "METRICS_PATH",
+    "PATHS",
+    "PROMETHEUS_CONTENT_TYPE",
+    "READINESS_PATH",
+    "HealthEndpoint",
+    "HealthSnapshot",
+    "Metric",
+    "render_prometheus",
 ]
 
-#: Readiness (200 only when serving), liveness (200 in every state the server can report) and the metrics.
+#: Readiness (200 only when serving), liveness (200 in every state the server can report) and the
+# metrics.
 READINESS_PATH, LIVENESS_PATH, METRICS_PATH = "/healthz", "/livez", "/metrics"
 PATHS = (READINESS_PATH, LIVENESS_PATH, METRICS_PATH)
 
@@ -66,16 +74,24 @@ class Metric:
 
     def __post_init__(self) -> None:
         if not _METRIC_NAME.match(self.name):
-            raise ValueError(f"expected a Prometheus metric name matching {_METRIC_NAME.pattern}, got {self.name!r}")
+            raise ValueError(
+                f"expected a Prometheus metric name matching {_METRIC_NAME.pattern}, got "
+                f"{self.name!r}"
+            )
         if self.type not in ("gauge", "counter"):
-            raise ValueError(f"expected metric type 'gauge' or 'counter' for {self.name}, got {self.type!r}")
+            raise ValueError(
+                f"expected metric type 'gauge' or 'counter' for {self.name}, got {self.type!r}"
+            )
         if self.type == "counter" and not self.name.endswith(_COUNTER_SUFFIX):
             # prometheus_client exposes every counter family as <name>_total.
-            raise ValueError(f"expected a counter name ending in {_COUNTER_SUFFIX!r}, got {self.name!r}")
+            raise ValueError(
+                f"expected a counter name ending in {_COUNTER_SUFFIX!r}, got {self.name!r}"
+            )
         for label in self.labels:
             if not _LABEL_NAME.match(label) or label.startswith("__"):
                 raise ValueError(
-                    f"expected label names matching {_LABEL_NAME.pattern} and not starting with '__' "
+                    f"expected label names matching {_LABEL_NAME.pattern} and not starting with "
+                    "'__' "
                     f"for {self.name}, got {label!r}"
                 )
 
@@ -102,8 +118,13 @@ def _families(metrics: Iterable[Metric]) -> list[MetricFamily]:
     families: dict[str, tuple[Metric, MetricFamily]] = {}
     for metric in metrics:
         if metric.name not in families:
-            # prometheus_client names a counter family without its _total suffix and adds it back on exposition.
-            family_name = metric.name.removesuffix(_COUNTER_SUFFIX) if metric.type == "counter" else metric.name
+            # prometheus_client names a counter family without its _total suffix and adds it back
+            # on exposition.
+            family_name = (
+                metric.name.removesuffix(_COUNTER_SUFFIX)
+                if metric.type == "counter"
+                else metric.name
+            )
             families[metric.name] = (metric, MetricFamily(family_name, metric.help, metric.type))
         first, family = families[metric.name]
         if (first.type, first.help) != (metric.type, metric.help):
@@ -111,7 +132,11 @@ def _families(metrics: Iterable[Metric]) -> list[MetricFamily]:
                 f"expected one type and help text per metric family {metric.name!r}, got "
                 f"{first.type}/{first.help!r} and {metric.type}/{metric.help!r}"
             )
-        family.add_sample(metric.name, {key: str(value) for key, value in metric.labels.items()}, float(metric.value))
+        family.add_sample(
+            metric.name,
+            {key: str(value) for key, value in metric.labels.items()},
+            float(metric.value),
+        )
     return [family for _, family in families.values()]
 
 
@@ -140,11 +165,15 @@ def render_prometheus(metrics: list[Metric]) -> str:
 def _checked(snapshot: Callable[[], HealthSnapshot]) -> HealthSnapshot:
     current = snapshot()
     if not isinstance(current, HealthSnapshot):
-        raise TypeError(f"snapshot callback must return a HealthSnapshot, returned {type(current).__name__}")
+        raise TypeError(
+            f"snapshot callback must return a HealthSnapshot, returned {type(current).__name__}"
+        )
     return current
 
 
-def _make_handler(snapshot: Callable[[], HealthSnapshot], registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
+def _make_handler(
+    snapshot: Callable[[], HealthSnapshot], registry: CollectorRegistry
+) -> type[BaseHTTPRequestHandler]:
     class HealthHandler(BaseHTTPRequestHandler):
         timeout = _REQUEST_TIMEOUT_S
         server_version = "lerobot_ros"
@@ -169,20 +198,31 @@ def _make_handler(snapshot: Callable[[], HealthSnapshot], registry: CollectorReg
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
             path = urlsplit(self.path).path
             if path not in PATHS:
-                self._send(404, f"not found: {path}; expected {', '.join(PATHS)}\n", "text/plain; charset=utf-8")
+                self._send(
+                    404,
+                    f"not found: {path}; expected {', '.join(PATHS)}\n",
+                    "text/plain; charset=utf-8",
+                )
                 return
             try:
                 if path == METRICS_PATH:
-                    self._send(200, generate_latest(registry).decode("utf-8"), PROMETHEUS_CONTENT_TYPE)
+                    self._send(
+                        200, generate_latest(registry).decode("utf-8"), PROMETHEUS_CONTENT_TYPE
+                    )
                     return
                 current = _checked(snapshot)
                 status = current.status
                 if path == LIVENESS_PATH:
-                    # Alive in every state; "readiness" says which, "status" last so detail cannot override it.
-                    self._send_json(200, {**current.detail, "readiness": status, "status": "alive"})
+                    # Alive in every state; "readiness" says which, "status" last so detail cannot
+                    # override it.
+                    self._send_json(
+                        200, {**current.detail, "readiness": status, "status": "alive"}
+                    )
                     return
                 # "status" last so detail cannot claim "ok" for a 503.
-                self._send_json(200 if status == "ok" else 503, {**current.detail, "status": status})
+                self._send_json(
+                    200 if status == "ok" else 503, {**current.detail, "status": status}
+                )
             except Exception as error:  # noqa: BLE001 - any failure is reported, never fatal
                 message = f"health snapshot failed: {type(error).__name__}: {error}"
                 if path == METRICS_PATH:
@@ -225,9 +265,14 @@ class HealthEndpoint:
         if self._server is not None:
             raise RuntimeError(f"HealthEndpoint already serving on {self._host}:{self.port}")
         server_class = _Server6 if ":" in self._host else _Server  # "::", "::1"
-        self._server = server_class((self._host, self._requested_port), _make_handler(self._snapshot, self._registry))
+        self._server = server_class(
+            (self._host, self._requested_port), _make_handler(self._snapshot, self._registry)
+        )
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="lerobot_ros_health_http", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="lerobot_ros_health_http",
+            daemon=True,
         )
         self._thread.start()
 

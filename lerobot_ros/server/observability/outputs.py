@@ -38,7 +38,8 @@ class Observability:
         snapshot: Callable[[], HealthSnapshot],
         log,
     ) -> Observability:
-        """``audit_log`` as AuditLog.open takes it; empty ``capture_dir`` and ``http_port`` 0 are off."""
+        """``audit_log`` as AuditLog.open takes it; empty ``capture_dir`` and ``http_port`` 0 are
+        off."""
         audit = AuditLog.open(audit_log, instance_id)
         if audit.path is not None:
             log.info(f"audit log: {audit.path}")
@@ -58,13 +59,16 @@ class Observability:
         return self.capture.write if self.capture is not None else None
 
     def standby_promoted(self, session, now_s: float, log) -> None:
-        """A standby's first observation was admitted: it is an ordinary session now (sessions.py); logged and
+        """A standby's first observation was admitted: it is an ordinary session now (sessions.py);
+        logged and
         audited with how long it waited."""
         from lerobot_ros.server.requests.request_records import standby_promotion_record
 
         waited_s = now_s - session.opened_at
-        log.info(f"standby session of {session.client_id} promoted ({session.session_id}, "
-                 f"after {waited_s:.1f} s as a standby)")
+        log.info(
+            f"standby session of {session.client_id} promoted ({session.session_id}, "
+            f"after {waited_s:.1f} s as a standby)"
+        )
         self.audit.write(standby_promotion_record(session.session_id, session.client_id, waited_s))
 
     def close(self) -> None:

@@ -28,16 +28,20 @@ from lerobot.policies.rtc.modeling_rtc import RTCProcessor
 
 @dataclass(frozen=True)
 class SamplePrefix:
-    """One request's RTC inputs: its prefix in model space ([steps, action_dim]) and delay, or no prefix."""
+    """One request's RTC inputs: its prefix in model space ([steps, action_dim]) and delay, or no
+    prefix."""
 
     prefix: torch.Tensor | None
     inference_delay: int
 
 
-def batched_rtc_kwargs(samples: Sequence[SamplePrefix], execution_horizon: int, device, dtype) -> dict:
+def batched_rtc_kwargs(
+    samples: Sequence[SamplePrefix], execution_horizon: int, device, dtype
+) -> dict:
     """``predict_action_chunk`` keyword arguments for a batch of RTC requests.
 
-    One sample gets LeRobot's scalar form. Otherwise prefixes are right-padded with zeros to the longest one; each sample's
+    One sample gets LeRobot's scalar form. Otherwise prefixes are right-padded with zeros to the
+    longest one; each sample's
     horizon is its own prefix length capped to ``execution_horizon`` (what
     LeRobot's processor does for a single prefix), 0 without a prefix, so the
     padding always gets weight 0. With no prefix in the batch, the call is
@@ -86,17 +90,33 @@ class BatchedRTCProcessor(RTCProcessor):
     ) -> torch.Tensor:
         if prev_chunk_left_over is None or not isinstance(inference_delay, (tuple, list)):
             return super().denoise_step(
-                x_t, prev_chunk_left_over, inference_delay, time, original_denoise_step_partial, execution_horizon
+                x_t,
+                prev_chunk_left_over,
+                inference_delay,
+                time,
+                original_denoise_step_partial,
+                execution_horizon,
             )
         batch_size, chunk_length, action_dim = x_t.shape
-        if not len(inference_delay) == len(execution_horizon) == batch_size == prev_chunk_left_over.shape[0]:
+        if (
+            not len(inference_delay)
+            == len(execution_horizon)
+            == batch_size
+            == prev_chunk_left_over.shape[0]
+        ):
             raise ValueError(
-                f"per-sample RTC inputs must all have the batch size {batch_size}: {len(inference_delay)} delays, "
+                f"per-sample RTC inputs must all have the batch size {batch_size}: "
+                f"{len(inference_delay)} delays, "
                 f"{len(execution_horizon)} horizons, {prev_chunk_left_over.shape[0]} prefixes"
             )
-        weights = self._row_weights(tuple(inference_delay), tuple(execution_horizon), chunk_length, x_t.device)
+        weights = self._row_weights(
+            tuple(inference_delay), tuple(execution_horizon), chunk_length, x_t.device
+        )
         target = torch.zeros(batch_size, chunk_length, action_dim, device=x_t.device)
-        steps, dims = min(prev_chunk_left_over.shape[1], chunk_length), min(prev_chunk_left_over.shape[2], action_dim)
+        steps, dims = (
+            min(prev_chunk_left_over.shape[1], chunk_length),
+            min(prev_chunk_left_over.shape[2], action_dim),
+        )
         target[:, :steps, :dims] = prev_chunk_left_over[:, :steps, :dims]
 
         # From here on LeRobot's guidance step, with per-row weights.
@@ -106,20 +126,32 @@ class BatchedRTCProcessor(RTCProcessor):
             x_t.requires_grad_(True)
             x1_t = x_t - time * v_t  # noqa: N806
             err = (target - x1_t) * weights
-            correction = torch.autograd.grad(x1_t, x_t, err.clone().detach(), retain_graph=False)[0]
+            correction = torch.autograd.grad(x1_t, x_t, err.clone().detach(), retain_graph=False)[
+                0
+            ]
         result = v_t - guidance_weight(time, self.rtc_config.max_guidance_weight) * correction
         self.track(time=time, x1_t=x1_t, correction=correction, err=err, weights=weights)
         return result
 
-
-    def _row_weights(self, delays: tuple, horizons: tuple, chunk_length: int, device) -> torch.Tensor:
-        """Per-row prefix weights [batch, chunk_length, 1], built once per forward: every denoise step reuses them."""
+    def _row_weights(
+        self, delays: tuple, horizons: tuple, chunk_length: int, device
+    ) -> torch.Tensor:
+        """Per-row prefix weights [batch, chunk_length, 1], built once per forward: every denoise
+        step reuses them."""
         key = (delays, horizons, chunk_length, str(device))
         if self._weights_key != key:
-            self._weights = torch.stack([
-                self.get_prefix_weights(delay, horizon, chunk_length) if horizon > 0 else torch.zeros(chunk_length)
-                for delay, horizon in zip(delays, horizons)
-            ]).to(device).unsqueeze(-1)
+            self._weights = (
+                torch.stack(
+                    [
+                        self.get_prefix_weights(delay, horizon, chunk_length)
+                        if horizon > 0
+                        else torch.zeros(chunk_length)
+                        for delay, horizon in zip(delays, horizons, strict=False)
+                    ]
+                )
+                .to(device)
+                .unsqueeze(-1)
+            )
             self._weights_key = key
         return self._weights
 
@@ -135,7 +167,8 @@ def guidance_weight(time: float, max_guidance_weight: float) -> torch.Tensor:
 
 
 def install(policy) -> BatchedRTCProcessor:
-    """Replace the policy's RTC processor (and its model's) with the batched one, as ``init_rtc_processor`` wires it."""
+    """Replace the policy's RTC processor (and its model's) with the batched one, as
+    ``init_rtc_processor`` wires it."""
     processor = BatchedRTCProcessor(policy.config.rtc_config)
     policy.rtc_processor = processor
     model = getattr(policy, "model", None)

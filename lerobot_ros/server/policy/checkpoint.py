@@ -25,8 +25,8 @@ import torch
 from lerobot.configs.policies import PreTrainedConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
-from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE, VLM_DIR, local_checkpoint_problem
+from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.server.policy.policy_families import DTYPES, classify, resolve_serving
 
 log = logging.getLogger(__name__)
@@ -58,11 +58,15 @@ def resolve_device(device: str) -> str:
         if not torch.cuda.is_available():
             raise CheckpointError(
                 f"device {device!r} requested but CUDA is not available here "
-                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use device 'cpu' or 'auto'"
+                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); use device "
+                "'cpu' or 'auto'"
             )
         index = int(device.partition(":")[2] or 0)
         if index >= torch.cuda.device_count():
-            raise CheckpointError(f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise CheckpointError(
+                f"device {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) "
+                "exist"
+            )
     return device
 
 
@@ -112,7 +116,8 @@ def _local_checkpoint_dir(checkpoint: str, revision: str) -> Path:
         return Path(snapshot_download(checkpoint, revision=revision or None))
     except Exception as error:  # noqa: BLE001 - the hub raises many types; all mean "cannot load"
         raise CheckpointError(
-            f"checkpoint {checkpoint!r} is neither a local directory nor downloadable from the Hub "
+            f"checkpoint {checkpoint!r} is neither a local directory nor downloadable from the "
+            "Hub "
             f"(revision {revision or 'main'!r}): {error}"
         ) from error
 
@@ -191,7 +196,9 @@ def load_policy(
     except (OSError, ValueError, KeyError) as error:
         raise CheckpointError(f"cannot load LeRobot checkpoint {checkpoint!r}: {error}") from error
     config.device = device
-    serving = resolve_serving(classify(config.type, getattr(config, "n_obs_steps", 1)), serving_mode)
+    serving = resolve_serving(
+        classify(config.type, getattr(config, "n_obs_steps", 1)), serving_mode
+    )
     contract = _read_contract_file(checkpoint_dir)
     action_dim = config.action_feature.shape[0]
     names = tuple(action_names or contract.get("action_names") or ())
@@ -201,12 +208,19 @@ def load_policy(
             f"action_names parameter or add {CONTRACT_FILE} with an 'action_names' list"
         )
     if len(names) != action_dim:
-        raise CheckpointError(f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} actions")
+        raise CheckpointError(
+            f"{len(names)} action names given ({list(names)}) but the policy outputs {action_dim} "
+            "actions"
+        )
 
     try:
-        # The policy runs in ``dtype``: its inputs must reach it in that dtype too (LeRobot's device step casts
+        # The policy runs in ``dtype``: its inputs must reach it in that dtype too (LeRobot's
+        # device step casts
         # floating tensors), or a float16/bfloat16 model meets float32 inputs at its first matmul.
-        overrides = {"device_processor": {"device": device, "float_dtype": dtype}, **_vlm_overrides(checkpoint_dir, config)}
+        overrides = {
+            "device_processor": {"device": device, "float_dtype": dtype},
+            **_vlm_overrides(checkpoint_dir, config),
+        }
         policy = get_policy_class(config.type).from_pretrained(checkpoint_dir, config=config)
         preprocessor, postprocessor = make_pre_post_processors(
             config,
@@ -221,7 +235,8 @@ def load_policy(
     rtc_supported = supports_rtc(policy)
     state = config.robot_state_feature
     cameras = tuple(
-        CameraSpec(name, int(feature.shape[-2]), int(feature.shape[-1])) for name, feature in config.image_features.items()
+        CameraSpec(name, int(feature.shape[-2]), int(feature.shape[-1]))
+        for name, feature in config.image_features.items()
     )
     capabilities = ServerCapabilities(
         model_id=checkpoint,

@@ -49,7 +49,8 @@ class PreparedRequest:
 
 
 def request_noise_seed(base_seed: int, request: RequestId) -> int:
-    """The torch seed of one request's noise: a function of who asked for what, not of arrival order.
+    """The torch seed of one request's noise: a function of who asked for what, not of arrival
+    order.
 
     So a session's chunks are reproducible whatever other robots do meanwhile,
     and an offline run (replay, a parity check) can draw the same noise.
@@ -59,7 +60,12 @@ def request_noise_seed(base_seed: int, request: RequestId) -> int:
 
 
 def _to_numpy(actions: torch.Tensor) -> np.ndarray:
-    return actions.detach().to("cpu", torch.float32).numpy().reshape(actions.shape[-2], actions.shape[-1])
+    return (
+        actions.detach()
+        .to("cpu", torch.float32)
+        .numpy()
+        .reshape(actions.shape[-2], actions.shape[-1])
+    )
 
 
 class PolicyRunner:
@@ -82,18 +88,24 @@ class PolicyRunner:
         # Several sessions' requests in one forward pass (request_path.RequestHandler.forward).
         self.batchable = not self.exclusive and self.family.batchable
         config = loaded.config
-        self._noise_shape = (config.chunk_size, config.max_action_dim) if self.family.noise_input else None
+        self._noise_shape = (
+            (config.chunk_size, config.max_action_dim) if self.family.noise_input else None
+        )
         self._relative_step = self._normalizer_step = None
-        self.compiled = ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
+        self.compiled = (
+            ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
+        )
         self._model_dtype = next(loaded.policy.parameters()).dtype
-        # Where a float16/bfloat16 forward runs under autocast (see ``_autocast``); None: float32, no autocast.
+        # Where a float16/bfloat16 forward runs under autocast (see ``_autocast``); None: float32,
+        # no autocast.
         reduced = self._model_dtype != torch.float32
         self._autocast_device = torch.device(loaded.capabilities.device).type if reduced else None
         if self.rtc_active:
             self._configure_rtc()
 
     def compile_forward(self, mode: str, backend: str) -> None:
-        """Wrap the policy's ``predict_action_chunk`` in ``torch.compile``, as LeRobot's own rollout does.
+        """Wrap the policy's ``predict_action_chunk`` in ``torch.compile``, as LeRobot's own
+        rollout does.
 
         Nothing compiles here: each new input shape compiles on its first
         forward, which the warm-up runs (``warmup.warm_up``: batches of one
@@ -104,8 +116,11 @@ class PolicyRunner:
 
         known = torch._dynamo.list_backends(exclude_tags=())
         if backend not in known:
-            raise ValueError(f"compile_backend {backend!r} is not a torch.compile backend of torch {torch.__version__}; "
-                             f"known: {known}")
+            raise ValueError(
+                f"compile_backend {backend!r} is not a torch.compile backend of torch "
+                f"{torch.__version__}; "
+                f"known: {known}"
+            )
         policy = self.loaded.policy
         policy.predict_action_chunk = torch.compile(
             policy.predict_action_chunk, backend=backend, mode=None if mode == "default" else mode
@@ -117,12 +132,18 @@ class PolicyRunner:
         from lerobot.processor import NormalizerProcessorStep, RelativeActionsProcessorStep
 
         policy = self.loaded.policy
-        policy.config.rtc_config = RTCConfig(enabled=True, execution_horizon=self.rtc_execution_horizon)
+        policy.config.rtc_config = RTCConfig(
+            enabled=True, execution_horizon=self.rtc_execution_horizon
+        )
         if hasattr(policy, "init_rtc_processor"):
             policy.init_rtc_processor()
-            batched_rtc.install(policy)  # one delay and prefix per request in a shared forward pass
+            batched_rtc.install(
+                policy
+            )  # one delay and prefix per request in a shared forward pass
         steps = getattr(self.loaded.preprocessor, "steps", [])
-        self._has_relative_step = any(isinstance(s, RelativeActionsProcessorStep) and s.enabled for s in steps)
+        self._has_relative_step = any(
+            isinstance(s, RelativeActionsProcessorStep) and s.enabled for s in steps
+        )
         self._normalizer_type = NormalizerProcessorStep
         self._relative_type = RelativeActionsProcessorStep
 
@@ -133,7 +154,9 @@ class PolicyRunner:
         steps of the preprocessor (absolute actions read the state the relative
         step cached); copied apart, they would point at an orphan copy.
         """
-        preprocessor, postprocessor = copy.deepcopy((self.loaded.preprocessor, self.loaded.postprocessor))
+        preprocessor, postprocessor = copy.deepcopy(
+            (self.loaded.preprocessor, self.loaded.postprocessor)
+        )
         return SessionProcessors(preprocessor, postprocessor)
 
     def reset_session(self, processors: SessionProcessors) -> None:
@@ -148,14 +171,19 @@ class PolicyRunner:
     def _policy_input(self, frame: ObservationFrame, task: str) -> dict:
         observation: dict = {"task": task}
         if self.capabilities.state_dim:
-            observation["observation.state"] = torch.from_numpy(np.array(frame.state, dtype=np.float32))
+            observation["observation.state"] = torch.from_numpy(
+                np.array(frame.state, dtype=np.float32)
+            )
         for camera in self.capabilities.cameras:
             rgb = frame.images[camera.name]
             if rgb.shape[:2] != (camera.height, camera.width):
                 rgb = images.resize_rgb(rgb, camera.height, camera.width)
-            # Channels first while still uint8 (a quarter of the bytes), then one float conversion into a
-            # contiguous tensor, as LeRobot's own path feeds the policy: a float tensor permuted from HxWx3
-            # keeps channels-last strides, which made the normalizer 2.4x and the ACT forward 7-30 % slower.
+            # Channels first while still uint8 (a quarter of the bytes), then one float conversion
+            # into a
+            # contiguous tensor, as LeRobot's own path feeds the policy: a float tensor permuted
+            # from HxWx3
+            # keeps channels-last strides, which made the normalizer 2.4x and the ACT forward 7-30
+            # % slower.
             channels_first = np.ascontiguousarray(rgb.transpose(2, 0, 1))
             observation[camera.name] = torch.from_numpy(channels_first).float().div_(255.0)
         return observation
@@ -167,7 +195,9 @@ class PolicyRunner:
         from lerobot.utils.constants import ACTION, OBS_IMAGES
 
         policy = self.loaded.policy
-        batch = {key: value for key, value in batch.items() if key != ACTION}  # as select_action does
+        batch = {
+            key: value for key, value in batch.items() if key != ACTION
+        }  # as select_action does
         image_keys = list(self.loaded.config.image_features)
         if image_keys:
             batch[OBS_IMAGES] = torch.stack([batch[key] for key in image_keys], dim=-4)
@@ -187,7 +217,9 @@ class PolicyRunner:
             state = relative.get_cached_state()
             if state is not None:
                 prefix = reanchor_relative_rtc_prefix(
-                    prev_actions_absolute=torch.from_numpy(np.array(frame.prefix_robot, dtype=np.float32)),
+                    prev_actions_absolute=torch.from_numpy(
+                        np.array(frame.prefix_robot, dtype=np.float32)
+                    ),
                     current_state=state,
                     relative_step=relative,
                     normalizer_step=normalizer,
@@ -201,26 +233,42 @@ class PolicyRunner:
         return SamplePrefix(prefix[: self.rtc_execution_horizon], frame.inference_delay_steps)
 
     def _request_noise(self, seed: int | None) -> torch.Tensor | None:
-        """Flow-matching noise for one request, as the policy itself draws it (standard normal, float32), from a
-        generator of its own: an admission thread never touches the global RNG another thread may be drawing from."""
+        """Flow-matching noise for one request, as the policy itself draws it (standard normal,
+        float32), from a
+        generator of its own: an admission thread never touches the global RNG another thread may
+        be drawing from."""
         if seed is None or self._noise_shape is None:
             return None
         device = torch.device(self.capabilities.device)
         generator = torch.Generator(device).manual_seed(seed)
-        return torch.normal(0.0, 1.0, size=(1, *self._noise_shape), dtype=torch.float32, device=device,
-                            generator=generator)
+        return torch.normal(
+            0.0,
+            1.0,
+            size=(1, *self._noise_shape),
+            dtype=torch.float32,
+            device=device,
+            generator=generator,
+        )
 
     # no_grad, not inference_mode: RTC guidance differentiates through the
     # denoiser inside the call (torch.enable_grad), which inference tensors forbid.
     @torch.no_grad()
-    def prepare(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> PreparedRequest:
+    def prepare(
+        self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool
+    ) -> PreparedRequest:
         """The session's preprocessing of one request, ready to share a forward pass."""
         started = time.perf_counter()
         batch = processors.preprocessor(self._policy_input(frame, task))
-        if self.exclusive and self.family.observation_history and hasattr(self.loaded.policy, "_queues"):
+        if (
+            self.exclusive
+            and self.family.observation_history
+            and hasattr(self.loaded.policy, "_queues")
+        ):
             batch = self._feed_observation_history(batch)
         rtc_sample = self._rtc_sample(frame, processors) if rtc and self.rtc_active else None
-        seed = None if self.noise_seed is None else request_noise_seed(self.noise_seed, frame.request)
+        seed = (
+            None if self.noise_seed is None else request_noise_seed(self.noise_seed, frame.request)
+        )
         return PreparedRequest(
             batch=batch,
             processors=processors,
@@ -231,9 +279,11 @@ class PolicyRunner:
         )
 
     def _autocast(self):
-        """The forward of a float16/bfloat16 policy under torch.autocast in its dtype; float32 runs as it is.
+        """The forward of a float16/bfloat16 policy under torch.autocast in its dtype; float32 runs
+        as it is.
 
-        The weights and the inputs are in that dtype already (``load_policy``); autocast covers the tensors
+        The weights and the inputs are in that dtype already (``load_policy``); autocast covers the
+        tensors
         LeRobot's models create themselves in float32 (ACT's latent, flow-matching noise and time).
         """
         if self._autocast_device is None:
@@ -246,28 +296,37 @@ class PolicyRunner:
 
     @torch.no_grad()
     def infer(self, prepared: list[PreparedRequest]) -> tuple[torch.Tensor, float]:
-        """One ``predict_action_chunk`` for all of ``prepared`` (equal ``batch_key``s): actions [n, chunk, dim], seconds."""
+        """One ``predict_action_chunk`` for all of ``prepared`` (equal ``batch_key``s): actions [n,
+        chunk, dim], seconds."""
         started = time.perf_counter()
         batch = _stack([request.batch for request in prepared])
         kwargs: dict = {}
         if any(request.rtc is not None for request in prepared):
             samples = [request.rtc or SamplePrefix(None, 0) for request in prepared]
-            kwargs = batched_rtc_kwargs(samples, self.rtc_execution_horizon, self.capabilities.device, self._model_dtype)
+            kwargs = batched_rtc_kwargs(
+                samples, self.rtc_execution_horizon, self.capabilities.device, self._model_dtype
+            )
         seed = None
         if all(request.noise is not None for request in prepared):
             kwargs["noise"] = torch.cat([request.noise for request in prepared])
         elif len(prepared) == 1:
-            seed = prepared[0].seed  # a family that draws its own randomness inside the forward (Diffusion)
+            seed = prepared[
+                0
+            ].seed  # a family that draws its own randomness inside the forward (Diffusion)
         if self.inject_delay_s:
             time.sleep(self.inject_delay_s)  # counted as inference: it stands for a slower model
         with self._autocast(), _seeded(seed, self.capabilities.device):
             actions = self.loaded.policy.predict_action_chunk(batch, **kwargs)
-        # On the host before the forward is done: a finish never queues behind the next forward on the device.
+        # On the host before the forward is done: a finish never queues behind the next forward on
+        # the device.
         return actions.to("cpu"), time.perf_counter() - started
 
     @torch.no_grad()
-    def finish(self, request: PreparedRequest, actions: torch.Tensor, inference_s: float) -> InferenceResult:
-        """The session's postprocessing of its row ``actions`` ([1, chunk, dim]) of a forward pass."""
+    def finish(
+        self, request: PreparedRequest, actions: torch.Tensor, inference_s: float
+    ) -> InferenceResult:
+        """The session's postprocessing of its row ``actions`` ([1, chunk, dim]) of a forward
+        pass."""
         started = time.perf_counter()
         actions_model = _to_numpy(actions)
         actions_robot = _to_numpy(request.processors.postprocessor(actions))
@@ -282,7 +341,9 @@ class PolicyRunner:
             inference_delay_steps=int(request.rtc.inference_delay) if rtc_applied else 0,
         )
 
-    def run(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> InferenceResult:
+    def run(
+        self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool
+    ) -> InferenceResult:
         """One request alone: prepare, a forward pass of one, finish."""
         request = self.prepare(frame, processors, task, rtc)
         actions, inference_s = self.infer([request])
@@ -291,7 +352,8 @@ class PolicyRunner:
 
 @contextlib.contextmanager
 def _seeded(seed: int | None, device: str):
-    """The global RNG seeded with ``seed`` for one forward (only the forward thread draws from it), restored after."""
+    """The global RNG seeded with ``seed`` for one forward (only the forward thread draws from it),
+    restored after."""
     if seed is None:
         yield
         return
@@ -302,12 +364,16 @@ def _seeded(seed: int | None, device: str):
 
 
 def batch_key(request: PreparedRequest) -> tuple:
-    """Requests with equal keys can be stacked into one forward pass (same tensor shapes and dtypes:
-    e.g. SmolVLA's task tokens have the task's length). An input that is neither a tensor nor a list
+    """Requests with equal keys can be stacked into one forward pass (same tensor shapes and
+    dtypes:
+    e.g. SmolVLA's task tokens have the task's length). An input that is neither a tensor nor a
+    list
     is one value for the whole pass (``_stack`` keeps it once), so it must be equal too: a request
     never runs with another's."""
     return tuple(
-        (key, tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else (key, repr(value))
+        (key, tuple(value.shape), value.dtype)
+        if isinstance(value, torch.Tensor)
+        else (key, repr(value))
         for key, value in sorted(request.batch.items())
         if not isinstance(value, list)
     )

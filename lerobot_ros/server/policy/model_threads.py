@@ -35,7 +35,8 @@ _JOIN_POLL_S = 0.1
 
 
 def use_torch_threads(count: int) -> None:
-    """torch's intra-op thread count for the threads that first run torch after this call (the inference
+    """torch's intra-op thread count for the threads that first run torch after this call (the
+    inference
     worker among them); 0 keeps torch's default (one per core)."""
     if count > 0:
         import torch
@@ -44,7 +45,8 @@ def use_torch_threads(count: int) -> None:
 
 
 def run_on_passing_thread(job: Callable[[], T], name: str) -> T:
-    """``job()`` on a new thread that has ended when this returns; its result, or its exception re-raised.
+    """``job()`` on a new thread that has ended when this returns; its result, or its exception
+    re-raised.
 
     The caller waits in short joins, so a signal handler that raises on the
     caller's thread (Ctrl-C during start-up) interrupts the wait at once; the

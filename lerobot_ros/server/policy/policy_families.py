@@ -17,35 +17,84 @@ SHARED = "shared"
 EXCLUSIVE = "exclusive"
 
 
-
 @dataclass(frozen=True)
 class PolicyFamily:
     """How the server serves one LeRobot policy type."""
 
     policy_type: str
-    # One model serves many sessions: chunk-stateless with one observation step (else exclusive: one session).
+    # One model serves many sessions: chunk-stateless with one observation step (else exclusive:
+    # one session).
     shared: bool
-    # Several sessions' requests can share one forward pass, each chunk unchanged: ACT is deterministic; the
+    # Several sessions' requests can share one forward pass, each chunk unchanged: ACT is
+    # deterministic; the
     # flow-matching ones take each request's noise and per-request RTC inputs (batched_rtc.py).
     batchable: bool
-    # Real-time chunking where the loaded policy declares it (checkpoint.supports_rtc has the last word).
+    # Real-time chunking where the loaded policy declares it (checkpoint.supports_rtc has the last
+    # word).
     rtc: bool
-    # Flow-matching noise is drawn per request (its own generator) and passed to the forward as ``noise``;
-    # without it the policy draws its own randomness inside the forward (seeded there, one request at a time).
+    # Flow-matching noise is drawn per request (its own generator) and passed to the forward as
+    # ``noise``;
+    # without it the policy draws its own randomness inside the forward (seeded there, one request
+    # at a time).
     noise_input: bool
     # Keeps observations between calls (Diffusion's queues): fed by the server, never shared.
     observation_history: bool
 
 
-FAMILIES: dict[str, PolicyFamily] = {family.policy_type: family for family in (
-    PolicyFamily("act", shared=True, batchable=True, rtc=False, noise_input=False, observation_history=False),
-    PolicyFamily("pi0", shared=True, batchable=True, rtc=True, noise_input=True, observation_history=False),
-    PolicyFamily("pi05", shared=True, batchable=True, rtc=True, noise_input=True, observation_history=False),
-    PolicyFamily("smolvla", shared=True, batchable=True, rtc=True, noise_input=True, observation_history=False),
-    # GR00T draws its own noise and takes one RTC delay for the whole batch: it runs alone.
-    PolicyFamily("groot", shared=True, batchable=False, rtc=True, noise_input=False, observation_history=False),
-    PolicyFamily("diffusion", shared=False, batchable=False, rtc=False, noise_input=False, observation_history=True),
-)}
+FAMILIES: dict[str, PolicyFamily] = {
+    family.policy_type: family
+    for family in (
+        PolicyFamily(
+            "act",
+            shared=True,
+            batchable=True,
+            rtc=False,
+            noise_input=False,
+            observation_history=False,
+        ),
+        PolicyFamily(
+            "pi0",
+            shared=True,
+            batchable=True,
+            rtc=True,
+            noise_input=True,
+            observation_history=False,
+        ),
+        PolicyFamily(
+            "pi05",
+            shared=True,
+            batchable=True,
+            rtc=True,
+            noise_input=True,
+            observation_history=False,
+        ),
+        PolicyFamily(
+            "smolvla",
+            shared=True,
+            batchable=True,
+            rtc=True,
+            noise_input=True,
+            observation_history=False,
+        ),
+        # GR00T draws its own noise and takes one RTC delay for the whole batch: it runs alone.
+        PolicyFamily(
+            "groot",
+            shared=True,
+            batchable=False,
+            rtc=True,
+            noise_input=False,
+            observation_history=False,
+        ),
+        PolicyFamily(
+            "diffusion",
+            shared=False,
+            batchable=False,
+            rtc=False,
+            noise_input=False,
+            observation_history=True,
+        ),
+    )
+}
 
 
 class UnsupportedPolicyError(ValueError):
@@ -59,11 +108,13 @@ class ServingClass:
 
 
 def family_of(policy_type: str) -> PolicyFamily:
-    """The family record of ``policy_type``; UnsupportedPolicyError naming the supported ones otherwise."""
+    """The family record of ``policy_type``; UnsupportedPolicyError naming the supported ones
+    otherwise."""
     family = FAMILIES.get(policy_type)
     if family is None:
         raise UnsupportedPolicyError(
-            f"policy type {policy_type!r} cannot be served: it has no action-chunk API this server drives; "
+            f"policy type {policy_type!r} cannot be served: it has no action-chunk API this "
+            "server drives; "
             f"supported types are {sorted(FAMILIES)}"
         )
     return family
@@ -74,7 +125,9 @@ def classify(policy_type: str, n_obs_steps: int = 1) -> ServingClass:
     if not family.shared:
         return ServingClass(EXCLUSIVE, f"{policy_type} keeps observation history between calls")
     if n_obs_steps > 1:
-        return ServingClass(EXCLUSIVE, f"{policy_type} with n_obs_steps={n_obs_steps} keeps observation history")
+        return ServingClass(
+            EXCLUSIVE, f"{policy_type} with n_obs_steps={n_obs_steps} keeps observation history"
+        )
     return ServingClass(SHARED, f"{policy_type} predicts each chunk from one observation")
 
 
@@ -95,7 +148,10 @@ def resolve_serving(serving: ServingClass, requested: str) -> ServingClass:
         return ServingClass(EXCLUSIVE, f"forced by serving_mode=exclusive ({serving.reason})")
     if requested == SHARED:
         raise UnsupportedPolicyError(
-            f"serving_mode=shared is unsafe here: {serving.reason}, so one model instance would mix "
+            f"serving_mode=shared is unsafe here: {serving.reason}, so one model instance would "
+            "mix "
             "robots' observations; use serving_mode auto or exclusive"
         )
-    raise UnsupportedPolicyError(f"serving_mode {requested!r} is not one of ['auto', 'shared', 'exclusive']")
+    raise UnsupportedPolicyError(
+        f"serving_mode {requested!r} is not one of ['auto', 'shared', 'exclusive']"
+    )

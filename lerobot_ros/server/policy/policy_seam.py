@@ -1,4 +1,5 @@
-"""The seam between the request path and a served policy: what a runner offers and which thread calls what.
+"""The seam between the request path and a served policy: what a runner offers and which thread
+calls what.
 
 The request path (request_path.py) and both workers (worker.py, pipeline.py)
 depend on ``ServedPolicy`` only, never on torch: ``inference.PolicyRunner``
@@ -20,7 +21,8 @@ from lerobot_ros.protocol.wire.data_plane import ObservationFrame
 
 @dataclass
 class SessionProcessors:
-    """One session's own pre- and postprocessor instances (LeRobot pipelines cache state between the two)."""
+    """One session's own pre- and postprocessor instances (LeRobot pipelines cache state between
+    the two)."""
 
     preprocessor: object
     postprocessor: object
@@ -61,7 +63,9 @@ class ServedPolicy(Protocol):
 
     def reset_session(self, processors: SessionProcessors) -> None: ...
 
-    def prepare(self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool) -> Any: ...
+    def prepare(
+        self, frame: ObservationFrame, processors: SessionProcessors, task: str, rtc: bool
+    ) -> Any: ...
 
     def batch_key(self, prepared: Any) -> tuple: ...
 

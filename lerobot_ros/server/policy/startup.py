@@ -22,15 +22,16 @@ import time
 from lerobot_ros.protocol.checkpoint_layout import local_checkpoint_problem
 from lerobot_ros.server.policy.model_threads import run_on_passing_thread, use_torch_threads
 from lerobot_ros.server.policy.policy_families import UnsupportedPolicyError
-from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.policy.warmup import warm_up
+from lerobot_ros.server.settings import ServerSettings
 
 
 class StartupFailed(RuntimeError):
     """The policy cannot be served; the message says why."""
 
 
-# Bench-only: a benchmark that models an accelerator replaces the forward of the runner this process
+# Bench-only: a benchmark that models an accelerator replaces the forward of the runner this
+# process
 # builds, and nothing else (bench/modeled_accelerator.py). Never set by the product.
 _forward_override = None
 
@@ -38,8 +39,10 @@ _forward_override = None
 def override_forward(make_forward) -> None:
     """Bench-only hook: ``make_forward(runner)`` returns the ``infer`` the runner serves with.
 
-    Called before the server starts (bench/modeled_accelerator.py runs the product's server main after it);
-    decoding, the checkpoint's pre- and postprocessors, signing and publishing stay the product's own.
+    Called before the server starts (bench/modeled_accelerator.py runs the product's server main
+    after it);
+    decoding, the checkpoint's pre- and postprocessors, signing and publishing stay the product's
+    own.
     """
     global _forward_override
     _forward_override = make_forward
@@ -48,12 +51,15 @@ def override_forward(make_forward) -> None:
 def ready_runner(settings: ServerSettings, log, on_forward=None):
     """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
-    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger); ``on_forward(batch_size,
+    ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger);
+    ``on_forward(batch_size,
     seconds)`` hears each warm-up forward.
     Both steps run on a passing thread, never on the caller's (see the module docstring).
     """
     problem = local_checkpoint_problem(settings.checkpoint)
-    if problem:  # before torch is imported: a mistyped path fails at once, not after seconds of imports
+    if (
+        problem
+    ):  # before torch is imported: a mistyped path fails at once, not after seconds of imports
         raise StartupFailed(problem)
 
     def load_and_warm_up():
@@ -66,7 +72,8 @@ def ready_runner(settings: ServerSettings, log, on_forward=None):
 
 
 def load_runner(settings: ServerSettings, log):
-    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the checkpoint."""
+    """The checkpoint loaded and wrapped in a PolicyRunner; empty ``action_names``: from the
+    checkpoint."""
     from lerobot_ros.server.policy.checkpoint import CheckpointError, load_policy
     from lerobot_ros.server.policy.inference import PolicyRunner
 
@@ -102,7 +109,10 @@ def load_runner(settings: ServerSettings, log):
     )
     if _forward_override is not None:
         runner.infer = _forward_override(runner)
-        log.warning(f"benchmark: the forward is modeled ({runner.infer.__doc__ or 'bench hook'}), not the policy's")
+        log.warning(
+            f"benchmark: the forward is modeled ({runner.infer.__doc__ or 'bench hook'}), not the "
+            "policy's"
+        )
     if settings.compile_mode != "none":
         try:
             runner.compile_forward(settings.compile_mode, settings.compile_backend)
@@ -110,9 +120,14 @@ def load_runner(settings: ServerSettings, log):
             raise StartupFailed(str(error)) from error
         log.info(f"torch.compile ({runner.compiled}): the warm-up compiles the forward")
         if runner.rtc_active:
-            log.warning("torch.compile with RTC: LeRobot's guidance reads the flow time and each request's delay as "
-                        "Python numbers, so torch compiles a graph per value until its recompile limit, then runs "
-                        "those steps eager: a long warm-up for little gain (docs/benchmarks.md, compiled_forward)")
+            log.warning(
+                "torch.compile with RTC: LeRobot's guidance reads the flow time and each "
+                "request's delay as "
+                "Python numbers, so torch compiles a graph per value until its recompile limit, "
+                "then runs "
+                "those steps eager: a long warm-up for little gain (docs/benchmarks.md, "
+                "compiled_forward)"
+            )
     return runner
 
 

@@ -1,9 +1,13 @@
-"""The pipelined worker: admission, forward and finish on their own threads, so the forward thread only runs forwards.
+"""The pipelined worker: admission, forward and finish on their own threads, so the forward thread
+only runs forwards.
 
 ```
- scheduler ─► admission pool ─► prepared ─► forward thread ─► finished ─► finish thread ─► chunk topics
- (newest wins,  decode, validate,  queue       every prepared      queue      postprocess, check, sign,
-  round robin)  preprocess                     request, batched               publish, audit, release
+ scheduler ─► admission pool ─► prepared ─► forward thread ─► finished ─► finish thread ─► chunk
+ topics
+ (newest wins,  decode, validate,  queue       every prepared      queue      postprocess, check,
+ sign,
+  round robin)  preprocess                     request, batched               publish, audit,
+  release
 ```
 
 Invariants (each pinned by test/unit/server/test_pipeline.py):
@@ -36,29 +40,50 @@ from collections.abc import Callable
 
 from lerobot_ros.server.requests.request_path import Forward, RequestHandler, ServedRequest
 from lerobot_ros.server.requests.scheduler import Ready, Scheduler
-from lerobot_ros.server.requests.serial_worker import DRAINING, POLL_S, InferenceWorker, report_outcome
+from lerobot_ros.server.requests.serial_worker import (
+    DRAINING,
+    POLL_S,
+    InferenceWorker,
+    report_outcome,
+)
 
 _STOP_POLL_S = 0.02
 
 
 def admission_workers(configured: int) -> int:
-    """The admission pool's size: ``configured``, or for 0 one per usable core beside the forward thread's (1..4).
+    """The admission pool's size: ``configured``, or for 0 one per usable core beside the forward
+    thread's (1..4).
 
-    More threads than that only queue for the GIL, which LeRobot's processors hold most of the time.
+    More threads than that only queue for the GIL, which LeRobot's processors hold most of the
+    time.
     """
     if configured > 0:
         return configured
     return max(1, min(4, len(os.sched_getaffinity(0)) - 1))
 
 
-def build_worker(pipelined: bool, configured_workers: int, scheduler: Scheduler, handler: RequestHandler, stats,
-                 logger, curve=None):
-    """The pipelined worker feeding ``curve`` (capacity.ServiceCurve) with forward and host times, or the serial one."""
+def build_worker(
+    pipelined: bool,
+    configured_workers: int,
+    scheduler: Scheduler,
+    handler: RequestHandler,
+    stats,
+    logger,
+    curve=None,
+):
+    """The pipelined worker feeding ``curve`` (capacity.ServiceCurve) with forward and host times,
+    or the serial one."""
     if not pipelined:
         return InferenceWorker(scheduler, handler, stats, logger)
-    return PipelinedWorker(scheduler, handler, stats, logger, admission_workers(configured_workers),
-                           curve.record_forward if curve is not None else None,
-                           curve.record_host if curve is not None else None)
+    return PipelinedWorker(
+        scheduler,
+        handler,
+        stats,
+        logger,
+        admission_workers(configured_workers),
+        curve.record_forward if curve is not None else None,
+        curve.record_host if curve is not None else None,
+    )
 
 
 class PreparedQueue:
@@ -80,14 +105,19 @@ class PreparedQueue:
             self._condition.notify_all()
 
     def take_all(self, max_size: int, window_s: float, timeout_s: float) -> list[ServedRequest]:
-        """Every prepared request (up to ``max_size``, oldest first), waiting up to ``timeout_s`` for the first
-        and then up to ``window_s`` for requests being admitted to join; empty after ``timeout_s``."""
+        """Every prepared request (up to ``max_size``, oldest first), waiting up to ``timeout_s``
+        for the first
+        and then up to ``window_s`` for requests being admitted to join; empty after
+        ``timeout_s``."""
         with self._condition:
             if not self._condition.wait_for(lambda: self._requests, timeout_s):
                 return []
             window_end = time.monotonic() + window_s
-            while (len(self._requests) < max_size and self._admitting > 0
-                   and (remaining := window_end - time.monotonic()) > 0):
+            while (
+                len(self._requests) < max_size
+                and self._admitting > 0
+                and (remaining := window_end - time.monotonic()) > 0
+            ):
                 self._condition.wait(remaining)
             taken, self._requests = self._requests[:max_size], self._requests[max_size:]
             return taken
@@ -98,11 +128,19 @@ class PreparedQueue:
 
 
 class PipelinedWorker:
-    """Runs ``RequestHandler``'s stages on ``admission_workers`` + 2 threads; same interface as InferenceWorker."""
+    """Runs ``RequestHandler``'s stages on ``admission_workers`` + 2 threads; same interface as
+    InferenceWorker."""
 
-    def __init__(self, scheduler: Scheduler, handler: RequestHandler, stats, logger, admission_workers: int = 1,
-                 observe_forward: Callable[[int, float], None] | None = None,
-                 observe_host: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        handler: RequestHandler,
+        stats,
+        logger,
+        admission_workers: int = 1,
+        observe_forward: Callable[[int, float], None] | None = None,
+        observe_host: Callable[[float], None] | None = None,
+    ) -> None:
         if admission_workers < 1:
             raise ValueError(f"admission_workers must be >= 1, got {admission_workers}")
         self.scheduler, self.handler, self.stats, self.logger = scheduler, handler, stats, logger
@@ -111,10 +149,18 @@ class PipelinedWorker:
         self.prepared = PreparedQueue()
         self.finished: queue.SimpleQueue[Forward | ServedRequest] = queue.SimpleQueue()
         self._stopping = threading.Event()
-        self._admission = [threading.Thread(target=self._admission_loop, name=f"lerobot_ros-admission-{i}",
-                                            daemon=True) for i in range(admission_workers)]
-        self._forward = threading.Thread(target=self._forward_loop, name="lerobot_ros-inference", daemon=True)
-        self._finish = threading.Thread(target=self._finish_loop, name="lerobot_ros-finish", daemon=True)
+        self._admission = [
+            threading.Thread(
+                target=self._admission_loop, name=f"lerobot_ros-admission-{i}", daemon=True
+            )
+            for i in range(admission_workers)
+        ]
+        self._forward = threading.Thread(
+            target=self._forward_loop, name="lerobot_ros-inference", daemon=True
+        )
+        self._finish = threading.Thread(
+            target=self._finish_loop, name="lerobot_ros-finish", daemon=True
+        )
 
     @property
     def shape(self) -> str:
@@ -137,8 +183,10 @@ class PipelinedWorker:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> None:
-        """Refuse the observations waiting in mailboxes; every stage delivers what it holds, then its thread ends."""
-        # Refusals are queued before the stages learn of the stop, so the finish thread cannot end before them.
+        """Refuse the observations waiting in mailboxes; every stage delivers what it holds, then
+        its thread ends."""
+        # Refusals are queued before the stages learn of the stop, so the finish thread cannot end
+        # before them.
         for ready in self.scheduler.close():
             self.finished.put(self.handler.admit(ready, refusal=DRAINING))
         self._stopping.set()
@@ -163,7 +211,10 @@ class PipelinedWorker:
         try:
             request = self.handler.admit(ready)
         except Exception as error:  # noqa: BLE001 - the stage outlives any one request
-            self.logger.error(f"the observation of {ready.key!r} could not be admitted: {type(error).__name__}: {error}")
+            self.logger.error(
+                f"the observation of {ready.key!r} could not be admitted: {type(error).__name__}: "
+                f"{error}"
+            )
             self.scheduler.release(ready.key)
             return
         request.host_cpu_s = time.thread_time() - started
@@ -177,11 +228,18 @@ class PipelinedWorker:
     def _forward_loop(self) -> None:
         while True:
             stopping = self._stopping.is_set()
-            batch = self.prepared.take_all(self.scheduler.max_batch_size, self.scheduler.batch_window_s,
-                                           _STOP_POLL_S if stopping else POLL_S)
+            batch = self.prepared.take_all(
+                self.scheduler.max_batch_size,
+                self.scheduler.batch_window_s,
+                _STOP_POLL_S if stopping else POLL_S,
+            )
             if batch:
                 self._run(batch)
-            elif stopping and not any(thread.is_alive() for thread in self._admission) and not len(self.prepared):
+            elif (
+                stopping
+                and not any(thread.is_alive() for thread in self._admission)
+                and not len(self.prepared)
+            ):
                 return
 
     def _run(self, batch: list[ServedRequest]) -> None:
@@ -211,9 +269,15 @@ class PipelinedWorker:
     def _finish_loop(self) -> None:
         while True:
             try:
-                item = self.finished.get(timeout=_STOP_POLL_S if self._stopping.is_set() else POLL_S)
+                item = self.finished.get(
+                    timeout=_STOP_POLL_S if self._stopping.is_set() else POLL_S
+                )
             except queue.Empty:
-                if self._stopping.is_set() and not self._forward.is_alive() and self.finished.empty():
+                if (
+                    self._stopping.is_set()
+                    and not self._forward.is_alive()
+                    and self.finished.empty()
+                ):
                     return
                 continue
             self._deliver(item)
@@ -234,8 +298,13 @@ class PipelinedWorker:
                 outcome = self.handler.answer(request, started)
                 report_outcome(self.stats, self.logger, request.key, outcome)
             except Exception as error:  # noqa: BLE001
-                self.logger.error(f"the reply to {request.key!r} could not be delivered: {type(error).__name__}: {error}")
+                self.logger.error(
+                    f"the reply to {request.key!r} could not be delivered: "
+                    f"{type(error).__name__}: {error}"
+                )
             finally:
                 self.scheduler.release(request.key, superseded=request.outcome == "superseded")
             if request.outcome == "ok":
-                self._observe_host(request.host_cpu_s + cpu_share + time.thread_time() - answer_started)
+                self._observe_host(
+                    request.host_cpu_s + cpu_share + time.thread_time() - answer_started
+                )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lerobot_ros.msg import ActionChunk
 from lerobot_ros.protocol.contract import ServerCapabilities, shown, truncated
 from lerobot_ros.protocol.wire.data_plane import (
     ChunkReply,
@@ -41,7 +42,6 @@ from lerobot_ros.protocol.wire.data_plane import (
     observation_from_msg,
     request_id_of,
 )
-from lerobot_ros.msg import ActionChunk
 from lerobot_ros.server.requests.request_records import StageWaits, audit_record, capture_record
 from lerobot_ros.server.requests.scheduler import Ready
 from lerobot_ros.server.sessions.registry import EpisodeMove, Session, SessionRegistry
@@ -56,7 +56,9 @@ class ObservationRejected(ValueError):
     """The observation does not fit the session's contract."""
 
 
-def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities, session: Session) -> None:
+def check_observation(
+    frame: ObservationFrame, capabilities: ServerCapabilities, session: Session
+) -> None:
     """Raise ObservationRejected with what was expected and what arrived.
 
     ``frame`` comes from ``observation_from_msg``, which already refused
@@ -68,17 +70,21 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
     if frame.request.session_id != session.session_id:
         # Never the open session's id: it is another robot's, for all this message proves.
         raise ObservationRejected(
-            f"session id {shown(frame.request.session_id)} is not this client's open session; open a session first"
+            f"session id {shown(frame.request.session_id)} is not this client's open session; "
+            "open a session first"
         )
     if frame.request.client_id != session.client_id:
         # The topic it arrived on names the client; a message claiming another
         # would have its chunk published on that other robot's topic.
         raise ObservationRejected(
-            f"client id {frame.request.client_id!r} arrived on the topic of client {session.client_id!r}"
+            f"client id {frame.request.client_id!r} arrived on the topic of client "
+            f"{session.client_id!r}"
         )
     state = frame.state
     if state.size != capabilities.state_dim:
-        raise ObservationRejected(f"state has {state.size} values; the policy expects {capabilities.state_dim}")
+        raise ObservationRejected(
+            f"state has {state.size} values; the policy expects {capabilities.state_dim}"
+        )
     if not np.isfinite(state).all():
         bad = [int(i) for i in np.flatnonzero(~np.isfinite(state))]
         raise ObservationRejected(f"state is not finite at indices {bad}: {state.tolist()}")
@@ -88,7 +94,8 @@ def check_observation(frame: ObservationFrame, capabilities: ServerCapabilities,
     # (it sends only the policy's) and as OpenSession warns: inference picks the policy's by name.
     if missing:
         raise ObservationRejected(
-            f"cameras differ: missing {missing}; policy expects {list(expected)}, observation has {list(frame.images)}"
+            f"cameras differ: missing {missing}; policy expects {list(expected)}, observation has "
+            f"{list(frame.images)}"
         )
     pinned = capabilities.pinned_task
     if pinned and frame.task and frame.task != pinned:
@@ -140,18 +147,24 @@ class ServedRequest:
 
     def fail(self, error: Exception) -> None:
         request = self.reply.request
-        log.error("inference failed for client %s seq %d", request.client_id, request.seq, exc_info=error)
+        log.error(
+            "inference failed for client %s seq %d", request.client_id, request.seq, exc_info=error
+        )
         self.refuse("failed", f"{type(error).__name__}: {error}")
         self.reply.status, self.reply.batch_size = ActionChunk.STATUS_FAILED, 0
 
     def supersede(self) -> None:
-        """A newer observation of its session arrived while this one was prepared: never forwarded, never answered."""
-        self.refuse("superseded", "a newer observation of this session arrived before the forward pass")
+        """A newer observation of its session arrived while this one was prepared: never forwarded,
+        never answered."""
+        self.refuse(
+            "superseded", "a newer observation of this session arrived before the forward pass"
+        )
 
 
 @dataclass
 class Forward:
-    """One forward pass's requests and what it returned: actions [n, chunk, dim] and seconds; no actions
+    """One forward pass's requests and what it returned: actions [n, chunk, dim] and seconds; no
+    actions
     where its lone request failed (the failure is on the request)."""
 
     requests: list[ServedRequest]
@@ -174,7 +187,9 @@ class RequestHandler:
     ) -> None:
         self.runner = runner
         self.capabilities: ServerCapabilities = runner.capabilities
-        self._camera_sizes = self.capabilities.camera_sizes  # a derived dict: built once, not per request
+        self._camera_sizes = (
+            self.capabilities.camera_sizes
+        )  # a derived dict: built once, not per request
         self.sessions = sessions
         self.publish = publish
         self.audit = audit
@@ -183,11 +198,13 @@ class RequestHandler:
         self.limits = limits
 
     def handle(self, ready: Ready, refusal: str | None = None) -> Outcome:
-        """Answer one observation; with ``refusal``, answer it REJECTED with that reason, without running it."""
+        """Answer one observation; with ``refusal``, answer it REJECTED with that reason, without
+        running it."""
         return self.handle_batch([ready], refusal).outcomes[0]
 
     def handle_batch(self, batch: list[Ready], refusal: str | None = None) -> Answered:
-        """Answer observations of distinct sessions, every stage in turn on the caller's thread (the serial path).
+        """Answer observations of distinct sessions, every stage in turn on the caller's thread
+        (the serial path).
 
         Each is decoded, checked and preprocessed with its own session's
         processors; one that is refused is answered on its own and never
@@ -196,7 +213,9 @@ class RequestHandler:
         """
         requests = [self.admit(ready, refusal) for ready in batch]
         forwards = []
-        for forward in self.forward([request for request in requests if request.prepared is not None]):
+        for forward in self.forward(
+            [request for request in requests if request.prepared is not None]
+        ):
             self.finish(forward)
             if forward.actions is not None:
                 forwards.append(len(forward.requests))
@@ -205,10 +224,14 @@ class RequestHandler:
     # ---- stage 1: admission ----------------------------------------------
 
     def admit(self, ready: Ready, refusal: str | None = None) -> ServedRequest:
-        """Decode, check and preprocess one observation; a refused one comes back without ``prepared``."""
+        """Decode, check and preprocess one observation; a refused one comes back without
+        ``prepared``."""
         taken = time.monotonic()
         request = request_id_of(ready.item)
-        if len(request.session_id) > self.limits.max_id_chars or len(request.client_id) > self.limits.max_id_chars:
+        if (
+            len(request.session_id) > self.limits.max_id_chars
+            or len(request.client_id) > self.limits.max_id_chars
+        ):
             # The reply echoes the ids and the audit line records them: never an oversize copy.
             request = dataclasses.replace(
                 request,
@@ -243,18 +266,24 @@ class RequestHandler:
         decode_started = time.perf_counter()
         try:
             frame = served.frame = observation_from_msg(
-                served.ready.item, len(self.capabilities.action_names), self.limits, self._camera_sizes
+                served.ready.item,
+                len(self.capabilities.action_names),
+                self.limits,
+                self._camera_sizes,
             )
             check_observation(frame, self.capabilities, session)
             # An observation of a newer episode may overtake its ResetEpisode call.
             move, episode = self.sessions.advance_episode(session, frame.request.episode)
             if move is EpisodeMove.OVER:
-                raise ObservationRejected(f"episode {frame.request.episode} is over; the session is at episode {episode}")
+                raise ObservationRejected(
+                    f"episode {frame.request.episode} is over; the session is at episode {episode}"
+                )
             if self.sessions.claim_processor_reset(session):
                 self.runner.reset_session(session.processors)
             decoded = time.perf_counter() - decode_started
-            served.prepared = self.runner.prepare(frame, session.processors, frame.task or session.task,
-                                                  session.rtc_enabled)
+            served.prepared = self.runner.prepare(
+                frame, session.processors, frame.task or session.task, session.rtc_enabled
+            )
             served.reply.preprocess_s = decoded
         except (ObservationRejected, DataPlaneError) as error:
             served.refuse("rejected", str(error))
@@ -264,7 +293,8 @@ class RequestHandler:
     # ---- stage 2: forward ------------------------------------------------
 
     def forward(self, requests: list[ServedRequest]) -> Iterator[Forward]:
-        """The forward passes of admitted requests, one per group of stackable inputs, each yielded as it returns.
+        """The forward passes of admitted requests, one per group of stackable inputs, each yielded
+        as it returns.
 
         If a shared pass raises, its requests run one at a time, so one bad
         request cannot fail the others; a lone request that raises is failed.
@@ -290,7 +320,11 @@ class RequestHandler:
             if len(group) == 1:
                 group[0].fail(error)
             else:
-                log.error("a forward pass of %d requests failed; running them one at a time", len(group), exc_info=error)
+                log.error(
+                    "a forward pass of %d requests failed; running them one at a time",
+                    len(group),
+                    exc_info=error,
+                )
             return Forward(group, None, 0.0)
         finally:
             returned = time.monotonic()
@@ -308,7 +342,9 @@ class RequestHandler:
         for row, request in enumerate(forward.requests):
             reply = request.reply
             try:
-                result = self.runner.finish(request.prepared, forward.actions[row : row + 1], forward.inference_s)
+                result = self.runner.finish(
+                    request.prepared, forward.actions[row : row + 1], forward.inference_s
+                )
                 if not np.isfinite(result.actions_robot).all():
                     raise FloatingPointError("the policy produced non-finite actions")
             except Exception as error:  # noqa: BLE001
@@ -323,7 +359,8 @@ class RequestHandler:
             reply.batch_size = size
 
     def answer(self, request: ServedRequest, finish_started_at: float | None = None) -> Outcome:
-        """Publish, audit and capture one request's reply (a superseded one is audited, never published)."""
+        """Publish, audit and capture one request's reply (a superseded one is audited, never
+        published)."""
         ready, reply = request.ready, request.reply
         outcome = request.outcome
         publish_started = time.perf_counter()
@@ -332,22 +369,41 @@ class RequestHandler:
                 # To the topic the observation arrived on, whatever the message claims.
                 self.publish(ready.key, chunk_to_msg(reply))
             except Exception as error:  # noqa: BLE001 - still audited and counted below
-                log.exception("chunk for client %s seq %d could not be published", ready.key, reply.request.seq)
-                outcome, reply.error = "failed", f"publishing the chunk failed: {type(error).__name__}: {error}"
+                log.exception(
+                    "chunk for client %s seq %d could not be published",
+                    ready.key,
+                    reply.request.seq,
+                )
+                outcome, reply.error = (
+                    "failed",
+                    f"publishing the chunk failed: {type(error).__name__}: {error}",
+                )
         publish_s = time.perf_counter() - publish_started
         waits = StageWaits(
-            forward_wait_s=max(0.0, request.forward_started_at - request.admitted_at) if request.forward_started_at else 0.0,
-            finish_wait_s=max(0.0, (finish_started_at or request.forwarded_at) - request.forwarded_at),
+            forward_wait_s=max(0.0, request.forward_started_at - request.admitted_at)
+            if request.forward_started_at
+            else 0.0,
+            finish_wait_s=max(
+                0.0, (finish_started_at or request.forwarded_at) - request.forwarded_at
+            ),
         )
         self._record(audit_record(reply, outcome, publish_s, waits), self.audit, "audit")
         if self.capture is not None and outcome != "superseded":
-            self._record(capture_record(ready.item, request.frame, reply, outcome), self.capture, "capture")
+            self._record(
+                capture_record(ready.item, request.frame, reply, outcome), self.capture, "capture"
+            )
         return Outcome(reply, outcome)
 
     @staticmethod
     def _record(record: dict, sink: Callable[[dict], None], what: str) -> None:
-        # A full disk or an oversize capture record must not cost the robot its chunk or the worker its life.
+        # A full disk or an oversize capture record must not cost the robot its chunk or the worker
+        # its life.
         try:
             sink(record)
         except Exception:  # noqa: BLE001
-            log.exception("%s record for client %s seq %s could not be written", what, record.get("client"), record.get("seq"))
+            log.exception(
+                "%s record for client %s seq %s could not be written",
+                what,
+                record.get("client"),
+                record.get("seq"),
+            )

@@ -14,12 +14,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from lerobot_ros.protocol.wire.data_plane import ChunkReply, ObservationFrame, RequestId, observation_record
+from lerobot_ros.protocol.wire.data_plane import (
+    ChunkReply,
+    ObservationFrame,
+    RequestId,
+    observation_record,
+)
 
 
 @dataclass(frozen=True)
 class StageWaits:
-    """Time a request spent waiting between the pipeline's stages (0 on the serial path's own thread)."""
+    """Time a request spent waiting between the pipeline's stages (0 on the serial path's own
+    thread)."""
 
     forward_wait_s: float = 0.0  # prepared, waiting for the forward thread
     finish_wait_s: float = 0.0  # forwarded, waiting for the finish thread
@@ -42,7 +48,9 @@ def _request_header(request: RequestId, outcome: str) -> dict:
     }
 
 
-def audit_record(reply: ChunkReply, outcome: str, publish_s: float, waits: StageWaits = StageWaits()) -> dict:
+def audit_record(
+    reply: ChunkReply, outcome: str, publish_s: float, waits: StageWaits = StageWaits()
+) -> dict:
     record = _request_header(reply.request, outcome) | {
         "queue_wait_ms": _ms(reply.queue_wait_s),
         "preprocess_ms": _ms(reply.preprocess_s),
@@ -68,15 +76,22 @@ def arrival_refusal_record(request: RequestId, refusal: str) -> dict:
 
 def standby_promotion_record(session_id: str, client_id: str, waited_s: float) -> dict:
     """The audit line of a standby session its first admitted observation made an ordinary one."""
-    return {"wall_time": round(time.time(), 6), "session": session_id, "client": client_id,
-            "outcome": "standby_promoted", "standby_for_s": round(waited_s, 3)}
+    return {
+        "wall_time": round(time.time(), 6),
+        "session": session_id,
+        "client": client_id,
+        "outcome": "standby_promoted",
+        "standby_for_s": round(waited_s, 3),
+    }
 
 
 def capture_record(msg, frame: ObservationFrame | None, reply: ChunkReply, outcome: str) -> dict:
     """A self-contained request/response pair for offline replay (no pickle)."""
     return {
         "request": observation_record(
-            msg, frame.prefix_model if frame is not None else None, frame.prefix_robot if frame is not None else None
+            msg,
+            frame.prefix_model if frame is not None else None,
+            frame.prefix_robot if frame is not None else None,
         ),
         "response": {
             "outcome": outcome,

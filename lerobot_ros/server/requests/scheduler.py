@@ -93,9 +93,12 @@ class Mailbox:
 
 
 class RoundRobinScheduler:
-    """Fair round-robin over sessions with a waiting observation, up to ``max_batch_size`` at a time."""
+    """Fair round-robin over sessions with a waiting observation, up to ``max_batch_size`` at a
+    time."""
 
-    def __init__(self, clock=time.monotonic, max_batch_size: int = 1, batch_window_s: float = 0.0) -> None:
+    def __init__(
+        self, clock=time.monotonic, max_batch_size: int = 1, batch_window_s: float = 0.0
+    ) -> None:
         self._clock = clock
         self._condition = threading.Condition()
         self.set_batching(max_batch_size, batch_window_s)
@@ -109,7 +112,8 @@ class RoundRobinScheduler:
         """New batch bounds (a runtime parameter change); the next ``take_batch`` uses them."""
         if max_batch_size < 1 or batch_window_s < 0:
             raise ValueError(
-                f"max_batch_size must be >= 1 and batch_window_s >= 0; got {max_batch_size} and {batch_window_s}"
+                f"max_batch_size must be >= 1 and batch_window_s >= 0; got {max_batch_size} and "
+                f"{batch_window_s}"
             )
         with self._condition:
             self.max_batch_size, self.batch_window_s = max_batch_size, batch_window_s
@@ -135,12 +139,14 @@ class RoundRobinScheduler:
         return self._take(timeout_s, self.max_batch_size, self.batch_window_s)
 
     def hold(self, timeout_s: float) -> Ready | None:
-        """Like ``take``, and its session is taken by nobody until ``release``: one request in flight per session."""
+        """Like ``take``, and its session is taken by nobody until ``release``: one request in
+        flight per session."""
         batch = self._take(timeout_s, 1, 0.0, hold=True)
         return batch[0] if batch else None
 
     def release(self, key: Hashable, superseded: bool = False) -> None:
-        """The held request of ``key`` is answered (or, ``superseded``, dropped for a newer one, which counts it)."""
+        """The held request of ``key`` is answered (or, ``superseded``, dropped for a newer one,
+        which counts it)."""
         with self._condition:
             self._held.discard(key)
             mailbox = self._mailboxes.get(key)
@@ -154,7 +160,9 @@ class RoundRobinScheduler:
             mailbox = self._mailboxes.get(key)
             return mailbox is not None and mailbox.full
 
-    def _take(self, timeout_s: float, size: int, window_s: float, hold: bool = False) -> list[Ready]:
+    def _take(
+        self, timeout_s: float, size: int, window_s: float, hold: bool = False
+    ) -> list[Ready]:
         deadline = self._clock() + timeout_s
         with self._condition:
             while not self._closed:
@@ -166,9 +174,13 @@ class RoundRobinScheduler:
                 chosen = self._ready_keys(size, ())
                 if chosen:
                     window_end = self._clock() + window_s
-                    # Only sessions this scheduler knows can join: with all of them chosen, the window is over.
-                    while (len(chosen) < min(size, len(self._mailboxes)) and not self._closed
-                           and (remaining := window_end - self._clock()) > 0):
+                    # Only sessions this scheduler knows can join: with all of them chosen, the
+                    # window is over.
+                    while (
+                        len(chosen) < min(size, len(self._mailboxes))
+                        and not self._closed
+                        and (remaining := window_end - self._clock()) > 0
+                    ):
                         self._condition.wait(remaining)
                         chosen += self._ready_keys(size - len(chosen), chosen)
                     taken = self._take_chosen(chosen)
@@ -182,12 +194,19 @@ class RoundRobinScheduler:
             return []
 
     def _ready_keys(self, count: int, exclude) -> list[Hashable]:
-        return [key for key in self._order
-                if self._mailboxes[key].full and key not in exclude and key not in self._held][:count]
+        return [
+            key
+            for key in self._order
+            if self._mailboxes[key].full and key not in exclude and key not in self._held
+        ][:count]
 
     def _take_chosen(self, chosen: list[Hashable]) -> list[Ready]:
         # A session removed during the window left an orphan instead; it is answered next.
-        taken = [self._mailboxes[key].take(key) for key in chosen if key in self._mailboxes and self._mailboxes[key].full]
+        taken = [
+            self._mailboxes[key].take(key)
+            for key in chosen
+            if key in self._mailboxes and self._mailboxes[key].full
+        ]
         for ready in taken:  # served sessions go to the back of the rotation, in the order served
             self._order.remove(ready.key)
             self._order.append(ready.key)
@@ -204,7 +223,9 @@ class RoundRobinScheduler:
 
     def pending(self) -> int:
         with self._condition:
-            return len(self._orphans) + sum(1 for mailbox in self._mailboxes.values() if mailbox.full)
+            return len(self._orphans) + sum(
+                1 for mailbox in self._mailboxes.values() if mailbox.full
+            )
 
     def close(self) -> list[Ready]:
         """Wake the worker; every later ``take`` returns None. Returns the

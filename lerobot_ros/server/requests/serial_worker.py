@@ -1,4 +1,5 @@
-"""The serial inference worker: one thread runs every stage of a batch in turn (``pipeline: false``).
+"""The serial inference worker: one thread runs every stage of a batch in turn (``pipeline:
+false``).
 
 Invariant: ROS callbacks never run inference; they deposit observations and
 return. This thread takes them from the scheduler (a batch of distinct
@@ -22,14 +23,17 @@ DRAINING = "the server is shutting down: this observation was not run"
 
 
 def report_outcome(stats, logger, key, outcome: Outcome) -> None:
-    """Count one answered request; warn about a refused or failed one. A superseded one is counted with the
+    """Count one answered request; warn about a refused or failed one. A superseded one is counted
+    with the
     next request of its session (the mailbox carries the count), not here."""
     reply = outcome.reply
     if outcome.outcome == "superseded":
         return
     stats.record(outcome.outcome, reply.inference_s, reply.superseded, reply.batch_size)
     if outcome.outcome in ("rejected", "failed"):
-        logger.warning(f"{outcome.outcome} observation seq {reply.request.seq} from {key}: {reply.error}")
+        logger.warning(
+            f"{outcome.outcome} observation seq {reply.request.seq} from {key}: {reply.error}"
+        )
 
 
 class InferenceWorker(threading.Thread):
@@ -57,11 +61,13 @@ class InferenceWorker(threading.Thread):
             answered = self.handler.handle_batch(batch, refusal=refusal)
         except Exception as error:  # noqa: BLE001 - the worker must outlive any one request
             clients = [ready.key for ready in batch]
-            self.logger.error(f"requests from {clients!r} could not be answered: {type(error).__name__}: {error}")
+            self.logger.error(
+                f"requests from {clients!r} could not be answered: {type(error).__name__}: {error}"
+            )
             return
         for size in answered.forwards:
             self.stats.record_forward(size)
-        for ready, outcome in zip(batch, answered.outcomes):
+        for ready, outcome in zip(batch, answered.outcomes, strict=False):
             report_outcome(self.stats, self.logger, ready.key, outcome)
 
     def stop(self) -> None:

@@ -1,1 +1,2 @@
-"""The sessions a server holds: who may open one (contract and capacity), their registry, arrivals and floods, their topics."""
+"""The sessions a server holds: who may open one (contract and capacity), their registry, arrivals
+and floods, their topics."""

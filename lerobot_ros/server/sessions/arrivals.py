@@ -1,4 +1,5 @@
-"""An observation's way from the subscription callback to the session's mailbox, and the flood rule's actions.
+"""An observation's way from the subscription callback to the session's mailbox, and the flood
+rule's actions.
 
 Invariants:
 - an observation refused on arrival is never answered (the chunk topic
@@ -25,10 +26,10 @@ import time
 from collections.abc import Callable
 
 from lerobot_ros.protocol.contract import truncated
-from lerobot_ros.server.sessions.flood_guard import ArrivalGuard, FloodPolicy, Gate
-from lerobot_ros.server.requests.request_records import arrival_refusal_record
-from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 from lerobot_ros.protocol.wire.data_plane import request_id_of
+from lerobot_ros.server.requests.request_records import arrival_refusal_record
+from lerobot_ros.server.sessions.flood_guard import ArrivalGuard, FloodPolicy, Gate
+from lerobot_ros.server.sessions.registry import Session, SessionRegistry
 
 
 def flood_policy(settings) -> FloodPolicy:
@@ -59,18 +60,29 @@ class ArrivalDesk:
         refusal = self.sessions.admit_observation(client_id, msg, now, self.promoted)
         if refusal is None:
             if self.deposit(client_id, msg):
-                self.guard.strike(client_id, "superseded: an observation arrived while the previous one still "
-                                  "waited (more than one request in flight)", now)
+                self.guard.strike(
+                    client_id,
+                    "superseded: an observation arrived while the previous one still "
+                    "waited (more than one request in flight)",
+                    now,
+                )
             return
         self.count_rejected()
-        request = dataclasses.replace(request_id_of(msg), client_id=client_id,
-                                      session_id=truncated(msg.session_id, self.max_id_chars))
-        self.guard.refused(client_id, refusal.kind, str(refusal), now, arrival_refusal_record(request, refusal))
+        request = dataclasses.replace(
+            request_id_of(msg),
+            client_id=client_id,
+            session_id=truncated(msg.session_id, self.max_id_chars),
+        )
+        self.guard.refused(
+            client_id, refusal.kind, str(refusal), now, arrival_refusal_record(request, refusal)
+        )
         self.warn(f"observation on the topic of {client_id} refused on arrival: {refusal}")
 
-    def close_floods(self, end_session: Callable[[object, str], bool], audit: Callable[[dict], None],
-                     now: float) -> list[tuple[str, str, float]]:
-        """Close the sessions the flood rule marked; return (client id, reason, backoff s) of each."""
+    def close_floods(
+        self, end_session: Callable[[object, str], bool], audit: Callable[[dict], None], now: float
+    ) -> list[tuple[str, str, float]]:
+        """Close the sessions the flood rule marked; return (client id, reason, backoff s) of
+        each."""
         closed = []
         for client_id, reason in self.guard.due_closures():
             session = self.sessions.get(client_id)
@@ -78,9 +90,16 @@ class ArrivalDesk:
             if session is not None:
                 end_session(session, why)
             backoff_s = self.guard.closed(client_id, reason, now)
-            audit({"wall_time": round(time.time(), 6), "session": session.session_id if session is not None else "",
-                   "client": client_id, "outcome": "session_closed_for_flood", "error": why,
-                   "reopen_refused_for_s": backoff_s})
+            audit(
+                {
+                    "wall_time": round(time.time(), 6),
+                    "session": session.session_id if session is not None else "",
+                    "client": client_id,
+                    "outcome": "session_closed_for_flood",
+                    "error": why,
+                    "reopen_refused_for_s": backoff_s,
+                }
+            )
             closed.append((client_id, why, backoff_s))
         self.guard.flush(now, {session.client_id for session in self.sessions.sessions()})
         return closed

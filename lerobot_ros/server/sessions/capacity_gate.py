@@ -1,4 +1,5 @@
-"""The capacity model applied to this server's sessions: admission by predicted latency, and the headroom it reports.
+"""The capacity model applied to this server's sessions: admission by predicted latency, and the
+headroom it reports.
 
 Invariants: with ``latency_budget_ms`` 0, or before any forward was
 measured, nothing is refused here (the session count limit decides); a
@@ -19,18 +20,25 @@ import time
 from dataclasses import dataclass
 
 from lerobot_ros.protocol.contract import ServerCapabilities
-from lerobot_ros.server.sessions.capacity_model import UNKNOWN_HEADROOM, CapacityModel, ServiceCurve, SessionDemand
+from lerobot_ros.server.sessions.capacity_model import (
+    UNKNOWN_HEADROOM,
+    CapacityModel,
+    ServiceCurve,
+    SessionDemand,
+)
 from lerobot_ros.server.sessions.registry import Session
 
 #: Rate a probe robot asks at when the checkpoint names no trained fps.
 PROBE_FPS = 30.0
-#: How long one headroom figure is reused: heartbeats, GetStatus and /metrics read it several times a second.
+#: How long one headroom figure is reused: heartbeats, GetStatus and /metrics read it several times
+# a second.
 REPORT_REUSE_S = 1.0
 
 
 @dataclass(frozen=True)
 class CapacityReport:
-    """What status, the heartbeat and /metrics show: robots that still fit, and the p95 predicted now."""
+    """What status, the heartbeat and /metrics show: robots that still fit, and the p95 predicted
+    now."""
 
     headroom_robots: int  # -1: unknown (no budget or nothing measured yet)
     predicted_p95_ms: float  # 0: nothing to predict
@@ -42,34 +50,55 @@ def usable_cores() -> int:
 
 
 class CapacityGate:
-    def __init__(self, capabilities: ServerCapabilities, curve: ServiceCurve | None = None,
-                 clock=time.monotonic) -> None:
+    def __init__(
+        self,
+        capabilities: ServerCapabilities,
+        curve: ServiceCurve | None = None,
+        clock=time.monotonic,
+    ) -> None:
         self.capabilities = capabilities
         self.curve = curve or ServiceCurve()
         self._clock = clock
         self.configure(0.0, 1, 1)
         self._report: tuple[float, CapacityReport] | None = None
 
-    def configure(self, latency_budget_ms: float, max_batch_size: int, admission_workers: int) -> None:
+    def configure(
+        self, latency_budget_ms: float, max_batch_size: int, admission_workers: int
+    ) -> None:
         """Settings in force (configure, and runtime parameter changes)."""
         self.budget_s = latency_budget_ms / 1000.0
         self.model = CapacityModel(self.curve, max_batch_size, admission_workers, usable_cores())
         self._report = None
 
-    def demand(self, fps: float, rtc_enabled: bool, observed_rate_hz: float = 0.0) -> SessionDemand:
-        # Observed rates rounded to 0.1 Hz: like robots stay equal demands, which the model counts once.
-        return SessionDemand(fps=fps, chunk_size=max(1, self.capabilities.chunk_size), replace_mode=rtc_enabled,
-                             observed_rate_hz=round(observed_rate_hz, 1))
+    def demand(
+        self, fps: float, rtc_enabled: bool, observed_rate_hz: float = 0.0
+    ) -> SessionDemand:
+        # Observed rates rounded to 0.1 Hz: like robots stay equal demands, which the model counts
+        # once.
+        return SessionDemand(
+            fps=fps,
+            chunk_size=max(1, self.capabilities.chunk_size),
+            replace_mode=rtc_enabled,
+            observed_rate_hz=round(observed_rate_hz, 1),
+        )
 
     def demands(self, sessions: list[Session], excluding_client: str = "") -> list[SessionDemand]:
         now = self._clock()
-        return [self.demand(session.fps, session.rtc_enabled, session.observed_rate_hz(now))
-                for session in sessions if session.client_id != excluding_client and session.fps > 0]
+        return [
+            self.demand(session.fps, session.rtc_enabled, session.observed_rate_hz(now))
+            for session in sessions
+            if session.client_id != excluding_client and session.fps > 0
+        ]
 
-    def refusal(self, fps: float, rtc_enabled: bool, sessions: list[Session], client_id: str) -> str | None:
-        """Why a robot of ``fps`` would break the budget (predicted vs budget), or None to admit it.
+    def refusal(
+        self, fps: float, rtc_enabled: bool, sessions: list[Session], client_id: str
+    ) -> str | None:
+        """Why a robot of ``fps`` would break the budget (predicted vs budget), or None to admit
+        it.
         A re-opening robot is not counted twice."""
-        decision = self.model.decide(self.demands(sessions, client_id), self.demand(fps, rtc_enabled), self.budget_s)
+        decision = self.model.decide(
+            self.demands(sessions, client_id), self.demand(fps, rtc_enabled), self.budget_s
+        )
         return None if decision.accepted else decision.message
 
     def probe(self) -> SessionDemand:

@@ -43,10 +43,12 @@ Server p95 round trip at R requests per second in all (``CapacityModel.load``):
 A request waits at most one forward in progress, then runs in the next, both
 taken at the tail batch: 2*t(B95). With the mean batch instead (2*t(B)) the
 model admitted twice the robots the modeled pi0.5 accelerator held within
-200 ms (bench accelerator_capacity: 34 against 16). The host term is the M/M/1 mean queue wait (twice M/D/1's), a rough
+200 ms (bench accelerator_capacity: 34 against 16). The host term is the M/M/1 mean queue wait
+(twice M/D/1's), a rough
 allowance for the p95 with S servers. Saturated (p95 infinite): R*k >= 1,
 R*t0/(1 - R*k) > max_batch_size, or rho >= 1. Assumed: robots' requests
-arrive independently (Poisson counts per forward); the GIL shows only through the ``usable_cores`` passed;
+arrive independently (Poisson counts per forward); the GIL shows only through the ``usable_cores``
+passed;
 transport is not included. Every term grows with R, so adding a robot never
 lowers a prediction; robots share one queue, hence one p95 for all.
 
@@ -133,8 +135,10 @@ class CurveSnapshot:
 
     def describe(self) -> str:
         slope = "" if self.slope_fitted else ", one batch size measured"
-        return (f"forward t(b) = {self.t0_s * 1e3:.1f} + {self.k_s * 1e3:.2f}*b ms{slope}, "
-                f"host {self.host_p50_s * 1e3:.1f} ms per request (p95 {self.host_p95_s * 1e3:.1f})")
+        return (
+            f"forward t(b) = {self.t0_s * 1e3:.1f} + {self.k_s * 1e3:.2f}*b ms{slope}, "
+            f"host {self.host_p50_s * 1e3:.1f} ms per request (p95 {self.host_p95_s * 1e3:.1f})"
+        )
 
 
 class ServiceCurve:
@@ -147,7 +151,9 @@ class ServiceCurve:
 
     def __init__(self, window: int = 200, window_s: float = 60.0) -> None:
         if window < 1 or not window_s > 0:
-            raise ValueError(f"window must be >= 1 sample and window_s > 0, got {window} and {window_s}")
+            raise ValueError(
+                f"window must be >= 1 sample and window_s > 0, got {window} and {window_s}"
+            )
         self._window_s = float(window_s)
         self._forwards: deque[tuple[float, int, float]] = deque(maxlen=int(window))
         self._hosts: deque[tuple[float, float]] = deque(maxlen=int(window))
@@ -178,7 +184,11 @@ class ServiceCurve:
         if not forwards:
             return None
         t0, k, fitted = _fit_line(forwards)
-        host = (statistics.fmean(hosts), _percentile(hosts, 50), _percentile(hosts, 95)) if hosts else (0.0,) * 3
+        host = (
+            (statistics.fmean(hosts), _percentile(hosts, 50), _percentile(hosts, 95))
+            if hosts
+            else (0.0,) * 3
+        )
         return CurveSnapshot(t0, k, fitted, *host, len(forwards), len(hosts))
 
 
@@ -196,17 +206,27 @@ class SessionDemand:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.fps) and self.fps > 0) or self.chunk_size < 1:
-            raise ValueError(f"fps must be > 0 and chunk_size >= 1, got {self.fps} and {self.chunk_size}")
+            raise ValueError(
+                f"fps must be > 0 and chunk_size >= 1, got {self.fps} and {self.chunk_size}"
+            )
 
     def period_s(self, latency_p95_s: float) -> float:
         """Seconds from one request to the next while round trips take ``latency_p95_s``."""
         chunk_s = self.chunk_size / self.fps
-        threshold = request_threshold_s(self.buffer_time_s, latency_p95_s, self.latency_margin, self.fps,
-                                        self.chunk_size, self.max_action_age_s, self.replace_mode)
+        threshold = request_threshold_s(
+            self.buffer_time_s,
+            latency_p95_s,
+            self.latency_margin,
+            self.fps,
+            self.chunk_size,
+            self.max_action_age_s,
+            self.replace_mode,
+        )
         return max(1.0 / self.fps, chunk_s - threshold if self.replace_mode else chunk_s)
 
     def rate_hz(self, latency_p95_s: float) -> float:
-        """Requests per second the model counts: the declared rate, or the observed one if higher."""
+        """Requests per second the model counts: the declared rate, or the observed one if
+        higher."""
         return max(1.0 / self.period_s(latency_p95_s), self.observed_rate_hz)
 
 
@@ -223,8 +243,11 @@ class Prediction:
     def describe(self, curve: CurveSnapshot) -> str:
         low, high = self.rates_hz
         each = f"{low:.2f} each" if math.isclose(low, high) else f"{low:.2f} to {high:.2f} each"
-        return (f"{curve.describe()}, mean batch {self.mean_batch:.1f}, host utilisation "
-                f"{self.host_utilisation:.0%}, {self.robots} robots asking {self.total_rate_hz:.1f} req/s ({each})")
+        return (
+            f"{curve.describe()}, mean batch {self.mean_batch:.1f}, host utilisation "
+            f"{self.host_utilisation:.0%}, {self.robots} robots asking {self.total_rate_hz:.1f} "
+            f"req/s ({each})"
+        )
 
 
 @dataclass(frozen=True)
@@ -236,7 +259,9 @@ class CapacityDecision:
 
 def _budget_is_off(budget_s: float) -> bool:
     if not (math.isfinite(budget_s) and budget_s >= 0.0):
-        raise ValueError(f"budget_s must be a finite number of seconds >= 0 (0: off), got {budget_s}")
+        raise ValueError(
+            f"budget_s must be a finite number of seconds >= 0 (0: off), got {budget_s}"
+        )
     return budget_s == 0.0
 
 
@@ -266,25 +291,54 @@ class CapacityModel:
         rate, t0, k = total_rate_hz, curve.t0_s, curve.k_s
         rho = rate * curve.host_mean_s / self.host_servers
         if rate * k >= 1.0:
-            return _Load(math.inf, math.inf, rho, f"the accelerator is saturated: {rate:.1f} req/s x "
-                         f"{k * 1e3:.2f} ms per extra request >= 1, each forward grows faster than it drains")
+            return _Load(
+                math.inf,
+                math.inf,
+                rho,
+                f"the accelerator is saturated: {rate:.1f} req/s x "
+                f"{k * 1e3:.2f} ms per extra request >= 1, each forward grows faster than it "
+                "drains",
+            )
         batch = rate * t0 / (1.0 - rate * k)
         if batch > self.max_batch_size:
             most = self.max_batch_size / curve.forward_s(self.max_batch_size)
-            return _Load(math.inf, batch, rho, f"the accelerator is saturated: {rate:.1f} req/s asked, forwards "
-                         f"of max_batch_size {self.max_batch_size} serve at most {most:.1f} req/s")
+            return _Load(
+                math.inf,
+                batch,
+                rho,
+                f"the accelerator is saturated: {rate:.1f} req/s asked, forwards "
+                f"of max_batch_size {self.max_batch_size} serve at most {most:.1f} req/s",
+            )
         if rho >= 1.0:
-            return _Load(math.inf, max(1.0, batch), rho, f"the host is saturated: {rate:.1f} req/s x "
-                         f"{curve.host_mean_s * 1e3:.1f} ms = {rate * curve.host_mean_s:.2f} CPU s/s, above the "
-                         f"{self.host_servers:g} usable (min(cores {self.usable_cores:g}, admission_workers "
-                         f"{self.admission_workers} + the finish thread))")
+            return _Load(
+                math.inf,
+                max(1.0, batch),
+                rho,
+                f"the host is saturated: {rate:.1f} req/s x "
+                f"{curve.host_mean_s * 1e3:.1f} ms = {rate * curve.host_mean_s:.2f} CPU s/s, "
+                "above the "
+                f"{self.host_servers:g} usable (min(cores {self.usable_cores:g}, "
+                "admission_workers "
+                f"{self.admission_workers} + the finish thread))",
+            )
         tail_batch = min(float(self.max_batch_size), max(1.0, batch + TAIL_Z * math.sqrt(batch)))
         queueing_s = rho / (1.0 - rho) * curve.host_mean_s
-        return _Load(curve.host_p95_s + 2.0 * curve.forward_s(tail_batch) + queueing_s, max(1.0, batch), rho, "")
+        return _Load(
+            curve.host_p95_s + 2.0 * curve.forward_s(tail_batch) + queueing_s,
+            max(1.0, batch),
+            rho,
+            "",
+        )
 
-    def predict(self, sessions: Sequence[SessionDemand], extra: SessionDemand | None = None,
-                extra_count: int = 0, curve: CurveSnapshot | None = None) -> Prediction | None:
-        """Solve L = p95(sum of rates at L) for ``sessions`` plus ``extra_count`` robots like ``extra``."""
+    def predict(
+        self,
+        sessions: Sequence[SessionDemand],
+        extra: SessionDemand | None = None,
+        extra_count: int = 0,
+        curve: CurveSnapshot | None = None,
+    ) -> Prediction | None:
+        """Solve L = p95(sum of rates at L) for ``sessions`` plus ``extra_count`` robots like
+        ``extra``."""
         curve = curve or self.curve.snapshot()
         if curve is None:
             return None
@@ -295,34 +349,58 @@ class CapacityModel:
         groups = list(counts.items())
 
         def load_at(latency_s: float) -> _Load:
-            return self.load(curve, sum(demand.rate_hz(latency_s) * count for demand, count in groups))
+            return self.load(
+                curve, sum(demand.rate_hz(latency_s) * count for demand, count in groups)
+            )
 
         def settled(latency_s: float, load: _Load) -> Prediction:
             rates = [demand.rate_hz(latency_s) for demand, _ in groups] or [0.0]
-            total = sum(rate * count for rate, (_, count) in zip(rates, groups))
-            return Prediction(sum(count for _, count in groups), load.p95_s, (min(rates), max(rates)), total,
-                              load.mean_batch, load.host_utilisation, load.saturated)
+            total = sum(rate * count for rate, (_, count) in zip(rates, groups, strict=False))
+            return Prediction(
+                sum(count for _, count in groups),
+                load.p95_s,
+                (min(rates), max(rates)),
+                total,
+                load.mean_batch,
+                load.host_utilisation,
+                load.saturated,
+            )
 
         latency_s = 0.0
         for _ in range(_MAX_ITERATIONS):
             load = load_at(latency_s)
             if load.saturated and latency_s > 0.0:  # the rates it saturated at were raised by L
-                load = replace(load, saturated=f"{load.saturated}, as the robots' triggers ask earlier at "
-                                                f"the p95 of {latency_s * 1e3:.0f} ms the step before")
+                load = replace(
+                    load,
+                    saturated=f"{load.saturated}, as the robots' triggers ask earlier at "
+                    f"the p95 of {latency_s * 1e3:.0f} ms the step before",
+                )
             if load.saturated or load.p95_s - latency_s <= _TOLERANCE_S:
                 return settled(latency_s, load)
             latency_s = load.p95_s
-        return settled(latency_s, _Load(math.inf, load.mean_batch, load.host_utilisation,
-                                        f"the round trip does not settle after {_MAX_ITERATIONS} steps (last "
-                                        f"{latency_s * 1e3:.0f} ms): the robots' triggers outrun the server"))
+        return settled(
+            latency_s,
+            _Load(
+                math.inf,
+                load.mean_batch,
+                load.host_utilisation,
+                f"the round trip does not settle after {_MAX_ITERATIONS} steps (last "
+                f"{latency_s * 1e3:.0f} ms): the robots' triggers outrun the server",
+            ),
+        )
 
-    def decide(self, admitted: Sequence[SessionDemand], candidate: SessionDemand, budget_s: float) -> CapacityDecision:
-        """Admit ``candidate`` only while every robot's predicted p95, its own included, fits ``budget_s``."""
+    def decide(
+        self, admitted: Sequence[SessionDemand], candidate: SessionDemand, budget_s: float
+    ) -> CapacityDecision:
+        """Admit ``candidate`` only while every robot's predicted p95, its own included, fits
+        ``budget_s``."""
         if _budget_is_off(budget_s):
             return CapacityDecision(True)
         curve = self.curve.snapshot()
         if curve is None:
-            return CapacityDecision(True, "no forward measured yet: admitted on the session count alone")
+            return CapacityDecision(
+                True, "no forward measured yet: admitted on the session count alone"
+            )
         prediction = self.predict(admitted, candidate, 1, curve=curve)
         if prediction.p95_s <= budget_s:
             return CapacityDecision(True, prediction=prediction)
@@ -330,12 +408,20 @@ class CapacityModel:
         if prediction.saturated:
             why = f"with {prediction.robots} robots {prediction.saturated}; {budget}"
         else:
-            why = (f"predicted p95 round trip {prediction.p95_s * 1e3:.0f} ms with {prediction.robots} robots "
-                   f"exceeds {budget}")
-        return CapacityDecision(False, f"{why} ({prediction.describe(curve)}); try another replica", prediction)
+            why = (
+                f"predicted p95 round trip {prediction.p95_s * 1e3:.0f} ms with "
+                f"{prediction.robots} robots "
+                f"exceeds {budget}"
+            )
+        return CapacityDecision(
+            False, f"{why} ({prediction.describe(curve)}); try another replica", prediction
+        )
 
-    def headroom(self, admitted: Sequence[SessionDemand], probe: SessionDemand, budget_s: float) -> int:
-        """How many more robots like ``probe`` fit the budget (at most HEADROOM_SEARCH_LIMIT); -1: unknown."""
+    def headroom(
+        self, admitted: Sequence[SessionDemand], probe: SessionDemand, budget_s: float
+    ) -> int:
+        """How many more robots like ``probe`` fit the budget (at most HEADROOM_SEARCH_LIMIT); -1:
+        unknown."""
         curve = self.curve.snapshot()
         if _budget_is_off(budget_s) or curve is None:
             return UNKNOWN_HEADROOM

@@ -34,7 +34,9 @@ class ClientTopics:
 class ClientTopicTable:
     """``create(client_id) -> (subscription, publisher)``; ``destroy(topics)`` releases both."""
 
-    def __init__(self, create: Callable[[str], tuple[Any, Any]], destroy: Callable[[ClientTopics], None]) -> None:
+    def __init__(
+        self, create: Callable[[str], tuple[Any, Any]], destroy: Callable[[ClientTopics], None]
+    ) -> None:
         self._create = create
         self._destroy = destroy
         self._lock = threading.Lock()

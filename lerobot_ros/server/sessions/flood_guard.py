@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import enum
 import math
-import time
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-#: Full audit lines per client and reason kind in one window; the rest go into the window's summary line.
+#: Full audit lines per client and reason kind in one window; the rest go into the window's summary
+# line.
 FULL_LINES_PER_WINDOW = 8
 #: A client id's closures are forgotten after this many maximal backoffs without one.
 FORGET_CLOSURES_AFTER = 10
@@ -62,9 +63,15 @@ class FloodPolicy:
         if self.refusals_per_s < 1:
             found.append(f"refusals_per_s must be >= 1, got {self.refusals_per_s}")
         if self.close_after_s <= 0 or self.audit_window_s <= 0:
-            found.append(f"close_after_s and audit_window_s must be > 0, got {self.close_after_s}, {self.audit_window_s}")
+            found.append(
+                f"close_after_s and audit_window_s must be > 0, got {self.close_after_s}, "
+                f"{self.audit_window_s}"
+            )
         if not 0 < self.backoff_initial_s <= self.backoff_max_s:
-            found.append(f"backoff must satisfy 0 < initial <= max, got {self.backoff_initial_s} and {self.backoff_max_s}")
+            found.append(
+                f"backoff must satisfy 0 < initial <= max, got {self.backoff_initial_s} and "
+                f"{self.backoff_max_s}"
+            )
         return found
 
 
@@ -110,7 +117,8 @@ class _Client:
 
 
 class ArrivalGuard:
-    """Per-client refusal counts, the flood rule and the aggregated audit. ``audit(record)`` writes a line."""
+    """Per-client refusal counts, the flood rule and the aggregated audit. ``audit(record)`` writes
+    a line."""
 
     def __init__(self, policy: FloodPolicy, audit: Callable[[dict], None]) -> None:
         problems = policy.problems()
@@ -135,13 +143,16 @@ class ArrivalGuard:
             if client.second == second and client.in_second >= self.policy.refusals_per_s:
                 client.refused += 1
                 self._over(client, client_id, second, "dropped unchecked")
-                window = client.windows.setdefault("dropped_unchecked", _Window(started=now, first="over the budget"))
+                window = client.windows.setdefault(
+                    "dropped_unchecked", _Window(started=now, first="over the budget")
+                )
                 window.count += 1
                 return Gate.DROP
             return Gate.CHECK
 
     def refused(self, client_id: str, kind: str, text: str, now: float, record: dict) -> None:
-        """An observation refused on arrival, with its audit line (written, or counted in the window)."""
+        """An observation refused on arrival, with its audit line (written, or counted in the
+        window)."""
         ended = None
         with self._lock:
             client = self._strike(client_id, f"{kind}: {text}", now, on_arrival=True)
@@ -157,8 +168,10 @@ class ArrivalGuard:
             self._audit(line)
 
     def strike(self, client_id: str, reason: str, now: float) -> None:
-        """An admitted observation that superseded a waiting one (more than one in flight): it counts
-        against the budget, not in the report (the client saw the rejection; the report is for arrivals)."""
+        """An admitted observation that superseded a waiting one (more than one in flight): it
+        counts
+        against the budget, not in the report (the client saw the rejection; the report is for
+        arrivals)."""
         with self._lock:
             self._strike(client_id, reason, now, on_arrival=False)
 
@@ -183,22 +196,33 @@ class ArrivalGuard:
         client.over_second = second
         # Whole seconds over the budget, this one included.
         if second - client.over_since + 1 > self.policy.close_after_s and not client.closing:
-            client.closing = (f"observations refused at {self.policy.refusals_per_s}/s or more for "
-                              f"{second - client.over_since + 1} s in a row (last: {reason})")
+            client.closing = (
+                f"observations refused at {self.policy.refusals_per_s}/s or more for "
+                f"{second - client.over_since + 1} s in a row (last: {reason})"
+            )
 
     def due_closures(self) -> list[tuple[str, str]]:
-        """(client id, reason) of sessions to close now; the caller closes each, then calls ``closed``."""
+        """(client id, reason) of sessions to close now; the caller closes each, then calls
+        ``closed``."""
         with self._lock:
-            return [(client_id, client.closing) for client_id, client in self._clients.items() if client.closing]
+            return [
+                (client_id, client.closing)
+                for client_id, client in self._clients.items()
+                if client.closing
+            ]
 
     def closed(self, client_id: str, reason: str, now: float) -> float:
-        """The client's session was closed for flooding: start its backoff; return its length (s)."""
+        """The client's session was closed for flooding: start its backoff; return its length
+        (s)."""
         with self._lock:
             client = self._clients.setdefault(client_id, _Client())
             if now - client.last_closure > FORGET_CLOSURES_AFTER * self.policy.backoff_max_s:
                 client.closures = 0
             client.closures += 1
-            backoff = min(self.policy.backoff_max_s, self.policy.backoff_initial_s * 2 ** (client.closures - 1))
+            backoff = min(
+                self.policy.backoff_max_s,
+                self.policy.backoff_initial_s * 2 ** (client.closures - 1),
+            )
             client.last_closure, client.reopen_at = now, now + backoff
             client.closing, client.in_second, client.over_since, client.over_second = "", 0, -1, -2
             client.closed_reason = client.last_reason = f"session closed: flood: {reason}"
@@ -211,22 +235,32 @@ class ArrivalGuard:
             client = self._clients.get(client_id)
             if client is None or now >= client.reopen_at:
                 return None
-            return (f"client id {client_id!r} had its session closed for flooding "
-                    f"({client.closed_reason.removeprefix('session closed: flood: ')}); "
-                    f"it may open a session again in {client.reopen_at - now:.1f} s "
-                    f"(backoff {client.reopen_at - client.last_closure:g} s after closure {client.closures})")
+            return (
+                f"client id {client_id!r} had its session closed for flooding "
+                f"({client.closed_reason.removeprefix('session closed: flood: ')}); "
+                f"it may open a session again in {client.reopen_at - now:.1f} s "
+                f"(backoff {client.reopen_at - client.last_closure:g} s after closure "
+                f"{client.closures})"
+            )
 
     def session_opened(self, client_id: str) -> None:
-        """A new session starts with a fresh per-second budget (its count and reason stay reported)."""
+        """A new session starts with a fresh per-second budget (its count and reason stay
+        reported)."""
         with self._lock:
             client = self._clients.get(client_id)
             if client is not None:
-                client.closing, client.in_second, client.over_since, client.over_second = "", 0, -1, -2
+                client.closing, client.in_second, client.over_since, client.over_second = (
+                    "",
+                    0,
+                    -1,
+                    -2,
+                )
 
     # ---- reporting --------------------------------------------------------
 
     def flush(self, now: float, live_clients: set[str] | frozenset[str] = frozenset()) -> None:
-        """Write the summary lines of windows that ended; forget clients with nothing left to report."""
+        """Write the summary lines of windows that ended; forget clients with nothing left to
+        report."""
         summaries = []
         with self._lock:
             for client_id, client in list(self._clients.items()):
@@ -234,7 +268,11 @@ class ArrivalGuard:
                     if now - window.started >= self.policy.audit_window_s:
                         summaries.append(_summary(client_id, kind, window, now))
                         del client.windows[kind]
-                idle = now - client.last_at > REPORT_KEEP_S and now >= client.reopen_at and not client.closing
+                idle = (
+                    now - client.last_at > REPORT_KEEP_S
+                    and now >= client.reopen_at
+                    and not client.closing
+                )
                 if idle and client_id not in live_clients and not client.windows:
                     del self._clients[client_id]
         for line in filter(None, summaries):
@@ -242,18 +280,34 @@ class ArrivalGuard:
 
     def report(self, now: float) -> list[ClientRefusals]:
         with self._lock:
-            # During a backoff the closure is the reason that matters (late arrivals only say "no session").
-            return [ClientRefusals(client_id, client.refused,
-                                   client.closed_reason if now < client.reopen_at else client.last_reason,
-                                   max(0.0, client.reopen_at - now))
-                    for client_id, client in sorted(self._clients.items()) if client.last_reason]
+            # During a backoff the closure is the reason that matters (late arrivals only say "no
+            # session").
+            return [
+                ClientRefusals(
+                    client_id,
+                    client.refused,
+                    client.closed_reason if now < client.reopen_at else client.last_reason,
+                    max(0.0, client.reopen_at - now),
+                )
+                for client_id, client in sorted(self._clients.items())
+                if client.last_reason
+            ]
 
 
 def _summary(client_id: str, kind: str, window: _Window, now: float) -> dict | None:
     """The window's summary line, when more happened than its full lines said."""
     if window.count <= window.full_lines:
         return None
-    # The keys every audit line has (request_path's header), so a reader can filter any line by client.
-    return {"wall_time": round(time.time(), 6), "session": "", "client": client_id,
-            "outcome": "refused_on_arrival_summary", "reason": kind, "count": window.count,
-            "window_s": round(now - window.started, 3), "first_error": window.first, "last_error": window.last}
+    # The keys every audit line has (request_path's header), so a reader can filter any line by
+    # client.
+    return {
+        "wall_time": round(time.time(), 6),
+        "session": "",
+        "client": client_id,
+        "outcome": "refused_on_arrival_summary",
+        "reason": kind,
+        "count": window.count,
+        "window_s": round(now - window.started, 3),
+        "first_error": window.first,
+        "last_error": window.last,
+    }

@@ -73,7 +73,9 @@ class Admission:
         return cls(False, refusal, message)
 
 
-def _fps_check(capabilities: ServerCapabilities, fps: float, strict: bool) -> tuple[str | None, str | None]:
+def _fps_check(
+    capabilities: ServerCapabilities, fps: float, strict: bool
+) -> tuple[str | None, str | None]:
     """(refusal message, warning) for the robot's control rate."""
     trained = capabilities.trained_fps
     if fps <= 0:
@@ -94,9 +96,13 @@ def admit(
 ) -> Admission:
     """Decide one OpenSession request. Checks run from "try later" to "never"."""
     if load.draining:
-        return Admission.refuse(Refusal.DRAINING, "the server is shutting down; try another replica")
+        return Admission.refuse(
+            Refusal.DRAINING, "the server is shutting down; try another replica"
+        )
     if not load.ready:
-        return Admission.refuse(Refusal.NOT_READY, "the server is still loading or warming up its policy")
+        return Admission.refuse(
+            Refusal.NOT_READY, "the server is still loading or warming up its policy"
+        )
     problem = client_id_problem(request.client_id)
     if problem:
         return Admission.refuse(Refusal.BAD_CLIENT_ID, problem)
@@ -104,12 +110,18 @@ def admit(
     if not low <= request.schema_version <= high:
         return Admission.refuse(
             Refusal.SCHEMA_VERSION,
-            f"observation schema version {request.schema_version} is not supported; expected {low}..{high} "
-            f"(the robot speaks lerobot_ros interfaces of schema version {request.schema_version}, this server "
-            f"{_versions(low, high)}: upgrade the older side; docs/protocol.md, Versions and changelog)",
+            f"observation schema version {request.schema_version} is not supported; expected "
+            f"{low}..{high} "
+            "(the robot speaks lerobot_ros interfaces of schema version "
+            f"{request.schema_version}, this server "
+            f"{_versions(low, high)}: upgrade the older side; docs/protocol.md, Versions and "
+            "changelog)",
         )
-    # Sizes first: an oversize list or string is refused before it is compared or echoed in a message.
-    oversize = names_size_problem("action_names", request.action_names, len(capabilities.action_names))
+    # Sizes first: an oversize list or string is refused before it is compared or echoed in a
+    # message.
+    oversize = names_size_problem(
+        "action_names", request.action_names, len(capabilities.action_names)
+    )
     if oversize:
         return Admission.refuse(Refusal.ACTION_NAMES, oversize)
     oversize = names_size_problem("camera_names", request.camera_names, len(capabilities.cameras))
@@ -124,7 +136,8 @@ def admit(
     if request.state_dim != capabilities.state_dim:
         return Admission.refuse(
             Refusal.STATE_DIM,
-            f"state dimension differs: policy expects {capabilities.state_dim}, robot sends {request.state_dim}",
+            f"state dimension differs: policy expects {capabilities.state_dim}, robot sends "
+            f"{request.state_dim}",
         )
     cameras = missing_cameras(capabilities.camera_names, request.camera_names)
     if cameras:
@@ -135,19 +148,23 @@ def admit(
     pinned = capabilities.pinned_task
     if pinned and request.task and request.task != pinned:
         return Admission.refuse(
-            Refusal.TASK, f"this server is pinned to task {pinned!r}; the robot asked for {request.task!r}"
+            Refusal.TASK,
+            f"this server is pinned to task {pinned!r}; the robot asked for {request.task!r}",
         )
     if load.active_sessions >= load.max_sessions:
         return Admission.refuse(
             Refusal.CAPACITY,
-            f"the server is full: {load.active_sessions} of {load.max_sessions} sessions in use; try another replica",
+            f"the server is full: {load.active_sessions} of {load.max_sessions} sessions in use; "
+            "try another replica",
         )
 
     warnings = [fps_warning] if fps_warning else []
     unread = [name for name in request.camera_names if name not in capabilities.camera_names]
     if unread:
-        warnings.append(f"cameras {unread} are not read by the policy: the executor leaves them out of its "
-                        "observations and the server ignores them")
+        warnings.append(
+            f"cameras {unread} are not read by the policy: the executor leaves them out of its "
+            "observations and the server ignores them"
+        )
     rtc_enabled = False
     if request.rtc_requested:
         if not capabilities.rtc_supported:
@@ -156,7 +173,12 @@ def admit(
                 "chunks will be appended without RTC"
             )
         elif not capabilities.rtc_enabled:
-            warnings.append("RTC requested but it is disabled on this server (rtc_enabled=false); chunks will be appended")
+            warnings.append(
+                "RTC requested but it is disabled on this server (rtc_enabled=false); chunks will "
+                "be appended"
+            )
         else:
             rtc_enabled = True
-    return Admission(True, warnings=tuple(warnings), rtc_enabled=rtc_enabled, task=pinned or request.task)
+    return Admission(
+        True, warnings=tuple(warnings), rtc_enabled=rtc_enabled, task=pinned or request.task
+    )

@@ -112,7 +112,8 @@ class Session:
     processors_stale: bool = True
     # When its recent accepted observations arrived: the rate it really asks at (capacity_gate.py).
     arrivals: deque = field(default_factory=lambda: deque(maxlen=ARRIVALS_KEPT), repr=False)
-    # A warm standby waiting for its first observation (opened with OpenSession's standby); the first
+    # A warm standby waiting for its first observation (opened with OpenSession's standby); the
+    # first
     # admitted observation clears it (promotion).
     standby: bool = False
 
@@ -120,7 +121,8 @@ class Session:
         self.last_seen = self.last_seen or self.opened_at
 
     def observed_rate_hz(self, now: float, window_s: float = 10.0) -> float:
-        """Accepted observations per second over the recent window; 0 until a few seconds of them are seen."""
+        """Accepted observations per second over the recent window; 0 until a few seconds of them
+        are seen."""
         recent = [at for at in self.arrivals if now - at <= window_s]
         if len(recent) < 3 or recent[-1] - recent[0] < 1.0:
             return 0.0
@@ -153,10 +155,14 @@ class ArrivalRefusal(str):
 def _order_refusal(session: Session, msg) -> ArrivalRefusal | None:
     """The epoch and seq rules (cheap: two integers); call under the registry lock."""
     if session.epoch is not None and msg.epoch != session.epoch:
-        return ArrivalRefusal("epoch", f"epoch {msg.epoch} is not this session's epoch {session.epoch}")
+        return ArrivalRefusal(
+            "epoch", f"epoch {msg.epoch} is not this session's epoch {session.epoch}"
+        )
     if session.last_seq is not None and msg.seq <= session.last_seq:
         return ArrivalRefusal(
-            "seq", f"seq {msg.seq} replays or reorders: expected a seq greater than {session.last_seq}")
+            "seq",
+            f"seq {msg.seq} replays or reorders: expected a seq greater than {session.last_seq}",
+        )
     return None
 
 
@@ -179,7 +185,8 @@ class EpisodeReset:
 
 @dataclass(frozen=True)
 class Claim:
-    """The answer to an OpenSession for a client id: the session it replaced, or why it was refused."""
+    """The answer to an OpenSession for a client id: the session it replaced, or why it was
+    refused."""
 
     replaced: Session | None = None
     refusal: str = ""
@@ -197,8 +204,11 @@ class SessionRegistry:
             self._by_client[session.client_id] = session
             return previous
 
-    def claim(self, session: Session, owner_secret: str, now: float, idle_timeout_s: float) -> Claim:
-        """The OpenSession rule: add ``session`` unless its client id is in use by a streaming session.
+    def claim(
+        self, session: Session, owner_secret: str, now: float, idle_timeout_s: float
+    ) -> Claim:
+        """The OpenSession rule: add ``session`` unless its client id is in use by a streaming
+        session.
 
         ``owner_secret`` proves ownership of the live session. A replaced
         session that never streamed hands its opening time on, unless either
@@ -208,25 +218,39 @@ class SessionRegistry:
             live = self._by_client.get(session.client_id)
             if live is not None:
                 quiet_s = now - live.last_seen
-                free = (live.opens_with(owner_secret) or not live.streamed or quiet_s > idle_timeout_s
-                        or live.publisher_missing_since is not None)
+                free = (
+                    live.opens_with(owner_secret)
+                    or not live.streamed
+                    or quiet_s > idle_timeout_s
+                    or live.publisher_missing_since is not None
+                )
                 if not free:
-                    return Claim(refusal=(
-                        f"client id {shown(session.client_id)} is in use by a session that is streaming; "
-                        f"re-open with that session's secret (owner_secret), or once it has been quiet for "
-                        f"{idle_timeout_s:g} s (it was last heard {quiet_s:.1f} s ago)"
-                    ))
+                    return Claim(
+                        refusal=(
+                            f"client id {shown(session.client_id)} is in use by a session that is "
+                            "streaming; "
+                            "re-open with that session's secret (owner_secret), or once it has "
+                            "been quiet for "
+                            f"{idle_timeout_s:g} s (it was last heard {quiet_s:.1f} s ago)"
+                        )
+                    )
                 if not live.streamed and not live.standby and not session.standby:
                     session.opened_at = session.last_seen = min(session.opened_at, live.opened_at)
             self._by_client[session.client_id] = session
             return Claim(replaced=live)
 
-    def next_slot_free_s(self, now: float, first_observation_timeout_s: float, idle_timeout_s: float) -> float | None:
-        """Seconds until the earliest session that never streamed is collected; None if all stream (or wait
+    def next_slot_free_s(
+        self, now: float, first_observation_timeout_s: float, idle_timeout_s: float
+    ) -> float | None:
+        """Seconds until the earliest session that never streamed is collected; None if all stream
+        (or wait
         as standbys, which no time collects)."""
         with self._lock:
-            waits = [min(s.opened_at + first_observation_timeout_s, s.last_seen + idle_timeout_s) - now
-                     for s in self._by_client.values() if not s.streamed and not s.standby]
+            waits = [
+                min(s.opened_at + first_observation_timeout_s, s.last_seen + idle_timeout_s) - now
+                for s in self._by_client.values()
+                if not s.streamed and not s.standby
+            ]
         return max(0.0, min(waits)) if waits else None
 
     def get(self, client_id: str) -> Session | None:
@@ -234,7 +258,8 @@ class SessionRegistry:
             return self._by_client.get(client_id)
 
     def owned(self, client_id: str, session_id: str, secret: str) -> tuple[Session | None, str]:
-        """The client's open session if it is ``session_id`` and ``secret`` is its secret; else None and why.
+        """The client's open session if it is ``session_id`` and ``secret`` is its secret; else
+        None and why.
 
         One text whichever part is wrong, and never the open session's id:
         a refusal is no oracle for another robot's session.
@@ -243,7 +268,11 @@ class SessionRegistry:
         if session is not None and session.session_id == session_id and session.opens_with(secret):
             return session, ""
         # Ids as the caller sent them, however long: shown cut, never echoed whole.
-        return None, f"client {shown(client_id)} has no open session {shown(session_id)} that this secret opens"
+        return (
+            None,
+            f"client {shown(client_id)} has no open session {shown(session_id)} that this secret "
+            "opens",
+        )
 
     def remove(self, client_id: str, session_id: str) -> Session | None:
         """Remove the client's session only if it is still ``session_id``."""
@@ -270,16 +299,23 @@ class SessionRegistry:
     # ---- episodes -------------------------------------------------------
 
     def advance_episode(self, session: Session, episode: int) -> tuple[EpisodeMove, int]:
-        """Move ``session`` to ``episode`` if it is newer; return what happened and the episode it is at."""
+        """Move ``session`` to ``episode`` if it is newer; return what happened and the episode it
+        is at."""
         with self._lock:
             if episode == session.episode:
                 return EpisodeMove.CURRENT, session.episode
             if episode < session.episode:
                 return EpisodeMove.OVER, session.episode
-            session.episode, session.processors_stale, session.episode_confirmed = episode, True, False
+            session.episode, session.processors_stale, session.episode_confirmed = (
+                episode,
+                True,
+                False,
+            )
             return EpisodeMove.ADVANCED, session.episode
 
-    def reset_episode(self, client_id: str, session_id: str, secret: str, episode: int) -> EpisodeReset:
+    def reset_episode(
+        self, client_id: str, session_id: str, secret: str, episode: int
+    ) -> EpisodeReset:
         """The ResetEpisode rule: the owned session moves to a later ``episode``, or why not."""
         session, why = self.owned(client_id, session_id, secret)
         if session is None:
@@ -290,7 +326,9 @@ class SessionRegistry:
                 session.processors_stale |= episode > current
                 session.episode, session.episode_confirmed = episode, True
                 return EpisodeReset(True, episode)
-        return EpisodeReset(False, current, f"episode {episode} is not after the current episode {current}")
+        return EpisodeReset(
+            False, current, f"episode {episode} is not after the current episode {current}"
+        )
 
     def claim_processor_reset(self, session: Session) -> bool:
         """True once after the session went stale: the caller resets its processors now."""
@@ -300,19 +338,27 @@ class SessionRegistry:
 
     # ---- expiry ---------------------------------------------------------
 
-    def admit_observation(self, client_id: str, msg, now: float,
-                          promoted: Callable[[Session], None] | None = None) -> ArrivalRefusal | None:
-        """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it keeps
-        the session from going idle). The cheap checks (session, epoch, seq) run first, so a replayed,
-        stale or misaddressed message never costs a MAC; the MAC runs outside the lock (it reads the
+    def admit_observation(
+        self, client_id: str, msg, now: float, promoted: Callable[[Session], None] | None = None
+    ) -> ArrivalRefusal | None:
+        """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it
+        keeps
+        the session from going idle). The cheap checks (session, epoch, seq) run first, so a
+        replayed,
+        stale or misaddressed message never costs a MAC; the MAC runs outside the lock (it reads
+        the
         whole message) and the cheap checks run again under it before anything is committed. An
-        admitted observation promotes a standby; ``promoted(session)`` is then called, outside the lock."""
+        admitted observation promotes a standby; ``promoted(session)`` is then called, outside the
+        lock."""
         session = self.get(client_id)
         if session is None:
             return ArrivalRefusal("no_session", f"client {shown(client_id)} has no open session")
         if msg.session_id != session.session_id:
             return ArrivalRefusal(
-                "session_id", f"session id {shown(msg.session_id)} is not the open session of client {shown(client_id)}")
+                "session_id",
+                f"session id {shown(msg.session_id)} is not the open session of client "
+                f"{shown(client_id)}",
+            )
         with self._lock:
             cheap = _order_refusal(session, msg)
         if cheap is not None:
@@ -323,7 +369,10 @@ class SessionRegistry:
         with self._lock:
             if self._by_client.get(client_id) is not session:
                 return ArrivalRefusal(
-                    "closed", f"the session of client {shown(client_id)} closed while the observation was checked")
+                    "closed",
+                    f"the session of client {shown(client_id)} closed while the observation was "
+                    "checked",
+                )
             late = _order_refusal(session, msg)
             if late is not None:
                 return late
@@ -335,30 +384,52 @@ class SessionRegistry:
         return None
 
     def idle(self, now: float, idle_timeout_s: float) -> list[Session]:
-        """Sessions with no observation for longer than ``idle_timeout_s`` (a waiting standby is never idle)."""
+        """Sessions with no observation for longer than ``idle_timeout_s`` (a waiting standby is
+        never idle)."""
         with self._lock:
-            return [s for s in self._by_client.values() if now - s.last_seen > idle_timeout_s and not s.standby]
+            return [
+                s
+                for s in self._by_client.values()
+                if now - s.last_seen > idle_timeout_s and not s.standby
+            ]
 
     def expired(
-        self, now: float, idle_timeout_s: float, publisher_count: Callable[[str], int],
+        self,
+        now: float,
+        idle_timeout_s: float,
+        publisher_count: Callable[[str], int],
         first_observation_timeout_s: float | None = None,
     ) -> list[tuple[Session, str]]:
         """Sessions to end now and why: never streamed within ``first_observation_timeout_s`` of
-        opening, idle, or their observation publisher left the graph; a standby only for the last, or
+        opening, idle, or their observation publisher left the graph; a standby only for the last,
+        or
         when its publisher never appeared within ``first_observation_timeout_s`` of opening.
 
         ``publisher_count(client_id)`` is asked outside the lock (it queries the ROS graph).
         """
         with self._lock:
-            unused = [s for s in self._by_client.values() if first_observation_timeout_s is not None
-                      and not s.streamed and not s.standby and now - s.opened_at > first_observation_timeout_s]
-        ending = [(s, f"no observation within {first_observation_timeout_s:g} s of opening") for s in unused]
+            unused = [
+                s
+                for s in self._by_client.values()
+                if first_observation_timeout_s is not None
+                and not s.streamed
+                and not s.standby
+                and now - s.opened_at > first_observation_timeout_s
+            ]
+        ending = [
+            (s, f"no observation within {first_observation_timeout_s:g} s of opening")
+            for s in unused
+        ]
         collected = {id(s) for s in unused}
         idle = [s for s in self.idle(now, idle_timeout_s) if id(s) not in collected]
         ending += [(session, f"no observation for {idle_timeout_s:g} s") for session in idle]
         idle = unused + idle
         idle_clients = {session.client_id for session in idle}
-        counts = {s.client_id: publisher_count(s.client_id) for s in self.sessions() if s.client_id not in idle_clients}
+        counts = {
+            s.client_id: publisher_count(s.client_id)
+            for s in self.sessions()
+            if s.client_id not in idle_clients
+        }
         with self._lock:
             for client_id, publishers in counts.items():
                 session = self._by_client.get(client_id)
@@ -369,10 +440,21 @@ class SessionRegistry:
                 elif session.publisher_seen:
                     session.publisher_missing_since = session.publisher_missing_since or now
                     if now - session.publisher_missing_since >= PUBLISHER_GONE_GRACE_S:
-                        why = f"its observation publisher left the ROS graph {PUBLISHER_GONE_GRACE_S:g} s ago"
+                        why = (
+                            "its observation publisher left the ROS graph "
+                            f"{PUBLISHER_GONE_GRACE_S:g} s ago"
+                        )
                         ending.append((session, why + (" (standby)" if session.standby else "")))
-                elif (session.standby and first_observation_timeout_s is not None
-                      and now - session.opened_at > first_observation_timeout_s):
-                    ending.append((session, f"standby: its observation publisher never appeared on the ROS graph "
-                                            f"within {first_observation_timeout_s:g} s of opening"))
+                elif (
+                    session.standby
+                    and first_observation_timeout_s is not None
+                    and now - session.opened_at > first_observation_timeout_s
+                ):
+                    ending.append(
+                        (
+                            session,
+                            f"standby: its observation publisher never appeared on the ROS graph "
+                            f"within {first_observation_timeout_s:g} s of opening",
+                        )
+                    )
         return ending

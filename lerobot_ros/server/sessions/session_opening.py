@@ -1,4 +1,5 @@
-"""Opening a session, as one decision: serving state, the admission matrix, then the ownership claim.
+"""Opening a session, as one decision: serving state, the admission matrix, then the ownership
+claim.
 
 Invariant: a session enters the registry only when the server is serving,
 ``admission.admit`` accepted the robot and ``SessionRegistry.claim`` gave it
@@ -24,7 +25,8 @@ from lerobot_ros.server.settings import ServerSettings
 
 @dataclass(frozen=True)
 class OpenDecision:
-    """A new session (accepted) or a refusal with its message; ``active_sessions`` as the robot is told."""
+    """A new session (accepted) or a refusal with its message; ``active_sessions`` as the robot is
+    told."""
 
     session: Session | None
     refusal: Refusal
@@ -34,18 +36,29 @@ class OpenDecision:
     warnings: tuple[str, ...] = ()
 
 
-def decide_open(request: OpenRequest, owner_secret: str, capabilities: ServerCapabilities, load: ServerLoad,
-                sessions: SessionRegistry, settings: ServerSettings, now_s: float | None = None,
-                latency_refusal: Callable[[OpenRequest, bool], str | None] | None = None) -> OpenDecision:
-    """Admit ``request`` against the policy and the load (the session count, then ``latency_refusal``: the
-    capacity model's predicted p95 against the budget), then claim its client id in ``sessions``."""
+def decide_open(
+    request: OpenRequest,
+    owner_secret: str,
+    capabilities: ServerCapabilities,
+    load: ServerLoad,
+    sessions: SessionRegistry,
+    settings: ServerSettings,
+    now_s: float | None = None,
+    latency_refusal: Callable[[OpenRequest, bool], str | None] | None = None,
+) -> OpenDecision:
+    """Admit ``request`` against the policy and the load (the session count, then
+    ``latency_refusal``: the
+    capacity model's predicted p95 against the budget), then claim its client id in
+    ``sessions``."""
     admission = admit(capabilities, request, load, strict_fps=settings.strict_fps)
     if not admission.accepted:
         message = admission.message
         if admission.refusal is Refusal.CAPACITY:
             message += "; " + when_a_slot_frees(sessions, settings)
         return OpenDecision(None, admission.refusal, message, load.active_sessions)
-    too_slow = latency_refusal(request, admission.rtc_enabled) if latency_refusal is not None else None
+    too_slow = (
+        latency_refusal(request, admission.rtc_enabled) if latency_refusal is not None else None
+    )
     if too_slow:
         return OpenDecision(None, Refusal.CAPACITY, too_slow, load.active_sessions)
     session = Session(
@@ -56,17 +69,32 @@ def decide_open(request: OpenRequest, owner_secret: str, capabilities: ServerCap
         opened_at=time.monotonic() if now_s is None else now_s,
         standby=request.standby,
     )
-    claim = sessions.claim(session, owner_secret, session.opened_at, settings.session_idle_timeout_s)
+    claim = sessions.claim(
+        session, owner_secret, session.opened_at, settings.session_idle_timeout_s
+    )
     if claim.refusal:
         return OpenDecision(None, Refusal.CLIENT_ID_IN_USE, claim.refusal, load.active_sessions)
-    return OpenDecision(session, Refusal.NONE, "", load.active_sessions, replaced=claim.replaced is not None,
-                        warnings=tuple(admission.warnings))
+    return OpenDecision(
+        session,
+        Refusal.NONE,
+        "",
+        load.active_sessions,
+        replaced=claim.replaced is not None,
+        warnings=tuple(admission.warnings),
+    )
 
 
 def when_a_slot_frees(sessions: SessionRegistry, settings: ServerSettings) -> str:
-    wait_s = sessions.next_slot_free_s(time.monotonic(), settings.session_first_observation_timeout_s,
-                                       settings.session_idle_timeout_s)
+    wait_s = sessions.next_slot_free_s(
+        time.monotonic(),
+        settings.session_first_observation_timeout_s,
+        settings.session_idle_timeout_s,
+    )
     if wait_s is not None:
-        return f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
-    return (f"every session streams: a slot frees when one closes, or "
-            f"{settings.session_idle_timeout_s:g} s after one goes quiet")
+        return (
+            f"a slot frees in {wait_s:.1f} s (a session that has not streamed is collected then)"
+        )
+    return (
+        f"every session streams: a slot frees when one closes, or "
+        f"{settings.session_idle_timeout_s:g} s after one goes quiet"
+    )

@@ -34,7 +34,9 @@ def test_append_mode_keeps_unexecuted_actions_and_appends_the_new_chunk():
     queue = ActionQueue(rtc_enabled=False)
     assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=2) == 0
     assert pop_values(queue, 3) == [100, 101, 102]
-    assert queue.merge(chunk(10, 3), chunk(110, 3), real_delay=5) == 0  # delay ignored when appending
+    assert (
+        queue.merge(chunk(10, 3), chunk(110, 3), real_delay=5) == 0
+    )  # delay ignored when appending
     assert queue.get_action_index() == 0
     assert queue.qsize() == 4
     np.testing.assert_array_equal(queue.get_left_over()[:, 0], [3, 10, 11, 12])
@@ -47,7 +49,9 @@ def test_replace_mode_trims_the_actions_executed_during_inference():
     queue.merge(chunk(0, 10), chunk(100, 10), real_delay=0)
     index_before = queue.get_action_index()
     pop_values(queue, 3)  # the robot executed 3 actions while the server inferred
-    trimmed = queue.merge(chunk(20, 10), chunk(200, 10), real_delay=3, action_index_before_inference=index_before)
+    trimmed = queue.merge(
+        chunk(20, 10), chunk(200, 10), real_delay=3, action_index_before_inference=index_before
+    )
     assert trimmed == 3
     assert queue.get_action_index() == 0
     assert queue.qsize() == 7
@@ -62,7 +66,9 @@ def test_replace_mode_clamps_the_delay_to_the_actions_actually_consumed():
     queue.merge(chunk(0, 2), chunk(100, 2), real_delay=0)
     pop_values(queue, 2)
     assert queue.get() is None
-    trimmed = queue.merge(chunk(20, 10), chunk(200, 10), real_delay=5, action_index_before_inference=0)
+    trimmed = queue.merge(
+        chunk(20, 10), chunk(200, 10), real_delay=5, action_index_before_inference=0
+    )
     assert trimmed == 2
     assert pop_values(queue, 1) == [202]
 
@@ -71,7 +77,9 @@ def test_replace_mode_delay_is_clamped_to_zero_and_to_the_chunk_length():
     queue = ActionQueue(rtc_enabled=True)
     assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=-3) == 0
     assert queue.qsize() == 4
-    assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=9) == 4  # no index given: latency decides
+    assert (
+        queue.merge(chunk(0, 4), chunk(100, 4), real_delay=9) == 4
+    )  # no index given: latency decides
     assert queue.qsize() == 0 and queue.get() is None
     np.testing.assert_array_equal(queue.get_left_over(), np.zeros((0, DIM), dtype=np.float32))
 
@@ -82,7 +90,12 @@ def test_a_chunk_merged_after_clear_counts_zero_consumed_actions():
     index_before = queue.get_action_index()
     pop_values(queue, 2)
     queue.clear()  # stale actions dropped while the request was in flight
-    assert queue.merge(chunk(20, 5), chunk(200, 5), real_delay=2, action_index_before_inference=index_before) == 0
+    assert (
+        queue.merge(
+            chunk(20, 5), chunk(200, 5), real_delay=2, action_index_before_inference=index_before
+        )
+        == 0
+    )
     assert pop_values(queue, 1) == [200]
 
 
@@ -134,7 +147,11 @@ def test_clear_drops_everything_and_resets_the_index():
     pop_values(queue, 2)
     queue.clear()
     assert queue.qsize() == 0 and queue.empty() and queue.get_action_index() == 0
-    assert queue.get() is None and queue.get_left_over() is None and queue.get_processed_left_over() is None
+    assert (
+        queue.get() is None
+        and queue.get_left_over() is None
+        and queue.get_processed_left_over() is None
+    )
     assert queue.next_action_age_s(now_s=2.0) is None
     assert queue.action_dim == DIM  # the robot's dimension outlives a clear
 
@@ -163,8 +180,16 @@ def test_next_action_age_follows_each_rows_source_observation():
 @pytest.mark.parametrize(
     ("original", "processed", "message"),
     [
-        (np.zeros(3), np.zeros(3), r"original_actions must be 2-D \[T, action_dim\], got shape \(3,\)"),
-        (np.zeros((2, 3)), np.zeros((1, 2, 3)), r"processed_actions must be 2-D .* got shape \(1, 2, 3\)"),
+        (
+            np.zeros(3),
+            np.zeros(3),
+            r"original_actions must be 2-D \[T, action_dim\], got shape \(3,\)",
+        ),
+        (
+            np.zeros((2, 3)),
+            np.zeros((1, 2, 3)),
+            r"processed_actions must be 2-D .* got shape \(1, 2, 3\)",
+        ),
         (np.zeros((2, 3)), np.zeros((3, 3)), r"same shape, got \(2, 3\) and \(3, 3\)"),
         (np.zeros((0, 3)), np.zeros((0, 3)), r"at least one action .* got shape \(0, 3\)"),
     ],
@@ -260,7 +285,9 @@ def test_parity_with_lerobots_action_queue(rtc_enabled: bool, seed: int):
         with_index = bool(rng.integers(0, 2))
         delay = consumed if with_index else int(rng.integers(-2, 14))
         kwargs = {"action_index_before_inference": index_before} if with_index else {}
-        theirs.merge(torch.from_numpy(original.copy()), torch.from_numpy(processed.copy()), delay, **kwargs)
+        theirs.merge(
+            torch.from_numpy(original.copy()), torch.from_numpy(processed.copy()), delay, **kwargs
+        )
         trimmed = ours.merge(original, processed, delay, **kwargs)
         if rtc_enabled:
             assert trimmed == max(0, min(delay, steps))

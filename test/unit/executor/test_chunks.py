@@ -12,7 +12,6 @@ from lerobot_ros.executor.requests.answer_rules import InFlight, rejection
 from lerobot_ros.protocol.wire.data_plane import RequestId
 from support.executor_harness import MODEL, chunk
 
-
 PENDING = RequestId("s1", "arm", 5, 2, 1, 1000)
 
 
@@ -35,11 +34,17 @@ def test_a_chunk_not_answering_the_latest_request_is_rejected(changed, code):
 def test_wrong_model_names_shape_nan_and_refusals_are_rejected():
     assert rejection(chunk(PENDING), PENDING, MODEL) is None
     assert rejection(chunk(PENDING), None, MODEL)[0] == "late"
-    assert rejection(chunk(PENDING, model_fingerprint="0" * 16), PENDING, MODEL)[0] == "wrong_model"
-    assert rejection(chunk(PENDING, action_names=("b", "a", "c")), PENDING, MODEL)[0] == "wrong_action_names"
+    assert (
+        rejection(chunk(PENDING, model_fingerprint="0" * 16), PENDING, MODEL)[0] == "wrong_model"
+    )
+    assert (
+        rejection(chunk(PENDING, action_names=("b", "a", "c")), PENDING, MODEL)[0]
+        == "wrong_action_names"
+    )
     assert rejection(chunk(PENDING, actions=np.zeros((5, 2))), PENDING, MODEL)[0] == "bad_shape"
     assert rejection(chunk(PENDING, actions=np.zeros((0, 3))), PENDING, MODEL)[0] == "bad_shape"
-    nan = np.zeros((5, 3)); nan[2, 1] = np.nan  # noqa: E702
+    nan = np.zeros((5, 3))
+    nan[2, 1] = np.nan  # noqa: E702
     assert rejection(chunk(PENDING, actions=nan), PENDING, MODEL)[0] == "non_finite"
     refused = rejection(chunk(PENDING, status=1, error="state has 4 values"), PENDING, MODEL)
     assert refused == ("refused", "server answered status 1: state has 4 values")
@@ -67,7 +72,10 @@ def test_in_flight_hands_over_only_the_answer_and_counts_drops():
 def test_a_refusal_of_the_request_in_flight_ends_the_wait_at_once():
     in_flight = InFlight()
     in_flight.start(PENDING, MODEL)
-    threading.Timer(0.05, lambda: in_flight.offer_chunk(chunk(PENDING, status=1, error="state has 4 values"), 7)).start()
+    threading.Timer(
+        0.05,
+        lambda: in_flight.offer_chunk(chunk(PENDING, status=1, error="state has 4 values"), 7),
+    ).start()
     started = time.monotonic()
     answer = in_flight.wait(5.0)
     assert time.monotonic() - started < 2.0, "waited for the timeout despite the refusal"

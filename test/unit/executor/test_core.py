@@ -1,4 +1,5 @@
-"""The executor core's control tick, request cycle and readers (core.py), with a fake server link."""
+"""The executor core's control tick, request cycle and readers (core.py), with a fake server
+link."""
 
 from __future__ import annotations
 
@@ -17,9 +18,13 @@ def test_a_request_is_due_when_the_queue_covers_at_most_the_buffer_time():
 
 def test_control_tick_executes_in_order_then_holds_the_measured_position():
     clock, core, link, worker = connected()
-    assert core.control_tick(clock()) is None, "nothing measured, nothing commanded: nothing to hold"
+    assert core.control_tick(clock()) is None, (
+        "nothing measured, nothing commanded: nothing to hold"
+    )
     feed(core, clock)
-    assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])  # empty queue: hold, by name
+    assert core.control_tick(clock()).tolist() == pytest.approx(
+        [0.1, 0.2, 0.3]
+    )  # empty queue: hold, by name
     assert counts(core, clock).starvation_ticks == 2 and counts(core, clock).fallback_ticks == 2
     worker.step()
     assert [core.control_tick(clock())[0] for _ in range(3)] == [0.0, 1.0, 2.0]
@@ -42,11 +47,15 @@ def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_
     )
     feed(core, clock)
     core.on_camera("observation.images.extra", Image(), clock())
-    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)  # fresher than the cameras
+    core.on_joint_state(
+        ["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3
+    )  # fresher than the cameras
     clock.t += 0.3
     assert worker.step()
     prepared = link.sent[-1]
-    assert list(prepared.observation.cameras) == [CAMERA], "the server refuses cameras its policy does not read"
+    assert list(prepared.observation.cameras) == [CAMERA], (
+        "the server refuses cameras its policy does not read"
+    )
     assert prepared.observation.oldest_age_s == pytest.approx(0.3)
     # The first action's source is the 0.3 s old camera frame, not the send time.
     assert core.snapshot(clock()).next_action_age_s == pytest.approx(0.3)
@@ -60,9 +69,14 @@ def test_server_rejections_are_counted_apart_from_timeouts_and_their_reason_is_r
     worker.step()
     status = counts(core, clock)
     assert (status.request_rejections, status.request_timeouts) == (2, 0)
-    assert status.last_rejection_reason == "server answered status 1: episode 0 is over; the session is at episode 2"
+    assert (
+        status.last_rejection_reason
+        == "server answered status 1: episode 0 is over; the session is at episode 2"
+    )
     assert core.state is ExecutorState.RECONNECTING
-    assert status.reason.startswith("2 failed requests in a row; the server refused the last: server answered")
+    assert status.reason.startswith(
+        "2 failed requests in a row; the server refused the last: server answered"
+    )
 
 
 def test_telemetry_fills_every_status_field():
@@ -74,9 +88,16 @@ def test_telemetry_fills_every_status_field():
     telemetry = counts(core, clock)
     msg = control_plane.executor_status_to_msg(telemetry, _time())
     assert msg.state_name == "STREAMING" and msg.queue_depth == 10 and msg.requests_sent == 1
-    assert msg.latency_ms_p50 == pytest.approx(20.0) and msg.client_id == "arm" and msg.fallback == "hold"
+    assert (
+        msg.latency_ms_p50 == pytest.approx(20.0)
+        and msg.client_id == "arm"
+        and msg.fallback == "hold"
+    )
     diagnostic = control_plane.executor_diagnostic("x", telemetry)
-    assert diagnostic.level == b"\x00" and {value.key for value in diagnostic.values} >= {"queue_depth", "state_name"}
+    assert diagnostic.level == b"\x00" and {value.key for value in diagnostic.values} >= {
+        "queue_depth",
+        "state_name",
+    }
 
 
 def _time():

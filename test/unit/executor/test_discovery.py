@@ -1,4 +1,5 @@
-"""Replica discovery (discovery.py) and the concurrent status round (status_round.py), with a fake fleet.
+"""Replica discovery (discovery.py) and the concurrent status round (status_round.py), with a fake
+fleet.
 
 The graph is given as snapshots (topic, types) of topics that have a
 publisher, as the server link takes them; placement runs through the real
@@ -11,20 +12,27 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 import numpy as np
-from support.executor_harness import CAPABILITIES, Clock, chunk, counts, feed, settings
+import pytest
 
 from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.fleet.discovery import (HEARTBEAT_TYPE, FleetSpec, ReplicaDiscovery, fleet_problem, fleet_spec,
-                                            heartbeat_topics, servers_in)
-from lerobot_ros.executor.session.handshake import handshake
-from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
+from lerobot_ros.executor.fleet.discovery import (
+    HEARTBEAT_TYPE,
+    FleetSpec,
+    ReplicaDiscovery,
+    fleet_problem,
+    fleet_spec,
+    heartbeat_topics,
+    servers_in,
+)
 from lerobot_ros.executor.fleet.replicas import NONE_FOUND
-from lerobot_ros.protocol.status import ExecutorState
 from lerobot_ros.executor.fleet.status_round import ask_all
 from lerobot_ros.executor.requests.network_worker import NetworkWorker
+from lerobot_ros.executor.session.handshake import handshake
+from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.node_shell.parameters import InvalidParameters
+from lerobot_ros.protocol.status import ExecutorState
+from support.executor_harness import CAPABILITIES, Clock, chunk, counts, feed, settings
 
 ROBOT = RobotDeclaration(CAPABILITIES.action_names, (CAPABILITIES.cameras[0].name,), 3)
 EXECUTOR_STATUS = "lerobot_ros/msg/ExecutorStatus"
@@ -37,27 +45,33 @@ def heartbeat(namespace: str) -> tuple[str, list[str]]:
 # ------------------------------------------------------------ the spec
 
 
-@pytest.mark.parametrize("values, spec", [
-    (["auto"], FleetSpec(prefix="/")),
-    (["auto:/fleet_a"], FleetSpec(prefix="/fleet_a")),
-    (["auto:/site/fleet_a"], FleetSpec(prefix="/site/fleet_a")),
-    (["/gpu0/lerobot", "/gpu1/lerobot"], FleetSpec(listed=("/gpu0/lerobot", "/gpu1/lerobot"))),
-])
+@pytest.mark.parametrize(
+    "values, spec",
+    [
+        (["auto"], FleetSpec(prefix="/")),
+        (["auto:/fleet_a"], FleetSpec(prefix="/fleet_a")),
+        (["auto:/site/fleet_a"], FleetSpec(prefix="/site/fleet_a")),
+        (["/gpu0/lerobot", "/gpu1/lerobot"], FleetSpec(listed=("/gpu0/lerobot", "/gpu1/lerobot"))),
+    ],
+)
 def test_the_valid_forms_of_server_namespaces(values, spec):
     assert fleet_problem("server_namespaces", values) is None
     assert fleet_spec(values) == spec
 
 
-@pytest.mark.parametrize("values, expected", [
-    (["auto", "/gpu0"], "cannot be combined with other entries"),
-    (["auto:/a", "auto:/b"], "cannot be combined"),
-    (["auto:"], "must be an absolute namespace"),
-    (["auto:fleet"], "must be an absolute namespace"),
-    (["auto:/fleet/"], "no trailing slash"),
-    (["auto:/0fleet"], "must be an absolute namespace"),
-    (["gpu0"], "expected absolute names"),
-    (["AUTO"], "expected absolute names"),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        (["auto", "/gpu0"], "cannot be combined with other entries"),
+        (["auto:/a", "auto:/b"], "cannot be combined"),
+        (["auto:"], "must be an absolute namespace"),
+        (["auto:fleet"], "must be an absolute namespace"),
+        (["auto:/fleet/"], "no trailing slash"),
+        (["auto:/0fleet"], "must be an absolute namespace"),
+        (["gpu0"], "expected absolute names"),
+        (["AUTO"], "expected absolute names"),
+    ],
+)
 def test_a_bad_server_namespaces_says_what_was_expected(values, expected):
     problem = fleet_problem("server_namespaces", values)
     assert expected in problem and "[auto:/prefix]" in problem, problem
@@ -80,16 +94,25 @@ def test_the_settings_refuse_a_bad_fleet_and_treat_auto_as_a_fleet():
 
 
 def test_only_heartbeat_publishers_of_the_fleet_are_replicas_in_name_order():
-    graph = [heartbeat("/gpu1/lerobot"), heartbeat("/gpu0/lerobot"),
-             ("/robot/chunk_executor/status", [EXECUTOR_STATUS]),  # an executor's own status: another type
-             ("/gpu2/lerobot/get_status", [HEARTBEAT_TYPE]),  # the type, not the heartbeat's name
-             ("/rosout", ["rcl_interfaces/msg/Log"])]
+    graph = [
+        heartbeat("/gpu1/lerobot"),
+        heartbeat("/gpu0/lerobot"),
+        (
+            "/robot/chunk_executor/status",
+            [EXECUTOR_STATUS],
+        ),  # an executor's own status: another type
+        ("/gpu2/lerobot/get_status", [HEARTBEAT_TYPE]),  # the type, not the heartbeat's name
+        ("/rosout", ["rcl_interfaces/msg/Log"]),
+    ]
     assert servers_in(graph, FleetSpec(prefix="/")) == ("/gpu0/lerobot", "/gpu1/lerobot")
     assert heartbeat_topics(graph, FleetSpec(prefix="/gpu1")) == ["/gpu1/lerobot/status"]
 
 
 def test_a_prefix_keeps_namespaces_under_it_segment_by_segment():
-    graph = [heartbeat(name) for name in ("/fleet_a", "/fleet_a/gpu0/lerobot", "/fleet_ab/lerobot", "/other/lerobot")]
+    graph = [
+        heartbeat(name)
+        for name in ("/fleet_a", "/fleet_a/gpu0/lerobot", "/fleet_ab/lerobot", "/other/lerobot")
+    ]
     assert servers_in(graph, FleetSpec(prefix="/fleet_a")) == ("/fleet_a", "/fleet_a/gpu0/lerobot")
     assert len(servers_in(graph, FleetSpec(prefix="/"))) == 4
 
@@ -100,14 +123,20 @@ def test_discovery_adds_and_removes_replicas_snapshot_by_snapshot():
     change = discovery.update([heartbeat("/b")], now_s=1.0)
     assert change.added == ("/b",) and not change.removed and discovery.replicas == ("/b",)
     assert not discovery.update([heartbeat("/b")], now_s=1.2), "the same graph changes nothing"
-    assert not discovery.settled(1.3, 0.5) and discovery.settled(1.6, 0.5), "settled: unchanged for 0.5 s"
+    assert not discovery.settled(1.3, 0.5) and discovery.settled(1.6, 0.5), (
+        "settled: unchanged for 0.5 s"
+    )
     change = discovery.update([heartbeat("/a"), heartbeat("/b"), heartbeat("/c")], now_s=2.0)
     assert change.added == ("/a", "/c") and discovery.replicas == ("/a", "/b", "/c")
     change = discovery.update([heartbeat("/c"), heartbeat("/a")], now_s=3.0)
     assert change.removed == ("/b",) and not change.added and discovery.replicas == ("/a", "/c")
     change = discovery.update([heartbeat("/b"), heartbeat("/a"), heartbeat("/c")], now_s=4.0)
-    assert change.added == ("/b",) and discovery.replicas == ("/a", "/b", "/c"), "a replica may come back"
-    assert discovery.update([], now_s=5.0).removed == ("/a", "/b", "/c") and discovery.replicas == ()
+    assert change.added == ("/b",) and discovery.replicas == ("/a", "/b", "/c"), (
+        "a replica may come back"
+    )
+    assert (
+        discovery.update([], now_s=5.0).removed == ("/a", "/b", "/c") and discovery.replicas == ()
+    )
     with pytest.raises(ValueError, match="auto"):
         ReplicaDiscovery(FleetSpec(listed=("/a",)))
 
@@ -149,7 +178,9 @@ def test_a_status_round_pumps_on_the_calling_thread_while_nothing_else_spins():
             answered.set()  # the "executor" delivers the answers
         time.sleep(wait_s)
 
-    answers = ask_all(lambda namespace: answered.wait(2.0) and namespace.upper(), ["/a", "/b"], 2.0, pump=pump)
+    answers = ask_all(
+        lambda namespace: answered.wait(2.0) and namespace.upper(), ["/a", "/b"], 2.0, pump=pump
+    )
     assert answers == [("/a", "/A"), ("/b", "/B")] and len(pumped) >= 3
 
 
@@ -157,7 +188,8 @@ def test_a_status_round_pumps_on_the_calling_thread_while_nothing_else_spins():
 
 
 class ChangingFleet:
-    """Fake replicas that join and leave; every GetStatus answer takes ``delay_s`` (``hung``: never comes)."""
+    """Fake replicas that join and leave; every GetStatus answer takes ``delay_s`` (``hung``: never
+    comes)."""
 
     discovers = True
 
@@ -171,7 +203,9 @@ class ChangingFleet:
         self.discovery_waits: list[float] = []
 
     def join(self, namespace, active=0):
-        self.views[namespace] = ServerView(True, f"i{namespace}", CAPABILITIES, active_sessions=active, max_sessions=4)
+        self.views[namespace] = ServerView(
+            True, f"i{namespace}", CAPABILITIES, active_sessions=active, max_sessions=4
+        )
         self.namespaces = tuple(sorted({*self.namespaces, namespace}))
 
     def get_status(self, namespace, timeout_s):
@@ -182,7 +216,9 @@ class ChangingFleet:
         return self.views[namespace]
 
     def get_statuses(self, namespaces, timeout_s):
-        return ask_all(lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s)
+        return ask_all(
+            lambda namespace: self.get_status(namespace, timeout_s), namespaces, timeout_s
+        )
 
     def wait_for_discovery(self, timeout_s):
         self.discovery_waits.append(timeout_s)
@@ -197,8 +233,12 @@ class ChangingFleet:
 
     def send_observation(self, pending):
         actions = np.tile(np.arange(10, dtype=np.float32)[:, None], (1, 3))
-        reply = chunk(pending.request, actions=actions, model_fingerprint=CAPABILITIES.model_fingerprint,
-                      action_names=CAPABILITIES.action_names)
+        reply = chunk(
+            pending.request,
+            actions=actions,
+            model_fingerprint=CAPABILITIES.model_fingerprint,
+            action_names=CAPABILITIES.action_names,
+        )
         self.core.offer_chunk(reply, pending.request.sent_monotonic_ns + 20_000_000)
         return None
 
@@ -215,7 +255,9 @@ def test_a_replica_found_after_start_up_takes_the_robot_at_its_next_move():
     clock, core, link, worker = changing_fleet(heartbeat_timeout_s=1.0)
     link.join("/a")
     assert handshake(core, link, ROBOT, clock).accepted and core.identity.replica == "/a"
-    assert link.discovery_waits == [core.settings.handshake_timeout_s], "discovering: wait until it settles"
+    assert link.discovery_waits == [core.settings.handshake_timeout_s], (
+        "discovering: wait until it settles"
+    )
     feed(core, clock)
     worker.step()
     assert counts(core, clock).chunks_merged == 1
@@ -226,16 +268,22 @@ def test_a_replica_found_after_start_up_takes_the_robot_at_its_next_move():
     clock.t += 1.1
     core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING
-    assert worker.step() and core.identity.replica == "/b" and core.state is ExecutorState.STREAMING
+    assert (
+        worker.step() and core.identity.replica == "/b" and core.state is ExecutorState.STREAMING
+    )
     assert counts(core, clock).last_move_reason.startswith("/a -> /b: server heartbeat silent")
 
 
 def test_discovering_a_start_up_waits_for_a_first_replica_and_nothing_found_says_so():
-    clock, core, link, worker = changing_fleet(handshake_timeout_s=1.5, replica_status_timeout_s=0.2)
+    clock, core, link, worker = changing_fleet(
+        handshake_timeout_s=1.5, replica_status_timeout_s=0.2
+    )
     threading.Timer(0.6, link.join, args=("/late",)).start()
     result = handshake(core, link, ROBOT, clock)
     assert result.accepted and core.identity.replica == "/late", result
-    clock, core, link, worker = changing_fleet(handshake_timeout_s=1.0, replica_status_timeout_s=0.2)
+    clock, core, link, worker = changing_fleet(
+        handshake_timeout_s=1.0, replica_status_timeout_s=0.2
+    )
     result = handshake(core, link, ROBOT, clock)
     assert not result.accepted and result.reason == NONE_FOUND
 

@@ -11,8 +11,18 @@ import pytest
 from lerobot_ros.executor.lifecycle import ExecutorLifecycle
 from lerobot_ros.node_shell.node_support import TransitionFailed
 
-STEPS = ("read_settings", "connect", "create_entities", "start_streaming", "hold", "close_session", "resume",
-         "stop_streaming", "destroy_entities", "forget_settings")
+STEPS = (
+    "read_settings",
+    "connect",
+    "create_entities",
+    "start_streaming",
+    "hold",
+    "close_session",
+    "resume",
+    "stop_streaming",
+    "destroy_entities",
+    "forget_settings",
+)
 
 
 class RecordingParts:
@@ -48,7 +58,9 @@ def test_activate_streams_deactivate_holds_before_closing_and_activate_again_res
     assert lifecycle.activate().ok and parts.calls == ["start_streaming"] and lifecycle.active
     parts.calls.clear()
     assert lifecycle.deactivate().ok
-    assert parts.calls == ["hold", "close_session"], "held before the session goes: no command but the fallback"
+    assert parts.calls == ["hold", "close_session"], (
+        "held before the session goes: no command but the fallback"
+    )
     assert not lifecycle.active and not lifecycle.session_open and lifecycle.streaming
     parts.calls.clear()
     assert lifecycle.activate().ok and parts.calls == ["resume"], "threads kept; a new session"
@@ -63,8 +75,16 @@ def test_cleanup_and_shutdown_release_everything_in_order(name):
     lifecycle.activate()
     parts.calls.clear()
     assert getattr(lifecycle, name)().ok
-    assert parts.calls == ["hold", "close_session", "stop_streaming", "destroy_entities", "forget_settings"]
-    assert not (lifecycle.configured or lifecycle.streaming or lifecycle.session_open or lifecycle.active)
+    assert parts.calls == [
+        "hold",
+        "close_session",
+        "stop_streaming",
+        "destroy_entities",
+        "forget_settings",
+    ]
+    assert not (
+        lifecycle.configured or lifecycle.streaming or lifecycle.session_open or lifecycle.active
+    )
 
 
 def test_cleanup_after_deactivate_does_not_close_the_closed_session_again():
@@ -112,13 +132,19 @@ def test_an_unexpected_error_is_a_failed_transition_naming_it_never_a_crash():
 
 
 def test_release_tries_every_step_and_reports_each_problem():
-    parts = RecordingParts({"stop_streaming": RuntimeError("join timed out"),
-                            "destroy_entities": TransitionFailed("a timer would not go")})
+    parts = RecordingParts(
+        {
+            "stop_streaming": RuntimeError("join timed out"),
+            "destroy_entities": TransitionFailed("a timer would not go"),
+        }
+    )
     lifecycle = ExecutorLifecycle(parts)
     lifecycle.configure()
     lifecycle.activate()
     outcome = lifecycle.shutdown()
-    assert not outcome.ok and outcome.reason == "RuntimeError: join timed out; a timer would not go"
+    assert (
+        not outcome.ok and outcome.reason == "RuntimeError: join timed out; a timer would not go"
+    )
     assert parts.calls[-1] == "forget_settings" and not lifecycle.configured
 
 

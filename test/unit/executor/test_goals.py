@@ -7,8 +7,7 @@ import threading
 import pytest
 
 from lerobot_ros.executor.goals.goal_runs import KEPT_RESULTS, GoalBook, GoalRequest, Progress
-from lerobot_ros.protocol.status import Termination
-from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.protocol.status import ExecutorState, Termination
 from support.executor_harness import connected, feed
 
 
@@ -64,7 +63,9 @@ def test_no_max_duration_runs_until_cancelled_and_cancel_names_only_its_goal():
     assert book.end_if_over(progress(core, clock)) is None
     assert book.cancel(progress(core, clock), "other") is None, "a stale cancel ends no other goal"
     result = book.cancel(progress(core, clock), "g", "stopped by stop_policy")
-    assert result.termination is Termination.CANCELLED and result.reason == "stopped by stop_policy"
+    assert (
+        result.termination is Termination.CANCELLED and result.reason == "stopped by stop_policy"
+    )
     assert book.cancel(progress(core, clock)) is None, "nothing left to cancel"
 
 
@@ -85,11 +86,21 @@ def test_status_names_the_active_goal_the_last_that_ended_and_the_task():
     book.start("first", GoalRequest("a"), progress(core, clock))
     assert book.telemetry()["goal_id"] == "first"
     book.start("second", GoalRequest("b"), progress(core, clock))
-    assert book.telemetry() == {"goal_id": "second", "last_goal_id": "first", "last_goal_termination": "preempted"}
+    assert book.telemetry() == {
+        "goal_id": "second",
+        "last_goal_id": "first",
+        "last_goal_termination": "preempted",
+    }
     book.cancel(progress(core, clock))
-    assert book.telemetry() == {"goal_id": "", "last_goal_id": "second", "last_goal_termination": "cancelled"}
+    assert book.telemetry() == {
+        "goal_id": "",
+        "last_goal_id": "second",
+        "last_goal_termination": "cancelled",
+    }
     core.set_task("")
-    assert core.snapshot(clock()).telemetry.task == core.settings.task, "no goal task: the session's is reported"
+    assert core.snapshot(clock()).telemetry.task == core.settings.task, (
+        "no goal task: the session's is reported"
+    )
     core.set_task("pick the cube")
     assert core.snapshot(clock()).telemetry.task == "pick the cube"
 
@@ -110,10 +121,14 @@ def test_a_failed_handshake_during_the_goal_fails_it_and_dead_is_dead():
     book.start("g", GoalRequest(), progress(core, clock))
     core.handshake_failed("no policy server answered on /lerobot/get_status within 1 s", clock())
     result = book.end_if_over(progress(core, clock))
-    assert result.termination is Termination.FAILED and "no policy server answered" in result.reason
+    assert (
+        result.termination is Termination.FAILED and "no policy server answered" in result.reason
+    )
 
     book.start("h", GoalRequest(), progress(core, clock))
-    core.check_model(dataclasses_replace_fingerprint(link.capabilities), clock())  # another model: DEAD
+    core.check_model(
+        dataclasses_replace_fingerprint(link.capabilities), clock()
+    )  # another model: DEAD
     assert core.state is ExecutorState.DEAD
     assert book.end_if_over(progress(core, clock)).termination is Termination.DEAD
 
@@ -128,7 +143,10 @@ def dataclasses_replace_fingerprint(capabilities):
 def test_a_goal_with_an_impossible_duration_is_refused(duration):
     clock, core, link, worker = connected()
     problem = GoalRequest(max_duration_s=duration).problem()
-    assert "max_duration_s must be a finite number of seconds >= 0" in problem and str(duration) in problem
+    assert (
+        "max_duration_s must be a finite number of seconds >= 0" in problem
+        and str(duration) in problem
+    )
     with pytest.raises(ValueError, match="max_duration_s"):
         GoalBook().start("g", GoalRequest(max_duration_s=duration), progress(core, clock))
 
@@ -145,4 +163,6 @@ def test_a_waiter_wakes_when_its_goal_ends_and_old_results_are_bounded():
     assert ended and ended[0].termination is Termination.CANCELLED
     for n in range(KEPT_RESULTS + 1):  # each start but the last preempts one
         book.start(f"n{n}", GoalRequest(), progress(core, clock))
-    assert book.result("g") is None, "the oldest result is dropped once KEPT_RESULTS newer ones exist"
+    assert book.result("g") is None, (
+        "the oldest result is dropped once KEPT_RESULTS newer ones exist"
+    )

@@ -1,5 +1,7 @@
-"""Zero-gap failover in plain Python: the hedge deadline, the race of a hedged request, the warm standby's
-arming, promotion and replacement, against a fake fleet (``HedgeFleet``) and the product's own core, worker
+"""Zero-gap failover in plain Python: the hedge deadline, the race of a hedged request, the warm
+standby's
+arming, promotion and replacement, against a fake fleet (``HedgeFleet``) and the product's own
+core, worker
 and standby keeper."""
 
 from __future__ import annotations
@@ -7,22 +9,16 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
 import pytest
-from support.executor_harness import CAPABILITIES, chunk, counts, feed
-from support.fake_fleet import ROBOT, fleet, serve
 
-from lerobot_ros.executor.requests.answer_rules import InFlight, ValidatedModel
-from lerobot_ros.executor.core import ExecutorCore
-from lerobot_ros.executor.session.handshake import handshake
-from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView, SessionGrant
 from lerobot_ros.executor.fleet.hedging import MIN_SAMPLES, hedge_allowance_s, hedge_deadline_s
 from lerobot_ros.executor.fleet.standby_keeper import arm_standby
+from lerobot_ros.executor.requests.answer_rules import InFlight, ValidatedModel
 from lerobot_ros.protocol.status import ExecutorState
-from lerobot_ros.executor.fleet.status_round import ask_all
 from lerobot_ros.protocol.trigger import request_threshold_s
-from lerobot_ros.executor.requests.network_worker import NetworkWorker
 from lerobot_ros.protocol.wire.data_plane import RequestId
+from support.executor_harness import CAPABILITIES, chunk, counts, feed
+from support.fake_fleet import ROBOT, fleet, serve
 
 CAPABILITIES_MODEL = ValidatedModel.of(CAPABILITIES)
 
@@ -31,19 +27,30 @@ CAPABILITIES_MODEL = ValidatedModel.of(CAPABILITIES)
 
 
 def test_the_hedge_deadline_follows_the_windowed_round_trip():
-    assert hedge_deadline_s(0.05, MIN_SAMPLES - 1, 2.0, 0.1, 1.0) is None, "nothing measured to derive it from"
+    assert hedge_deadline_s(0.05, MIN_SAMPLES - 1, 2.0, 0.1, 1.0) is None, (
+        "nothing measured to derive it from"
+    )
     assert hedge_deadline_s(0.2, MIN_SAMPLES, 2.0, 0.1, 1.0) == pytest.approx(0.4)
-    assert hedge_deadline_s(0.01, 50, 2.0, 0.1, 1.0) == pytest.approx(0.1), "jitter of a fast round trip: the floor"
-    assert hedge_deadline_s(0.6, 50, 2.0, 0.1, 1.0) is None, "at the request timeout a hedge is no hedge"
-    assert hedge_allowance_s(None, 0.2) == 0.0 and hedge_allowance_s(0.4, 0.2) == pytest.approx(0.6)
+    assert hedge_deadline_s(0.01, 50, 2.0, 0.1, 1.0) == pytest.approx(0.1), (
+        "jitter of a fast round trip: the floor"
+    )
+    assert hedge_deadline_s(0.6, 50, 2.0, 0.1, 1.0) is None, (
+        "at the request timeout a hedge is no hedge"
+    )
+    assert hedge_allowance_s(None, 0.2) == 0.0 and hedge_allowance_s(0.4, 0.2) == pytest.approx(
+        0.6
+    )
 
 
 def test_the_trigger_leaves_room_for_a_hedge_within_its_caps():
     plain = request_threshold_s(0.25, 0.2, 1.5, 10.0, chunk_size=10)
     hedged = request_threshold_s(0.25, 0.2, 1.5, 10.0, chunk_size=10, hedge_allowance_s=0.6)
     assert plain == pytest.approx(0.4) and hedged == pytest.approx(0.7)
-    # Near a chunk's duration the cap wins: a hedge may then land late (the docs say what that costs).
-    assert request_threshold_s(0.25, 0.2, 1.5, 10.0, chunk_size=5, hedge_allowance_s=0.9) == pytest.approx(0.5)
+    # Near a chunk's duration the cap wins: a hedge may then land late (the docs say what that
+    # costs).
+    assert request_threshold_s(
+        0.25, 0.2, 1.5, 10.0, chunk_size=5, hedge_allowance_s=0.9
+    ) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="hedge_allowance_s"):
         request_threshold_s(0.25, 0.2, 1.5, 10.0, chunk_size=10, hedge_allowance_s=float("nan"))
 
@@ -56,13 +63,17 @@ def test_the_first_valid_answer_of_a_race_wins_and_the_other_is_dropped_as_lost(
     flight = InFlight()
     primary, hedge = request("s1", 1), request("s2", 2, epoch=1)
     flight.start(primary, CAPABILITIES_MODEL)
-    assert flight.wait(0.01, end=False) is None, "a timeout without end leaves the request in flight"
+    assert flight.wait(0.01, end=False) is None, (
+        "a timeout without end leaves the request in flight"
+    )
     assert flight.hedge(hedge)
     assert flight.offer_chunk(chunk(hedge), 5) is None
     answer = flight.wait(1.0)
     assert answer.chunk is not None and answer.request == hedge
     assert flight.offer_chunk(chunk(primary), 6) == "hedge_lost"
-    flight.start(request("s2", 3, epoch=1), CAPABILITIES_MODEL)  # the next request is already in flight
+    flight.start(
+        request("s2", 3, epoch=1), CAPABILITIES_MODEL
+    )  # the next request is already in flight
     assert flight.offer_chunk(chunk(primary), 7) == "hedge_lost", "still known as the race's loser"
     assert flight.drops().counts == {"hedge_lost": 2}
 
@@ -119,20 +130,30 @@ def test_a_killed_replica_s_late_answer_is_hedged_to_the_standby_which_takes_the
     assert core.identity.replica == "/c" and status.chunks_merged == 6
     assert (status.hedges_sent, status.hedges_won, status.standby_promotions) == (1, 1, 1)
     assert status.request_timeouts == 0 and status.replica_moves == 1
-    assert status.last_move_reason.startswith("/a -> /c: hedged request answered first by the standby")
-    assert took < 0.6, f"answered {took:.2f} s after the request: the 0.1 s deadline, not the 1 s timeout"
+    assert status.last_move_reason.startswith(
+        "/a -> /c: hedged request answered first by the standby"
+    )
+    assert took < 0.6, (
+        f"answered {took:.2f} s after the request: the 0.1 s deadline, not the 1 s timeout"
+    )
     hedge_session = link.sent[-1][1]
     assert link.sent[-2:] == [("/a", link.sent[-2][1]), ("/c", hedge_session)]
     assert core.identity.session_id == hedge_session, "the standby session is the session now"
-    assert core.standby is None and core.standby_wanted(clock()) == "", "a new standby is wanted at once"
-    assert arm_standby(core, link, ROBOT, clock) == "standby session opened on /b", "/a answers nothing"
+    assert core.standby is None and core.standby_wanted(clock()) == "", (
+        "a new standby is wanted at once"
+    )
+    assert arm_standby(core, link, ROBOT, clock) == "standby session opened on /b", (
+        "/a answers nothing"
+    )
 
 
 def test_when_the_serving_replica_answers_first_the_hedge_s_answer_is_dropped_and_the_standby_re_armed():
     clock, core, link, worker = fleet()
     arm_standby(core, link, ROBOT, clock)
     serve(core, worker, clock, 5)
-    link.after.update({"/a": 0.2, "/c": 0.5})  # both late past the 0.1 s deadline, the serving one less
+    link.after.update(
+        {"/a": 0.2, "/c": 0.5}
+    )  # both late past the 0.1 s deadline, the serving one less
     serve(core, worker, clock)
     status = counts(core, clock)
     assert core.identity.replica == "/a" and (status.hedges_sent, status.hedges_won) == (1, 0)
@@ -153,7 +174,9 @@ def test_a_lost_replica_promotes_the_standby_without_a_placement():
     core.on_heartbeat("i/c", clock(), "/c")
     core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING
-    assert worker.step() and core.identity.replica == "/c" and core.state is ExecutorState.STREAMING
+    assert (
+        worker.step() and core.identity.replica == "/c" and core.state is ExecutorState.STREAMING
+    )
     assert link.status_rounds == rounds, "no GetStatus round: the standby was ready"
     assert counts(core, clock).standby_promotions == 1
     assert "server heartbeat silent" in counts(core, clock).last_move_reason
@@ -196,7 +219,9 @@ def test_the_trigger_rises_for_the_hedge_while_a_standby_is_armed():
     serve(core, worker, clock, 5)
     assert core.request_threshold_s == pytest.approx(0.4), "p95 0.2 s x 1.5 + one step"
     arm_standby(core, link, ROBOT, clock)
-    assert core.request_threshold_s == pytest.approx(0.7), "deadline 0.4 s + a round trip 0.2 s + one step"
+    assert core.request_threshold_s == pytest.approx(0.7), (
+        "deadline 0.4 s + a round trip 0.2 s + one step"
+    )
     core.on_heartbeat("another", clock(), "/c")
     assert core.request_threshold_s == pytest.approx(0.4)
 

@@ -1,4 +1,5 @@
-"""Windowed durations: the RTC delay and the server's inference figures follow recent samples, not the worst ever seen."""
+"""Windowed durations: the RTC delay and the server's inference figures follow recent samples, not
+the worst ever seen."""
 
 from __future__ import annotations
 

@@ -6,12 +6,19 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.executor.requests.observation_assembly import JointStateError, NotSent, ObservationAssembler, map_joint_state
+from lerobot_ros.executor.requests.observation_assembly import (
+    JointStateError,
+    NotSent,
+    ObservationAssembler,
+    map_joint_state,
+)
 from support.executor_harness import CAMERA, JOINTS
 
 
 def test_joint_state_is_mapped_by_name_not_index():
-    sample = map_joint_state(JOINTS, ["c", "extra", "a", "b"], [3.0, 9.0, 1.0, 2.0], [30.0, 90.0, 10.0, 20.0])
+    sample = map_joint_state(
+        JOINTS, ["c", "extra", "a", "b"], [3.0, 9.0, 1.0, 2.0], [30.0, 90.0, 10.0, 20.0]
+    )
     assert sample.positions.tolist() == [1.0, 2.0, 3.0]
     assert sample.velocities.tolist() == [10.0, 20.0, 30.0]
     assert map_joint_state(JOINTS, ["a", "b", "c"], [1, 2, 3], []).velocities is None
@@ -43,11 +50,19 @@ def test_observation_is_not_sent_when_data_is_missing_or_too_old():
     assert "no joint state" in holder.assemble(1.0).reason
     holder.on_joint_state(["a", "b", "c"], [1.0, 2.0, 3.0], [], now_s=1.0)
     missing = holder.assemble(1.1)
-    assert isinstance(missing, NotSent) and "has not published" in missing.reason and not missing.too_old
+    assert (
+        isinstance(missing, NotSent)
+        and "has not published" in missing.reason
+        and not missing.too_old
+    )
     holder.on_camera(CAMERA, Image(), now_s=1.0)
     assert not isinstance(holder.assemble(1.4), NotSent)
     old = holder.assemble(1.6)
-    assert old.too_old and "joint state 0.600 s" in old.reason and "observation.images.front" in old.reason
+    assert (
+        old.too_old
+        and "joint state 0.600 s" in old.reason
+        and "observation.images.front" in old.reason
+    )
     velocity_holder = assembler(include_velocity=True, cameras=())
     velocity_holder.on_joint_state(["a", "b", "c"], [1.0, 2.0, 3.0], [], now_s=1.0)
     assert "no velocities" in velocity_holder.assemble(1.0).reason

@@ -23,13 +23,27 @@ def assembled(frame):
 def pending(rtc: bool, frame=None, camera_sizes=None) -> PendingRequest:
     prefix = np.ones((4, 3), np.float32)
     frame = images.rgb_to_raw(np.zeros((8, 8, 3), np.uint8)) if frame is None else frame
-    return PendingRequest(RequestId("s1", "arm", 7, 2, 1, 123), assembled(frame), QueueSnapshot(0, prefix, prefix * 2),
-                          3 if rtc else 0, rtc, "pick", jpeg_quality=90, camera_sizes=camera_sizes)
+    return PendingRequest(
+        RequestId("s1", "arm", 7, 2, 1, 123),
+        assembled(frame),
+        QueueSnapshot(0, prefix, prefix * 2),
+        3 if rtc else 0,
+        rtc,
+        "pick",
+        jpeg_quality=90,
+        camera_sizes=camera_sizes,
+    )
 
 
 def test_observation_message_carries_ids_state_cameras_and_prefix():
     msg = observation_to_msg(pending(rtc=True).outgoing())
-    assert (msg.session_id, msg.seq, msg.episode, msg.epoch, msg.sent_monotonic_ns) == ("s1", 7, 2, 1, 123)
+    assert (msg.session_id, msg.seq, msg.episode, msg.epoch, msg.sent_monotonic_ns) == (
+        "s1",
+        7,
+        2,
+        1,
+        123,
+    )
     assert list(msg.state) == [1.0, 2.0, 3.0] and list(msg.compressed_camera_names) == [CAMERA]
     assert (msg.inference_delay_steps, msg.prefix_steps, len(msg.prefix_model)) == (3, 4, 12)
     assert msg.task == "pick"

@@ -1,17 +1,17 @@
-"""OFFLINE and the way back, on the product's core, worker and handshake against a fake server (no rclpy graph)."""
+"""OFFLINE and the way back, on the product's core, worker and handshake against a fake server (no
+rclpy graph)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from support.executor_harness import JOINTS, CAMERA, FakeLink, connected, counts, feed
-
-from lerobot_ros.executor.session import recovery
-from lerobot_ros.executor.goals.goal_steps import GoalSteps
+from lerobot_ros.executor.control.state_machine import ExecutorState as S
 from lerobot_ros.executor.goals.goal_runs import GoalRequest
+from lerobot_ros.executor.goals.goal_steps import GoalSteps
+from lerobot_ros.executor.session import recovery
 from lerobot_ros.executor.session.handshake import handshake
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration
-from lerobot_ros.executor.control.state_machine import ExecutorState as S
+from support.executor_harness import CAMERA, JOINTS, connected, counts, feed
 
 ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 
@@ -27,11 +27,15 @@ def run(core, clock, worker, seconds, dt=0.1):
 
 def offline(**overrides):
     """Streaming, then the server is deactivated for longer than max_offline_s (5 s)."""
-    clock, core, link, worker = connected(max_offline_s=5.0, reconnect_backoff_max_s=1.0, **overrides)
+    clock, core, link, worker = connected(
+        max_offline_s=5.0, reconnect_backoff_max_s=1.0, **overrides
+    )
     run(core, clock, worker, 1.0)
     assert core.state is S.STREAMING
     link.inactive = True
-    core.on_heartbeat("i2", clock.t + 3.0)  # the heartbeat timeout passes, the next beat is "a new instance"
+    core.on_heartbeat(
+        "i2", clock.t + 3.0
+    )  # the heartbeat timeout passes, the next beat is "a new instance"
     run(core, clock, worker, 8.0)
     assert core.state is S.OFFLINE
     return clock, core, link, worker
@@ -69,7 +73,9 @@ def test_a_server_back_is_reconnected_on_its_own_and_motion_restarts_only_on_res
     run(core, clock, worker, 1.0)
     assert core.state is S.STREAMING
     first = link.sent[sent]
-    assert first.snapshot.left_over_model is None or len(first.snapshot.left_over_model) == 0, "no RTC prefix"
+    assert first.snapshot.left_over_model is None or len(first.snapshot.left_over_model) == 0, (
+        "no RTC prefix"
+    )
     assert first.request.session_id == core.identity.session_id
 
 

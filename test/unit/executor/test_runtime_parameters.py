@@ -1,11 +1,12 @@
-"""Runtime parameters of the executor: a change checked like at start-up, then used whole by the next tick."""
+"""Runtime parameters of the executor: a change checked like at start-up, then used whole by the
+next tick."""
 
 from __future__ import annotations
 
 import pytest
-from support.executor_harness import connected, feed
 
 from lerobot_ros.node_shell.parameters import runtime_change
+from support.executor_harness import connected, feed
 
 
 def streaming():
@@ -21,21 +22,29 @@ def test_a_new_step_limit_applies_from_the_next_tick():
     changed, refusal = runtime_change(core.settings, {"max_step_per_tick": 0.25})
     assert refusal == ""
     core.change_settings(changed)
-    assert core.control_tick(clock())[0] == pytest.approx(0.25)  # row 1 is 1.0 away: limited to one step
-    assert core.settings.max_step_per_tick == 0.25 and core.settings.client_id == "arm"  # the rest kept
+    assert core.control_tick(clock())[0] == pytest.approx(
+        0.25
+    )  # row 1 is 1.0 away: limited to one step
+    assert (
+        core.settings.max_step_per_tick == 0.25 and core.settings.client_id == "arm"
+    )  # the rest kept
 
 
 def test_new_joint_limits_and_fallback_apply_and_invalid_ones_are_refused_with_the_reason():
     clock, core = streaming()
-    changed, _ = runtime_change(core.settings, {"joint_upper_limits": [0.5, 0.5, 0.5], "fallback": "zero"})
+    changed, _ = runtime_change(
+        core.settings, {"joint_upper_limits": [0.5, 0.5, 0.5], "fallback": "zero"}
+    )
     core.change_settings(changed)
     for _ in range(3):
         command = core.control_tick(clock())
     assert command.tolist() == [0.5, 0.5, 0.5]  # row 2 clamped to the new upper limits
     assert core.snapshot(clock()).telemetry.fallback == "zero"
     assert runtime_change(core.settings, {"joint_lower_limits": [0.0, 0.9, 0.0]}) == (
-        None, "'joint_lower_limits' is above 'joint_upper_limits' for ['b']")
+        None,
+        "'joint_lower_limits' is above 'joint_upper_limits' for ['b']",
+    )
     assert runtime_change(core.settings, {"joint_lower_limits": [0.0]})[1] == (
-        "'joint_lower_limits' holds 1 values, expected none or 3 (one per joint)")
+        "'joint_lower_limits' holds 1 values, expected none or 3 (one per joint)"
+    )
     assert "takes effect only at start-up" in runtime_change(core.settings, {"fps": 50.0})[1]
-

@@ -38,11 +38,21 @@ def test_actions_are_clamped_to_the_joint_limits_and_nan_or_inf_bounds_mean_no_l
 
 
 def test_each_joint_moves_at_most_max_step_from_the_reference():
-    safety = SafetyEnvelope(np.full(3, -np.inf), np.full(3, np.inf), max_step=np.array([0.1, 0.5, 0.0]), joint_names=JOINTS)
+    safety = SafetyEnvelope(
+        np.full(3, -np.inf),
+        np.full(3, np.inf),
+        max_step=np.array([0.1, 0.5, 0.0]),
+        joint_names=JOINTS,
+    )
     result = safety.apply(np.array([0.5, -0.9, 7.0]), reference=np.array([0.0, 0.0, 0.0]))
-    np.testing.assert_allclose(result.action, [0.1, -0.5, 7.0])  # wrist: max_step 0 = no step limit
+    np.testing.assert_allclose(
+        result.action, [0.1, -0.5, 7.0]
+    )  # wrist: max_step 0 = no step limit
     assert result.intervened
-    assert [reason.split(":")[0] for reason in result.reasons] == ["joint 'shoulder'", "joint 'elbow'"]
+    assert [reason.split(":")[0] for reason in result.reasons] == [
+        "joint 'shoulder'",
+        "joint 'elbow'",
+    ]
     assert "exceeds max_step 0.1" in result.reasons[0]
 
 
@@ -53,7 +63,8 @@ def test_without_a_reference_only_the_limits_apply():
 
 
 def test_a_reference_outside_the_limits_moves_back_by_at_most_max_step():
-    # Clamping to 1.0 would jump 0.5; the step limit applies last, so it moves 0.1 toward the range.
+    # Clamping to 1.0 would jump 0.5; the step limit applies last, so it moves 0.1 toward the
+    # range.
     result = envelope().apply(np.array([3.0, 0.0, 0.0]), reference=np.array([1.5, 0.0, 0.0]))
     np.testing.assert_allclose(result.action, [1.4, 0.0, 0.0])
     assert result.intervened
@@ -78,7 +89,9 @@ def test_a_non_finite_action_without_a_finite_reference_is_not_published(referen
 
 
 def test_non_finite_values_pass_only_when_rejection_is_turned_off():
-    result = envelope(reject_non_finite=False).apply(np.array([np.nan, 0.0, 0.0]), reference=np.zeros(3))
+    result = envelope(reject_non_finite=False).apply(
+        np.array([np.nan, 0.0, 0.0]), reference=np.zeros(3)
+    )
     assert math.isnan(result.action[0])
     np.testing.assert_allclose(result.action[1:], [0.0, 0.0])
 
@@ -103,7 +116,9 @@ def test_from_parameters_empty_lists_mean_no_limits():
 
 
 def test_from_parameters_builds_per_joint_limits_and_steps():
-    safety = SafetyEnvelope.from_parameters(JOINTS, [-1, -1, -1], [1, 1, 1], max_step=[0.1, 0.2, math.inf])
+    safety = SafetyEnvelope.from_parameters(
+        JOINTS, [-1, -1, -1], [1, 1, 1], max_step=[0.1, 0.2, math.inf]
+    )
     result = safety.apply(np.array([2.0, 2.0, 2.0]), reference=np.zeros(3))
     np.testing.assert_allclose(result.action, [0.1, 0.2, 1.0])
 
@@ -122,7 +137,10 @@ def test_from_parameters_wrong_lengths_name_expected_and_got(lower, upper, max_s
 
 
 def test_inconsistent_construction_is_refused():
-    with pytest.raises(ValueError, match="joint 'elbow': lower limit must be <= upper limit, got lower 2.0 > upper 1.0"):
+    with pytest.raises(
+        ValueError,
+        match="joint 'elbow': lower limit must be <= upper limit, got lower 2.0 > upper 1.0",
+    ):
         SafetyEnvelope.from_parameters(JOINTS, [0, 2, 0], [1, 1, 1], 0.1)
     with pytest.raises(ValueError, match=r"same length >= 1, got shapes \(2,\) and \(3,\)"):
         SafetyEnvelope(np.zeros(2), np.zeros(3), 0.1)

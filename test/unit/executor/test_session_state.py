@@ -1,25 +1,33 @@
-"""The session's identity, model check, heartbeat verdicts and named holds (session_state.py), plain Python."""
+"""The session's identity, model check, heartbeat verdicts and named holds (session_state.py),
+plain Python."""
 
 from __future__ import annotations
 
 import math
 
-from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.executor.session.handshake_types import SessionGrant
 from lerobot_ros.executor.session.session_state import REOPEN_AT_IDLE_SHARE, Heard, SessionState
+from lerobot_ros.protocol.contract import ServerCapabilities
 from support.executor_harness import CAPABILITIES
 
 REPLICAS = ("/a", "/b")
 HEARTBEAT_TIMEOUT_S = 1.0
 
 
-def grant(session_id: str, rtc: bool = False, idle_timeout_s: float = 10.0, capabilities=CAPABILITIES) -> SessionGrant:
-    return SessionGrant(session_id, rtc, "/obs", "/chunk", capabilities, idle_timeout_s=idle_timeout_s)
+def grant(
+    session_id: str, rtc: bool = False, idle_timeout_s: float = 10.0, capabilities=CAPABILITIES
+) -> SessionGrant:
+    return SessionGrant(
+        session_id, rtc, "/obs", "/chunk", capabilities, idle_timeout_s=idle_timeout_s
+    )
 
 
 def opened(idle_timeout_s: float = 10.0) -> SessionState:
     state = SessionState(REPLICAS, HEARTBEAT_TIMEOUT_S, "default task", now_s=0.0)
-    assert state.opened(grant("s1", idle_timeout_s=idle_timeout_s), "i1", 0.0, "/a", why_left="") is True
+    assert (
+        state.opened(grant("s1", idle_timeout_s=idle_timeout_s), "i1", 0.0, "/a", why_left="")
+        is True
+    )
     return state
 
 
@@ -31,20 +39,37 @@ def test_the_first_session_validates_the_model_every_later_one_is_compared_with(
     assert state.model_difference(CAPABILITIES) is None
     assert "action names" in state.model_difference(other)
     state.opened(grant("s2", capabilities=other), "i2", 1.0, "/a", why_left="")
-    assert state.identity.model.action_names == CAPABILITIES.action_names, "the first model is kept"
+    assert state.identity.model.action_names == CAPABILITIES.action_names, (
+        "the first model is kept"
+    )
 
 
 def test_a_re_opened_session_bumps_the_epoch_keeps_the_episode_and_a_move_is_recorded():
     state = opened()
     first = state.identity
-    assert (first.session_id, first.epoch, first.replica, first.policy_cameras) == \
-        ("s1", 0, "/a", frozenset(CAPABILITIES.camera_names))
+    assert (first.session_id, first.epoch, first.replica, first.policy_cameras) == (
+        "s1",
+        0,
+        "/a",
+        frozenset(CAPABILITIES.camera_names),
+    )
     assert state.next_episode() == ("s1", 1)
-    assert state.opened(grant("s2"), "i2", 1.0, "/b", why_left="server /a announced a drain") is False
+    assert (
+        state.opened(grant("s2"), "i2", 1.0, "/b", why_left="server /a announced a drain") is False
+    )
     identity = state.identity
-    assert (identity.session_id, identity.epoch, identity.episode, identity.replica) == ("s2", 1, 1, "/b")
-    assert first.session_id == "s1" and first.episode == 0, "a reader's identity never changes under it"
-    assert state.fleet.moves == 1 and state.fleet.last_move == "/a -> /b: server /a announced a drain"
+    assert (identity.session_id, identity.epoch, identity.episode, identity.replica) == (
+        "s2",
+        1,
+        1,
+        "/b",
+    )
+    assert first.session_id == "s1" and first.episode == 0, (
+        "a reader's identity never changes under it"
+    )
+    assert (
+        state.fleet.moves == 1 and state.fleet.last_move == "/a -> /b: server /a announced a drain"
+    )
     assert state.fleet.unanswered == frozenset({"/a"}), "the left session never merged a chunk"
 
 
@@ -64,10 +89,15 @@ def test_only_the_current_replicas_heartbeat_counts_and_a_second_instance_is_rep
     state = opened()
     assert state.heartbeat("i1", 0.5, "/b", draining=False, streaming=True) == (Heard.IGNORED, "")
     assert state.heartbeat("i1", 0.5, "/a", draining=False, streaming=True) == (Heard.ALIVE, "")
-    assert state.heartbeat("other", 1.0, "/a", draining=False, streaming=True) == (Heard.IGNORED, "")
+    assert state.heartbeat("other", 1.0, "/a", draining=False, streaming=True) == (
+        Heard.IGNORED,
+        "",
+    )
     assert state.other_instance == "other"
     heard, reason = state.heartbeat("other", 1.6, "/a", draining=False, streaming=True)
-    assert heard is Heard.RESTARTED and "instance i1 -> other" in reason, "ours went silent: a restart"
+    assert heard is Heard.RESTARTED and "instance i1 -> other" in reason, (
+        "ours went silent: a restart"
+    )
 
 
 def test_a_drain_is_announced_once_and_only_while_streaming():
@@ -89,7 +119,10 @@ def test_holds_are_kept_by_name_and_a_long_quiet_hold_re_opens_the_session():
     state.hold("operator", 3.0)
     quiet_s = REOPEN_AT_IDLE_SHARE * 10.0 + 0.1
     reason = state.let_go("operator", quiet_s)
-    assert reason.startswith(f"resumed after {quiet_s:.1f} s without an observation") and "after 10 s" in reason
+    assert (
+        reason.startswith(f"resumed after {quiet_s:.1f} s without an observation")
+        and "after 10 s" in reason
+    )
     assert state.let_go("nobody", 100.0) == "", "never held: nothing to re-open"
 
 

@@ -1,4 +1,5 @@
-"""The core's session verbs (session_verbs.py): holds by name, the task, heartbeats, episode resets, the end of a
+"""The core's session verbs (session_verbs.py): holds by name, the task, heartbeats, episode
+resets, the end of a
 session; on a real core with a fake server link."""
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def test_a_hold_publishes_the_measured_position():
     feed(core, clock)
     core.pause(clock(), "goal")
     command = core.control_tick(clock())
-    assert np.allclose(command, [0.1, 0.2, 0.3]), "hold: the measured joint positions, in joint order"
+    assert np.allclose(command, [0.1, 0.2, 0.3]), (
+        "hold: the measured joint positions, in joint order"
+    )
 
 
 def test_observations_carry_the_core_task():
@@ -53,7 +56,9 @@ def test_ending_the_session_drops_its_queue_and_any_chunk_still_on_its_way():
     assert session_id == "s1" and core.identity.session_id == ""
     assert counts(core, clock).queue_depth == 0
     late = link.sent[-1] if link.sent else prepared
-    assert not core.merge(late, chunk(late.request), clock.ns(), clock()), "a chunk of the closed session is dropped"
+    assert not core.merge(late, chunk(late.request), clock.ns(), clock()), (
+        "a chunk of the closed session is dropped"
+    )
 
 
 def test_reopen_re_handshakes_on_a_new_session():
@@ -93,8 +98,11 @@ def test_pause_holds_and_sends_nothing():
     assert "100.0 s without an observation" in reason and "after 10 s" in reason, reason
 
 
-@pytest.mark.parametrize("idle_timeout_s, pause_s", [(10.0, 1.0), (math.inf, 1000.0)],
-                         ids=["a short pause", "a server that never closes idle sessions"])
+@pytest.mark.parametrize(
+    "idle_timeout_s, pause_s",
+    [(10.0, 1.0), (math.inf, 1000.0)],
+    ids=["a short pause", "a server that never closes idle sessions"],
+)
 def test_a_pause_within_the_granted_idle_timeout_keeps_the_session(idle_timeout_s, pause_s):
     clock, core, link, worker = connected(idle_timeout_s=idle_timeout_s)
     feed(core, clock)
@@ -127,7 +135,9 @@ def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
     clock, core, link, worker = connected()
     before = core.identity
     core.reset_episode()
-    assert (before.episode, core.identity.episode) == (0, 1), "a reader's identity never changes under it"
+    assert (before.episode, core.identity.episode) == (0, 1), (
+        "a reader's identity never changes under it"
+    )
     assert core.identity.session_id == before.session_id == "s1"
     transitions, seen = core.transitions_since(0)
     assert [t.to_state for t in transitions] == [ExecutorState.STREAMING] and seen == 1
@@ -140,7 +150,10 @@ def test_a_second_server_heard_while_ours_beats_is_reported_not_followed():
     clock.t += 0.5
     core.on_heartbeat("impostor", clock())
     assert core.state is ExecutorState.STREAMING or core.state is ExecutorState.CONNECTING
-    assert core.identity.instance_id == "i1" and counts(core, clock).other_server_instance == "impostor"
+    assert (
+        core.identity.instance_id == "i1"
+        and counts(core, clock).other_server_instance == "impostor"
+    )
     for _ in range(4):  # both keep beating: no flapping
         clock.t += 0.5
         core.on_heartbeat("i1", clock())

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from support.paths import REPO
 
 import numpy as np
 import pytest
 
-from lerobot_ros.executor.control.state_machine import (
-    ExecutorState,
-    FailSafe,
-    FailSafeConfig,
-    TickAction,
-    fallback_action,
-)
+from lerobot_ros.executor.control.failsafe_config import FailSafeConfig, fallback_action
+from lerobot_ros.executor.control.state_machine import FailSafe, TickAction
+from lerobot_ros.protocol.status import ExecutorState
+from support.paths import REPO
 
 S = ExecutorState
 FRESH = 0.05  # age of a fresh action's source observation
@@ -68,14 +64,18 @@ def test_a_failed_first_handshake_is_dead_without_ever_commanding():
     fail_safe.on_handshake_failed(1.0, "action names differ")
     assert fail_safe.state is S.DEAD
     assert "first handshake failed: action names differ" in fail_safe.reason
-    assert fail_safe.tick(1.1, 0, None).action is TickAction.NOTHING  # no final fallback: never commanded
+    assert (
+        fail_safe.tick(1.1, 0, None).action is TickAction.NOTHING
+    )  # no final fallback: never commanded
 
 
 def test_streaming_executes_fresh_actions():
     fail_safe = streaming()
     decision = fail_safe.tick(0.1, queue_depth=10, next_action_age_s=FRESH)
     assert decision.action is TickAction.EXECUTE
-    assert decision.state is S.STREAMING and not decision.clear_queue and decision.transitions == ()
+    assert (
+        decision.state is S.STREAMING and not decision.clear_queue and decision.transitions == ()
+    )
 
 
 def test_late_chunks_with_a_non_empty_queue_degrade_then_a_merge_recovers():
@@ -84,7 +84,9 @@ def test_late_chunks_with_a_non_empty_queue_degrade_then_a_merge_recovers():
     decision = fail_safe.tick(0.6, 10, FRESH)
     assert decision.action is TickAction.EXECUTE  # the queue still holds fresh actions
     assert decision.state is S.DEGRADED
-    assert [(t.from_state, t.to_state) for t in decision.transitions] == [(S.STREAMING, S.DEGRADED)]
+    assert [(t.from_state, t.to_state) for t in decision.transitions] == [
+        (S.STREAMING, S.DEGRADED)
+    ]
     assert "no chunk merged for 0.600 s" in fail_safe.reason
     fail_safe.on_chunk_merged(0.7)
     assert fail_safe.state is S.STREAMING
@@ -167,7 +169,8 @@ def test_server_restart_reconnects_and_a_new_handshake_streams_again():
     assert fail_safe.state is S.RECONNECTING
     fail_safe.on_handshake_ok(1.6)
     assert fail_safe.state is S.STREAMING
-    # Only a chunk refills the offline budget: a server that accepts sessions and never answers runs it out.
+    # Only a chunk refills the offline budget: a server that accepts sessions and never answers
+    # runs it out.
     assert fail_safe.offline_s(1.6) == pytest.approx(1.6)
     fail_safe.on_chunk_merged(1.7)
     assert fail_safe.offline_s(1.7) == 0.0
@@ -188,7 +191,8 @@ def test_reconnect_backoff_doubles_up_to_its_cap_and_resets_on_success():
     assert fail_safe.state is S.RECONNECTING and fail_safe.last_handshake_error == "no answer"
     fail_safe.on_handshake_ok(now)
     assert not fail_safe.reconnect_due(now)
-    # A session that never answered with a chunk does not reset the backoff: it keeps its doubled wait.
+    # A session that never answered with a chunk does not reset the backoff: it keeps its doubled
+    # wait.
     fail_safe.on_server_restarted(now, "again")
     assert "backing off 2 s" in fail_safe.reason
     assert not fail_safe.reconnect_due(now + 1.99) and fail_safe.reconnect_due(now + 2.0)
@@ -210,7 +214,9 @@ def test_with_several_replicas_losing_a_working_session_re_handshakes_at_once():
     fail_safe.on_request_timeout(2.0, refusal="camera broken")
     fail_safe.on_request_timeout(2.1, refusal="camera broken")
     assert fail_safe.state is S.RECONNECTING and not fail_safe.reconnect_due(2.1)
-    assert fail_safe.reason.startswith("2 failed requests in a row; the server refused the last: camera broken")
+    assert fail_safe.reason.startswith(
+        "2 failed requests in a row; the server refused the last: camera broken"
+    )
 
 
 def test_handshake_failures_beyond_the_offline_budget_are_offline_not_dead():
@@ -225,12 +231,16 @@ def test_handshake_failures_beyond_the_offline_budget_are_offline_not_dead():
 
 
 @pytest.mark.parametrize("make", [reconnecting, lambda now: _stalled(now)])
-def test_offline_beyond_the_budget_while_reconnecting_or_stalled_holds_and_keeps_reconnecting(make):
+def test_offline_beyond_the_budget_while_reconnecting_or_stalled_holds_and_keeps_reconnecting(
+    make,
+):
     fail_safe = make(0.0)
     assert fail_safe.tick(10.0, 0, None).state is not S.OFFLINE  # at the budget: not yet
     first = fail_safe.tick(10.01, 3, FRESH)
     assert first.state is S.OFFLINE and first.transitions[-1].to_state is S.OFFLINE
-    assert first.action is TickAction.FALLBACK and first.fallback_mode == "hold" and first.clear_queue
+    assert (
+        first.action is TickAction.FALLBACK and first.fallback_mode == "hold" and first.clear_queue
+    )
     # Unlike DEAD, it keeps holding (a real arm under gravity needs the command) and keeps looking.
     for t in (10.02, 50.0, 500.0):
         decision = fail_safe.tick(t, 0, None)
@@ -244,7 +254,9 @@ def test_offline_reconnects_on_its_own_but_moves_only_on_an_explicit_resume():
     assert fail_safe.state is S.OFFLINE
     assert fail_safe.resume_offline(11.0, "~/resume").startswith("no session yet")
     fail_safe.on_handshake_failed(11.0, "server is inactive")
-    assert fail_safe.state is S.OFFLINE and "the last attempt: server is inactive" in fail_safe.reason
+    assert (
+        fail_safe.state is S.OFFLINE and "the last attempt: server is inactive" in fail_safe.reason
+    )
     assert not fail_safe.reconnect_due(11.0)  # backing off between attempts
     assert fail_safe.reconnect_due(14.0)
     fail_safe.on_handshake_ok(14.0)
@@ -252,11 +264,17 @@ def test_offline_reconnects_on_its_own_but_moves_only_on_an_explicit_resume():
     assert "a session is open again: holding until resumed" in fail_safe.reason
     assert not fail_safe.reconnect_due(100.0) and not fail_safe.accepting_chunks
     held = fail_safe.tick(100.0, 0, None)
-    assert held.action is TickAction.FALLBACK and held.fallback_mode == "hold" and held.state is S.OFFLINE
+    assert (
+        held.action is TickAction.FALLBACK
+        and held.fallback_mode == "hold"
+        and held.state is S.OFFLINE
+    )
     assert fail_safe.resume_offline(100.0, "~/resume") is None
     assert fail_safe.state is S.STREAMING and fail_safe.accepting_chunks
     assert fail_safe.offline_s(100.0) == 0.0, "a resume starts a whole offline budget"
-    assert fail_safe.tick(100.02, 0, None).state is S.STALLED  # empty queue: the first request is fresh
+    assert (
+        fail_safe.tick(100.02, 0, None).state is S.STALLED
+    )  # empty queue: the first request is fresh
     fail_safe.on_chunk_merged(100.1)
     assert fail_safe.state is S.STREAMING
 
@@ -276,7 +294,11 @@ def test_a_session_lost_while_offline_is_looked_for_again():
     fail_safe.tick(10.5, 0, None)
     fail_safe.on_handshake_ok(12.0)
     fail_safe.on_server_restarted(13.0, "server restarted")
-    assert fail_safe.state is S.OFFLINE and not fail_safe.offline_session and fail_safe.reconnect_due(13.0)
+    assert (
+        fail_safe.state is S.OFFLINE
+        and not fail_safe.offline_session
+        and fail_safe.reconnect_due(13.0)
+    )
 
 
 def test_revive_after_dead_tries_one_handshake_and_a_changed_model_is_dead_again():
@@ -288,7 +310,10 @@ def test_revive_after_dead_tries_one_handshake_and_a_changed_model_is_dead_again
     assert fail_safe.state is S.DEAD and fail_safe.reason == "still a different model"
     fail_safe.revive(3.0, "lifecycle activate")
     fail_safe.on_handshake_ok(3.1)
-    assert fail_safe.resume_offline(3.1, "lifecycle activate") is None and fail_safe.state is S.STREAMING
+    assert (
+        fail_safe.resume_offline(3.1, "lifecycle activate") is None
+        and fail_safe.state is S.STREAMING
+    )
 
 
 def test_resume_offline_outside_offline_says_so():
@@ -348,7 +373,9 @@ def test_pause_holds_and_spends_no_budget():
     assert fail_safe.offline_s(1000.0) == pytest.approx(0.0), "a resume starts a whole budget"
     assert fail_safe.reconnect_due(1000.0)
     assert fail_safe.tick(1009.9, 0, None).state is S.RECONNECTING  # 9.9 s of active offline time
-    assert fail_safe.tick(1010.1, 0, None).state is S.OFFLINE  # 10.1 s: a server that never answers ends OFFLINE
+    assert (
+        fail_safe.tick(1010.1, 0, None).state is S.OFFLINE
+    )  # 10.1 s: a server that never answers ends OFFLINE
 
 
 def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():
@@ -358,7 +385,9 @@ def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():
     fail_safe.resume(60.0)
     decision = fail_safe.tick(60.2, 5, FRESH)
     assert decision.state is S.STREAMING and decision.action is TickAction.EXECUTE
-    assert fail_safe.tick(60.4, 5, FRESH).state is S.DEGRADED  # 0.6 s of active time since the chunk
+    assert (
+        fail_safe.tick(60.4, 5, FRESH).state is S.DEGRADED
+    )  # 0.6 s of active time since the chunk
 
 
 def test_an_event_during_a_pause_counts_from_the_resume():
@@ -406,7 +435,9 @@ def test_config_errors_say_what_was_expected():
         FailSafeConfig(**{**CONFIG.__dict__, "degraded_after_s": 0})
     with pytest.raises(ValueError, match="timeout_streak_to_reconnect must be >= 1, got 0"):
         FailSafeConfig(**{**CONFIG.__dict__, "timeout_streak_to_reconnect": 0})
-    with pytest.raises(ValueError, match="initial_s must be <= reconnect_backoff_max_s, got 3.0 > 2.0"):
+    with pytest.raises(
+        ValueError, match="initial_s must be <= reconnect_backoff_max_s, got 3.0 > 2.0"
+    ):
         FailSafeConfig(**{**CONFIG.__dict__, "reconnect_backoff_initial_s": 3.0})
     with pytest.raises(ValueError, match="queue_depth must be >= 0, got -1"):
         streaming().tick(0.0, -1, None)

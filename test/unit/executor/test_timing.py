@@ -1,6 +1,9 @@
-"""The executor's timing parts without a ROS graph: interpolation between policy actions at a control
-rate above fps, the adaptive request threshold, the control loop's deadlines, sensors pulled from the
-middleware only when a request is built, and the worker woken by the control tick instead of polling.
+"""The executor's timing parts without a ROS graph: interpolation between policy actions at a
+control
+rate above fps, the adaptive request threshold, the control loop's deadlines, sensors pulled from
+the
+middleware only when a request is built, and the worker woken by the control tick instead of
+polling.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-from lerobot_ros.protocol.wire import images
 from lerobot_ros.executor.control.control_loop import ControlLoop
 from lerobot_ros.executor.control.interpolation import Playback, Row, Segment, step_per_tick
-from lerobot_ros.protocol.clocks import received_monotonic_s
 from lerobot_ros.executor.settings import ExecutorSettings, timing_warnings
+from lerobot_ros.protocol.clocks import received_monotonic_s
+from lerobot_ros.protocol.statistics import WindowedDurations
 from lerobot_ros.protocol.status import ExecutorState
 from lerobot_ros.protocol.trigger import request_threshold_s
-from lerobot_ros.protocol.statistics import WindowedDurations
+from lerobot_ros.protocol.wire import images
 from support.executor_harness import CAMERA, connected, counts, feed, params, settings
 
 HOLD = [0.1, 0.2, 0.3]  # what feed() measures, in joint order
@@ -40,7 +43,10 @@ def ticks(core, clock, count: int, dt: float) -> list:
 
 
 def test_control_rate_defaults_to_fps_and_may_not_be_below_it():
-    assert settings().command_rate_hz == 30.0 and settings(control_rate_hz=200.0).command_rate_hz == 200.0
+    assert (
+        settings().command_rate_hz == 30.0
+        and settings(control_rate_hz=200.0).command_rate_hz == 200.0
+    )
     problems = ExecutorSettings.problems_of(params(fps=30.0, control_rate_hz=20.0))
     assert any("'control_rate_hz' 20 is below 'fps' 30" in p for p in problems), problems
     with pytest.raises(ValueError, match="control_rate_hz must be >= fps"):
@@ -57,13 +63,21 @@ def test_interpolated_commands_hit_every_action_exactly_and_lie_on_the_line_betw
     commands = ticks(core, clock, 40, 0.025)
     played = [c[0] for c in commands]
     assert played[:13] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]
-    assert all(played[4 * k] == float(k) for k in range(10)), "a tick on an action's time commands it exactly"
-    assert played[37:40] == [9.0, 9.0, 9.0], "no following action: the last one is held, never extrapolated"
+    assert all(played[4 * k] == float(k) for k in range(10)), (
+        "a tick on an action's time commands it exactly"
+    )
+    assert played[37:40] == [9.0, 9.0, 9.0], (
+        "no following action: the last one is held, never extrapolated"
+    )
     assert all(c[0] == c[1] == c[2] for c in commands)
     telemetry = counts(core, clock)
     assert telemetry.commands_published == 40 and telemetry.starvation_ticks == 0
-    assert telemetry.queue_depth == 0, "rows are consumed at the policy rate: ten actions in 40 ticks"
-    assert core.control_tick(clock()).tolist() == pytest.approx(HOLD), "then the queue is empty: fallback"
+    assert telemetry.queue_depth == 0, (
+        "rows are consumed at the policy rate: ten actions in 40 ticks"
+    )
+    assert core.control_tick(clock()).tolist() == pytest.approx(HOLD), (
+        "then the queue is empty: fallback"
+    )
     assert counts(core, clock).starvation_ticks == 1
 
 
@@ -89,7 +103,9 @@ def test_a_segment_is_as_old_as_its_older_end():
     start, end = Row(np.zeros(3), 10.0), Row(np.ones(3), 11.0)
     assert Segment(start, end, 0.5).age_s(12.0) == 2.0
     assert Segment(end, start, 0.5).age_s(12.0) == 2.0
-    assert Segment(end, start, 0.0).age_s(12.0) == 1.0, "on the row's time only the row itself is used"
+    assert Segment(end, start, 0.0).age_s(12.0) == 1.0, (
+        "on the row's time only the row itself is used"
+    )
     assert Segment(Row(np.zeros(3), math.nan), end, 0.5).age_s(12.0) is None, "unknown age: stale"
     assert Segment(start, end, 0.25).command().tolist() == [0.25, 0.25, 0.25]
 
@@ -99,9 +115,12 @@ def test_staleness_holds_inside_an_interpolated_segment():
     feed(core, clock)
     worker.step()
     commands = ticks(core, clock, 14, 0.025)
-    # Tick 12 is 0.300 s after the observation, tick 13 0.325 s: a quarter into the segment from row 3 to 4.
+    # Tick 12 is 0.300 s after the observation, tick 13 0.325 s: a quarter into the segment from
+    # row 3 to 4.
     assert [c[0] for c in commands[:13]] == [k / 4 for k in range(13)]
-    assert commands[13] == pytest.approx(HOLD), "stale mid-segment: the fallback, not the interpolated point"
+    assert commands[13] == pytest.approx(HOLD), (
+        "stale mid-segment: the fallback, not the interpolated point"
+    )
     assert core.state is ExecutorState.STALLED and counts(core, clock).queue_depth == 0
 
 
@@ -111,14 +130,28 @@ def test_staleness_holds_inside_an_interpolated_segment():
 def test_threshold_rises_with_latency_is_floored_by_the_buffer_and_bounded_by_the_chunk():
     assert request_threshold_s(0.5, 0.02, 1.5, 30.0, 50) == 0.5
     assert request_threshold_s(0.5, 0.4, 1.5, 30.0, 50) == pytest.approx(0.4 * 1.5 + 1 / 30)
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50) == pytest.approx(50 / 30), "capped at one chunk"
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, replace_mode=True) == pytest.approx(50 / 30)
-    assert request_threshold_s(2.0, 5.0, 1.5, 30.0, 50) == 2.0, "the operator's buffer is a floor, never cut"
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 0) == pytest.approx(7.5 + 1 / 30), "no chunk known yet"
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50) == pytest.approx(50 / 30), (
+        "capped at one chunk"
+    )
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, replace_mode=True) == pytest.approx(
+        50 / 30
+    )
+    assert request_threshold_s(2.0, 5.0, 1.5, 30.0, 50) == 2.0, (
+        "the operator's buffer is a floor, never cut"
+    )
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 0) == pytest.approx(7.5 + 1 / 30), (
+        "no chunk known yet"
+    )
     # Append mode: a chunk asked for with T queued ends T + 1.67 s after its observation.
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5) == pytest.approx(2.5 - 50 / 30)
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5, replace_mode=True) == pytest.approx(50 / 30)
-    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=1.8) == 0.5, "never below the buffer"
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5) == pytest.approx(
+        2.5 - 50 / 30
+    )
+    assert request_threshold_s(
+        0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=2.5, replace_mode=True
+    ) == pytest.approx(50 / 30)
+    assert request_threshold_s(0.5, 5.0, 1.5, 30.0, 50, max_action_age_s=1.8) == 0.5, (
+        "never below the buffer"
+    )
     with pytest.raises(ValueError, match="margin must be a finite number > 0, got 0"):
         request_threshold_s(0.5, 0.1, 0.0, 30.0, 50)
 
@@ -154,7 +187,9 @@ def test_the_core_requests_earlier_when_the_round_trip_grows_and_reports_the_thr
 
 def test_deadlines_are_absolute_and_whole_missed_periods_are_skipped():
     loop = ControlLoop(100.0, lambda now: None)
-    assert loop.next_deadline(1.0, 1.005) == pytest.approx(1.01), "late by less than a period: no skip"
+    assert loop.next_deadline(1.0, 1.005) == pytest.approx(1.01), (
+        "late by less than a period: no skip"
+    )
     assert loop.skipped == 0
     # 1.01 and 1.02 are a whole period past: skipped; 1.03 is less than one late: it runs at once.
     assert loop.next_deadline(1.0, 1.0351) == pytest.approx(1.03) and loop.skipped == 2
@@ -187,7 +222,9 @@ def test_the_loop_ticks_on_its_own_thread_survives_a_failed_tick_and_stops_promp
 
 def test_a_wake_ticks_at_once_on_the_loops_thread_and_leaves_the_schedule_alone():
     seen = []
-    loop = ControlLoop(1.0, lambda now: seen.append((threading.current_thread().name, now)), name="status")
+    loop = ControlLoop(
+        1.0, lambda now: seen.append((threading.current_thread().name, now)), name="status"
+    )
     started = time.monotonic()
     loop.start()
     try:
@@ -211,7 +248,8 @@ def test_a_wake_ticks_at_once_on_the_loops_thread_and_leaves_the_schedule_alone(
 
 
 class Middleware:
-    """A keep-last-1 subscription as the executor reads it: the newest sample waits until taken once."""
+    """A keep-last-1 subscription as the executor reads it: the newest sample waits until taken
+    once."""
 
     def __init__(self) -> None:
         self.waiting = None
@@ -243,7 +281,9 @@ def test_pulled_sensors_are_taken_only_when_a_request_is_built_and_the_newest_is
     assert camera.takes == 1 and joints.takes == 1, "one take per source per request"
     sent = link.sent[-1].observation
     assert bytes(sent.cameras[CAMERA].data) == bytes(frames[3].data)
-    assert list(sent.state) == pytest.approx([3.0, 0.2, 0.3]), "the newest joint state, mapped by name"
+    assert list(sent.state) == pytest.approx([3.0, 0.2, 0.3]), (
+        "the newest joint state, mapped by name"
+    )
     camera.publish(frames[0], clock())
     ticks(core, clock, 3, 0.05)  # queued rows cover these ticks: no request is due
     assert camera.takes == 1, "control ticks never take a frame"
@@ -294,8 +334,10 @@ def test_a_frame_the_middleware_cannot_deserialize_is_not_sent_and_the_next_one_
 
     core.pull_sensors(cameras={CAMERA: corrupt})
     assert not worker.request_once() and not link.sent
-    assert "camera 'observation.images.front'\'s frame could not be read: RuntimeError: truncated CDR" in \
-        core.snapshot(clock()).last_problem
+    assert (
+        "camera 'observation.images.front''s frame could not be read: RuntimeError: truncated CDR"
+        in core.snapshot(clock()).last_problem
+    )
     core.pull_sensors(cameras={CAMERA: camera.take})
     camera.publish(Image(), clock())
     assert worker.request_once() and len(link.sent) == 1
@@ -309,13 +351,18 @@ def test_pulling_an_unknown_camera_is_refused_naming_the_known_ones():
 
 def test_the_receive_time_comes_from_the_middleware_stamps_on_the_monotonic_clock():
     wall_now, mono_now = 1_000_000_000_000, 50.0
-    assert received_monotonic_s({"received_timestamp": wall_now - 250_000_000}, wall_now, mono_now) == \
-        pytest.approx(49.75)
+    assert received_monotonic_s(
+        {"received_timestamp": wall_now - 250_000_000}, wall_now, mono_now
+    ) == pytest.approx(49.75)
     # An RMW without a reception stamp is read by the publisher's stamp.
-    assert received_monotonic_s({"received_timestamp": 0, "source_timestamp": wall_now - 10**9}, wall_now,
-                                mono_now) == pytest.approx(49.0)
+    assert received_monotonic_s(
+        {"received_timestamp": 0, "source_timestamp": wall_now - 10**9}, wall_now, mono_now
+    ) == pytest.approx(49.0)
     assert received_monotonic_s({}, wall_now, mono_now) == mono_now
-    assert received_monotonic_s({"received_timestamp": wall_now + 10**9}, wall_now, mono_now) == mono_now
+    assert (
+        received_monotonic_s({"received_timestamp": wall_now + 10**9}, wall_now, mono_now)
+        == mono_now
+    )
 
 
 # ------------------------------------------------------ the worker is woken

@@ -1,4 +1,5 @@
-"""The network worker's one-request-in-flight cycle and re-handshakes (worker.py), with a fake server link."""
+"""The network worker's one-request-in-flight cycle and re-handshakes (worker.py), with a fake
+server link."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ def test_one_request_in_flight_merges_and_then_waits_for_the_buffer_to_drain():
     assert not worker.step(), "no observation without sensor data"
     assert core.snapshot(clock()).last_problem.startswith("no joint state")
     feed(core, clock)
-    assert worker.step() and counts(core, clock).chunks_merged == 1 and counts(core, clock).queue_depth == 10
+    assert (
+        worker.step()
+        and counts(core, clock).chunks_merged == 1
+        and counts(core, clock).queue_depth == 10
+    )
     assert not worker.step(), "queue covers 1 s > buffer 0.25 s: no request"
     assert len(link.sent) == 1
     assert counts(core, clock).latency_ms_p50 == pytest.approx(20.0)
@@ -50,7 +55,9 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.1
     core.on_heartbeat("i3", clock())
     assert core.state is ExecutorState.RECONNECTING
-    link.capabilities = ServerCapabilities(**{**CAPABILITIES.__dict__, "action_names": ("b", "a", "c")})
+    link.capabilities = ServerCapabilities(
+        **{**CAPABILITIES.__dict__, "action_names": ("b", "a", "c")}
+    )
     link.instance = "i3"
     clock.t += 1.0
     worker.step()

@@ -1,4 +1,5 @@
-"""Installing the trained policy into the cache: whole, evaluated, never replaced (no ROS, no torch)."""
+"""Installing the trained policy into the cache: whole, evaluated, never replaced (no ROS, no
+torch)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ import json
 import pytest
 
 from lerobot_ros.policy_names import EVALUATION_FILE, installed_trained_policy, trained_policy_path
-from lerobot_ros.recording.trained_policy import evaluation_line, install_trained_policy
 from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
+from lerobot_ros.recording.trained_policy import evaluation_line, install_trained_policy
 
-EVALUATION = {"episodes": 50, "successes": 43, "success_rate": 0.86, "time_to_success_s_median": 2.41,
-              "seed": 100, "task_timeout_s": 10.0}
+EVALUATION = {
+    "episodes": 50,
+    "successes": 43,
+    "success_rate": 0.86,
+    "time_to_success_s_median": 2.41,
+    "seed": 100,
+    "task_timeout_s": 10.0,
+}
 
 
 @pytest.fixture
@@ -30,15 +37,21 @@ def test_an_installed_policy_is_whole_and_carries_its_score(checkpoint):
     assert target == trained_policy_path() == installed_trained_policy()
     assert (target / "model.safetensors").read_bytes() == b"weights"
     assert json.loads((target / EVALUATION_FILE).read_text()) == EVALUATION
-    assert evaluation_line(target) == ("success in 43 of 50 evaluation episodes (seed 100, 10 s timeout, "
-                                       "median time to success 2.41 s)")
-    assert [path.name for path in target.parent.iterdir()] == [target.name], "no staging directory left"
+    assert evaluation_line(target) == (
+        "success in 43 of 50 evaluation episodes (seed 100, 10 s timeout, "
+        "median time to success 2.41 s)"
+    )
+    assert [path.name for path in target.parent.iterdir()] == [target.name], (
+        "no staging directory left"
+    )
 
 
 def test_an_installed_policy_is_never_replaced_and_a_partial_one_is_not_installed(checkpoint):
     partial = trained_policy_path()
     partial.mkdir(parents=True)
-    (partial / CONTRACT_FILE).write_text("{}")  # an install interrupted before its evaluation was written
+    (partial / CONTRACT_FILE).write_text(
+        "{}"
+    )  # an install interrupted before its evaluation was written
     assert installed_trained_policy() is None
     install_trained_policy(checkpoint, EVALUATION)
     with pytest.raises(FileExistsError, match="already installed"):

@@ -9,10 +9,15 @@ from lerobot_ros.recording.train import SMOLVLA_OPTIONS, policy_options, smolvla
 from lerobot_ros.sim.default_policy import TINY_SMOLVLA_OPTIONS
 
 
-def test_the_smolvla_recipe_is_the_random_defaults_architecture_with_vision_and_language_trained(tmp_path):
+def test_the_smolvla_recipe_is_the_random_defaults_architecture_with_vision_and_language_trained(
+    tmp_path,
+):
     config = smolvla_config(tmp_path / "vlm")
     assert config.vlm_model_name == str(tmp_path / "vlm") and not config.load_vlm_weights
-    assert (config.num_vlm_layers, config.num_steps) == (TINY_SMOLVLA_OPTIONS["num_vlm_layers"], TINY_SMOLVLA_OPTIONS["num_steps"])
+    assert (config.num_vlm_layers, config.num_steps) == (
+        TINY_SMOLVLA_OPTIONS["num_vlm_layers"],
+        TINY_SMOLVLA_OPTIONS["num_steps"],
+    )
     # A random VLM left frozen would be all the policy ever sees of the cube.
     assert not config.freeze_vision_encoder and not config.train_expert_only
     assert config.chunk_size == config.n_action_steps == SMOLVLA_OPTIONS["chunk_size"]
@@ -21,8 +26,17 @@ def test_the_smolvla_recipe_is_the_random_defaults_architecture_with_vision_and_
 
 
 def test_an_unknown_policy_is_refused_before_anything_is_written(tmp_path):
-    with pytest.raises(ValueError, match=r"cannot train policy 'diffusion'; choose one of \['act', 'smolvla'\]"):
-        train(tmp_path / "dataset", tmp_path / "checkpoint", steps=1, batch_size=1, seed=0, policy="diffusion")
+    with pytest.raises(
+        ValueError, match=r"cannot train policy 'diffusion'; choose one of \['act', 'smolvla'\]"
+    ):
+        train(
+            tmp_path / "dataset",
+            tmp_path / "checkpoint",
+            steps=1,
+            batch_size=1,
+            seed=0,
+            policy="diffusion",
+        )
     assert not (tmp_path / "checkpoint").exists()
 
 

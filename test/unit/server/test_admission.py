@@ -4,7 +4,14 @@ import dataclasses
 
 import pytest
 
-from lerobot_ros.protocol.contract import SCHEMA_VERSION, CameraSpec, OpenRequest, ServerCapabilities, client_id_problem, sanitize_client_id
+from lerobot_ros.protocol.contract import (
+    SCHEMA_VERSION,
+    CameraSpec,
+    OpenRequest,
+    ServerCapabilities,
+    client_id_problem,
+    sanitize_client_id,
+)
 from lerobot_ros.server.sessions.open_checks import (
     Refusal,
     ServerLoad,
@@ -43,11 +50,22 @@ def test_refusal_codes_equal_the_service_constants():
         ({"client_id": "arm/1"}, ROOM, Refusal.BAD_CLIENT_ID, "'arm/1'"),
         ({"client_id": ""}, ROOM, Refusal.BAD_CLIENT_ID, "empty"),
         ({"client_id": "a" * 65}, ROOM, Refusal.BAD_CLIENT_ID, "65 characters"),
-        ({"schema_version": 1}, ROOM, Refusal.SCHEMA_VERSION, "expected 4..4 (the robot speaks lerobot_ros interfaces of schema version 1, this server schema version 4"),
+        (
+            {"schema_version": 1},
+            ROOM,
+            Refusal.SCHEMA_VERSION,
+            "expected 4..4 (the robot speaks lerobot_ros interfaces of schema version 1, this "
+            "server schema version 4",
+        ),
         ({"action_names": NAMES[::-1]}, ROOM, Refusal.ACTION_NAMES, str(list(NAMES))),
         ({"action_names": NAMES[:5]}, ROOM, Refusal.ACTION_NAMES, "6 names expected, 5 arrived"),
         ({"state_dim": 7}, ROOM, Refusal.STATE_DIM, "policy expects 6, robot sends 7"),
-        ({"camera_names": ("observation.images.wrist",)}, ROOM, Refusal.CAMERAS, "observation.images.front"),
+        (
+            {"camera_names": ("observation.images.wrist",)},
+            ROOM,
+            Refusal.CAMERAS,
+            "observation.images.front",
+        ),
         ({"fps": 0.0}, ROOM, Refusal.FPS, "positive"),
     ],
 )
@@ -74,13 +92,21 @@ def test_fps_mismatch_warns_and_refuses_when_strict():
 def test_pinned_task_refuses_other_tasks_and_fills_an_empty_one():
     pinned = dataclasses.replace(CAPABILITIES, pinned_task="pick the cube")
     refused = admit(pinned, dataclasses.replace(ROBOT, task="stack cups"), ROOM)
-    assert refused.refusal == Refusal.TASK and "pick the cube" in refused.message and "stack cups" in refused.message
+    assert (
+        refused.refusal == Refusal.TASK
+        and "pick the cube" in refused.message
+        and "stack cups" in refused.message
+    )
     assert admit(pinned, ROBOT, ROOM).task == "pick the cube"
 
 
 @pytest.mark.parametrize(
     ("supported", "enabled", "rtc", "warning"),
-    [(False, False, False, "cannot condition"), (True, False, False, "disabled"), (True, True, True, None)],
+    [
+        (False, False, False, "cannot condition"),
+        (True, False, False, "disabled"),
+        (True, True, True, None),
+    ],
 )
 def test_rtc_request_is_accepted_and_downgraded_with_a_warning(supported, enabled, rtc, warning):
     capabilities = dataclasses.replace(CAPABILITIES, rtc_supported=supported, rtc_enabled=enabled)
@@ -96,8 +122,12 @@ def test_client_ids_are_sanitized_into_valid_segments():
 
 
 def test_a_camera_the_policy_does_not_read_is_accepted_with_a_warning_that_it_is_ignored():
-    robot = dataclasses.replace(ROBOT, camera_names=(*ROBOT.camera_names, "observation.images.wrist"))
+    robot = dataclasses.replace(
+        ROBOT, camera_names=(*ROBOT.camera_names, "observation.images.wrist")
+    )
     admission = admit(CAPABILITIES, robot, ROOM)
     assert admission.accepted
-    assert admission.warnings == ("cameras ['observation.images.wrist'] are not read by the policy: the executor "
-                                  "leaves them out of its observations and the server ignores them",)
+    assert admission.warnings == (
+        "cameras ['observation.images.wrist'] are not read by the policy: the executor "
+        "leaves them out of its observations and the server ignores them",
+    )

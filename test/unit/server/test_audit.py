@@ -42,12 +42,14 @@ def test_appends_to_an_existing_file(tmp_path):
 def test_non_finite_floats_become_null_and_numpy_is_converted(tmp_path):
     path = tmp_path / "audit.jsonl"
     with AuditLog.open(str(path), "arm1") as log:
-        log.write({
-            "latency_ms": float("nan"),
-            "nested": {"values": [1.5, float("inf"), -float("inf")]},
-            "tuple": (np.float32(2.5), np.int64(3)),
-            "array": np.array([[1.0, np.nan]]),
-        })
+        log.write(
+            {
+                "latency_ms": float("nan"),
+                "nested": {"values": [1.5, float("inf"), -float("inf")]},
+                "tuple": (np.float32(2.5), np.int64(3)),
+                "array": np.array([[1.0, np.nan]]),
+            }
+        )
     (record,) = _lines(path)
     assert record == {
         "latency_ms": None,
@@ -77,7 +79,9 @@ def test_concurrent_writes_never_interleave(tmp_path):
             for sequence in range(per_thread):
                 log.write({"thread": thread_index, "sequence": sequence, "payload": payload})
 
-        threads = [threading.Thread(target=writer, args=(index,)) for index in range(threads_count)]
+        threads = [
+            threading.Thread(target=writer, args=(index,)) for index in range(threads_count)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -136,10 +140,16 @@ def test_auto_uses_ros_log_dir(tmp_path, monkeypatch):
 def test_auto_falls_back_to_ros_home_then_home(tmp_path, monkeypatch):
     monkeypatch.delenv("ROS_LOG_DIR", raising=False)
     monkeypatch.setenv("ROS_HOME", str(tmp_path / "ros_home"))
-    assert default_audit_path("arm1") == tmp_path / "ros_home" / "log" / "lerobot_ros_audit_arm1.jsonl"
+    assert (
+        default_audit_path("arm1")
+        == tmp_path / "ros_home" / "log" / "lerobot_ros_audit_arm1.jsonl"
+    )
     monkeypatch.delenv("ROS_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert default_audit_path("arm1") == tmp_path / "home" / ".ros" / "log" / "lerobot_ros_audit_arm1.jsonl"
+    assert (
+        default_audit_path("arm1")
+        == tmp_path / "home" / ".ros" / "log" / "lerobot_ros_audit_arm1.jsonl"
+    )
 
 
 def test_writes_after_close_are_dropped(tmp_path):

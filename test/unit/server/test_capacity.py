@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from lerobot_ros.protocol import trigger
 from lerobot_ros.executor.settings import PARAMETERS as EXECUTOR_PARAMETERS
+from lerobot_ros.protocol import trigger
 from lerobot_ros.server.sessions import capacity_model as capacity
 from lerobot_ros.server.sessions.capacity_model import (
     HEADROOM_SEARCH_LIMIT,
@@ -38,7 +38,7 @@ def model_of(t0=T0, k=K, host=HOST, max_batch_size=64, workers=1, cores=2.0):
 def hand_p95(total_rate, t0=T0, k=K, host=HOST, servers=2.0):
     """The docstring's formula, written out again, with one host time for mean and p95."""
     batch = total_rate * t0 / (1.0 - total_rate * k)
-    tail = min(64.0, max(1.0, batch + 1.645 * batch ** 0.5))
+    tail = min(64.0, max(1.0, batch + 1.645 * batch**0.5))
     rho = total_rate * host / servers
     return host + 2.0 * (t0 + k * tail) + rho / (1.0 - rho) * host
 
@@ -124,7 +124,9 @@ def test_host_time_is_reported_as_median_and_p95():
     assert snapshot.host_samples == 100
 
 
-@pytest.mark.parametrize(("batch_size", "seconds"), [(0, 0.01), (1.5, 0.01), (1, -0.001), (1, math.nan)])
+@pytest.mark.parametrize(
+    ("batch_size", "seconds"), [(0, 0.01), (1.5, 0.01), (1, -0.001), (1, math.nan)]
+)
 def test_records_refuse_impossible_samples(batch_size, seconds):
     with pytest.raises(ValueError):
         ServiceCurve().record_forward(batch_size, seconds)
@@ -170,34 +172,51 @@ def test_replace_mode_period_by_hand(latency_s, period_s):
 
 @pytest.mark.parametrize("latency_s", [0.1, 1.0, 1.5, 3.0])
 def test_append_mode_period_is_one_chunk(latency_s):
-    assert SessionDemand(30.0, 50, replace_mode=False).period_s(latency_s) == pytest.approx(CHUNK_S)
+    assert SessionDemand(30.0, 50, replace_mode=False).period_s(latency_s) == pytest.approx(
+        CHUNK_S
+    )
 
 
-@pytest.mark.parametrize("robot", [ROBOT, SessionDemand(30.0, 50, False), SessionDemand(50.0, 20, buffer_time_s=0.1,
-                                                                                      latency_margin=0.5)])
+@pytest.mark.parametrize(
+    "robot",
+    [
+        ROBOT,
+        SessionDemand(30.0, 50, False),
+        SessionDemand(50.0, 20, buffer_time_s=0.1, latency_margin=0.5),
+    ],
+)
 def test_rate_never_falls_as_the_round_trip_grows(robot):
     rates = [robot.rate_hz(ms / 1000.0) for ms in range(0, 3000, 5)]
-    assert all(later >= earlier for earlier, later in zip(rates, rates[1:]))
+    assert all(later >= earlier for earlier, later in zip(rates, rates[1:], strict=False))
     assert rates[-1] <= robot.fps
 
 
 def test_observed_rate_counts_when_faster_than_declared():
     assert SessionDemand(30.0, 50, observed_rate_hz=5.0).rate_hz(0.1) == 5.0
-    assert SessionDemand(30.0, 50, observed_rate_hz=0.1).rate_hz(0.1) == pytest.approx(1 / (CHUNK_S - 0.5))
+    assert SessionDemand(30.0, 50, observed_rate_hz=0.1).rate_hz(0.1) == pytest.approx(
+        1 / (CHUNK_S - 0.5)
+    )
 
 
 # ---------------------------------------------------------------- fixed point and prediction
 
 
 def test_replace_fixed_point_with_a_constant_round_trip():
-    model = CapacityModel(curve_of(0.2, 0.0, 0.0), 64, 1, 2.0)  # p95 = 2 x 200 ms whatever the load
+    model = CapacityModel(
+        curve_of(0.2, 0.0, 0.0), 64, 1, 2.0
+    )  # p95 = 2 x 200 ms whatever the load
     prediction = model.predict([ROBOT] * 3)
     assert prediction.p95_s == pytest.approx(0.4)
     assert prediction.total_rate_hz == pytest.approx(3 / (CHUNK_S - (1.5 * 0.4 + 1 / 30)))
 
 
 def test_replace_fixed_point_matches_a_hand_solution():
-    t0, k, host, robots = 0.150, 0.004, 0.010, 20  # a slow forward: the threshold leaves buffer_time_s
+    t0, k, host, robots = (
+        0.150,
+        0.004,
+        0.010,
+        20,
+    )  # a slow forward: the threshold leaves buffer_time_s
 
     def hand_rate(latency):
         return 1.0 / (CHUNK_S - max(0.5, min(1.5 * latency + 1 / 30, CHUNK_S)))
@@ -211,7 +230,9 @@ def test_replace_fixed_point_matches_a_hand_solution():
         middle = (low + high) / 2
         low, high = (middle, high) if equation(middle) > 0 else (low, middle)
     prediction = model_of(t0, k, host).predict([ROBOT] * robots)
-    assert high > 0.32  # above 311 ms, where the threshold rises with L: the rate followed the latency
+    assert (
+        high > 0.32
+    )  # above 311 ms, where the threshold rises with L: the rate followed the latency
     assert prediction.p95_s == pytest.approx(high, abs=1e-5)
     assert prediction.total_rate_hz == pytest.approx(robots * hand_rate(high), rel=1e-4)
     assert prediction.total_rate_hz > robots / (CHUNK_S - 0.5)
@@ -219,9 +240,13 @@ def test_replace_fixed_point_matches_a_hand_solution():
 
 def test_append_fixed_point_matches_a_hand_solution():
     robots = 20
-    prediction = model_of(0.150, 0.004, 0.010).predict([SessionDemand(30.0, 50, replace_mode=False)] * robots)
+    prediction = model_of(0.150, 0.004, 0.010).predict(
+        [SessionDemand(30.0, 50, replace_mode=False)] * robots
+    )
     assert prediction.total_rate_hz == pytest.approx(robots / CHUNK_S)
-    assert prediction.p95_s == pytest.approx(hand_p95(robots / CHUNK_S, 0.150, 0.004, 0.010), abs=1e-6)
+    assert prediction.p95_s == pytest.approx(
+        hand_p95(robots / CHUNK_S, 0.150, 0.004, 0.010), abs=1e-6
+    )
 
 
 def test_a_trigger_that_asks_earlier_as_latency_grows_can_overload_the_server():
@@ -233,12 +258,16 @@ def test_a_trigger_that_asks_earlier_as_latency_grows_can_overload_the_server():
     prediction = model.predict([ROBOT] * 9)
     assert math.isinf(prediction.p95_s)
     assert "host is saturated" in prediction.saturated
-    assert f"triggers ask earlier at the p95 of {declared_p95 * 1e3:.0f} ms" in prediction.saturated
+    assert (
+        f"triggers ask earlier at the p95 of {declared_p95 * 1e3:.0f} ms" in prediction.saturated
+    )
     # Append-mode robots keep asking once a chunk: the same server holds them.
     assert math.isfinite(model.predict([SessionDemand(30.0, 50, replace_mode=False)] * 9).p95_s)
 
 
-@pytest.mark.parametrize(("t0", "k", "host", "most"), [(T0, K, HOST, 700), (0.035, 0.004, 0.010, 300)])
+@pytest.mark.parametrize(
+    ("t0", "k", "host", "most"), [(T0, K, HOST, 700), (0.035, 0.004, 0.010, 300)]
+)
 def test_prediction_never_falls_as_robots_are_added(t0, k, host, most):
     model = model_of(t0, k, host)
     previous = 0.0
@@ -253,7 +282,9 @@ def test_prediction_never_falls_as_robots_are_added(t0, k, host, most):
 
 
 def test_admission_refuses_exactly_at_the_first_robot_over_budget():
-    rate = 1.0 / (CHUNK_S - 0.5)  # every p95 here is below 311 ms, so the threshold is buffer_time_s
+    rate = 1.0 / (
+        CHUNK_S - 0.5
+    )  # every p95 here is below 311 ms, so the threshold is buffer_time_s
     most = robots_within(BUDGET_S, rate)
     assert hand_p95(most * rate) < 0.311 and 500 < most < 600
     model = model_of()
@@ -269,7 +300,10 @@ def test_refusal_message_carries_predicted_and_budget():
     most = robots_within(BUDGET_S, rate)
     message = model_of().decide([ROBOT] * most, ROBOT, BUDGET_S).message
     predicted_ms = f"{hand_p95((most + 1) * rate) * 1e3:.0f} ms"
-    assert f"predicted p95 round trip {predicted_ms} with {most + 1} robots exceeds latency_budget_ms 200" in message
+    assert (
+        f"predicted p95 round trip {predicted_ms} with {most + 1} robots exceeds "
+        "latency_budget_ms 200" in message
+    )
     assert "t(b) = 5.0 + 0.50*b ms" in message and "host 4.0 ms per request" in message
     assert "0.86 each" in message and "another replica" in message
 
@@ -278,7 +312,9 @@ def test_headroom_is_the_first_refusal_less_the_admitted():
     most = robots_within(BUDGET_S, 1.0 / (CHUNK_S - 0.5))
     model = model_of()
     for admitted in (0, 1, 100, most - 1, most, most + 5):
-        assert model.headroom([ROBOT] * admitted, ROBOT, BUDGET_S) == max(0, most - admitted), admitted
+        assert model.headroom([ROBOT] * admitted, ROBOT, BUDGET_S) == max(0, most - admitted), (
+            admitted
+        )
 
 
 def test_headroom_search_is_bounded():
@@ -302,24 +338,42 @@ def test_budget_zero_always_admits():
     ("model", "robots", "rate_hz", "in_message"),
     [
         # R*k >= 1: 2 x 60 req/s x 10 ms per extra request
-        (CapacityModel(curve_of(0.001, 0.010, 0.0), 1000, 1, 2.0), 2, 60.0,
-         "with 2 robots the accelerator is saturated: 120.0 req/s x 10.00 ms"),
+        (
+            CapacityModel(curve_of(0.001, 0.010, 0.0), 1000, 1, 2.0),
+            2,
+            60.0,
+            "with 2 robots the accelerator is saturated: 120.0 req/s x 10.00 ms",
+        ),
         # B = 81 x 1 req/s x 50 ms = 4.05 above max_batch_size 4
-        (CapacityModel(curve_of(0.050, 0.0, 0.0), 4, 1, 2.0), 81, 1.0,
-         "with 81 robots the accelerator is saturated: 81.0 req/s asked, forwards of max_batch_size 4 serve at most "
-         "80.0 req/s"),
+        (
+            CapacityModel(curve_of(0.050, 0.0, 0.0), 4, 1, 2.0),
+            81,
+            1.0,
+            "with 81 robots the accelerator is saturated: 81.0 req/s asked, forwards of "
+            "max_batch_size 4 serve at most "
+            "80.0 req/s",
+        ),
         # 10 req/s x 100 ms = 1.0 CPU s/s on one usable core
-        (CapacityModel(curve_of(T0, 0.0, 0.100), 64, 4, 1.0), 10, 1.0,
-         "with 10 robots the host is saturated: 10.0 req/s x 100.0 ms = 1.00 CPU s/s, above the 1 usable"),
+        (
+            CapacityModel(curve_of(T0, 0.0, 0.100), 64, 4, 1.0),
+            10,
+            1.0,
+            "with 10 robots the host is saturated: 10.0 req/s x 100.0 ms = 1.00 CPU s/s, above "
+            "the 1 usable",
+        ),
     ],
 )
 def test_saturation_is_refused_whatever_the_budget(model, robots, rate_hz, in_message):
-    fast = SessionDemand(30.0, 50, replace_mode=False, observed_rate_hz=rate_hz)  # one rate whatever the p95
+    fast = SessionDemand(
+        30.0, 50, replace_mode=False, observed_rate_hz=rate_hz
+    )  # one rate whatever the p95
     decision = model.decide([fast] * (robots - 1), fast, budget_s=60.0)
     assert not decision.accepted
     assert math.isinf(decision.prediction.p95_s)
     assert in_message in decision.message and "latency_budget_ms 60000" in decision.message
-    assert model.decide([fast] * (robots - 2), fast, budget_s=60.0).accepted  # one robot fewer fits
+    assert model.decide(
+        [fast] * (robots - 2), fast, budget_s=60.0
+    ).accepted  # one robot fewer fits
 
 
 def test_an_underestimated_robot_raises_the_prediction_and_shrinks_headroom():

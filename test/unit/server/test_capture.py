@@ -9,7 +9,13 @@ import msgpack
 import numpy as np
 import pytest
 
-from lerobot_ros.server.observability.capture import NDARRAY_EXT_CODE, CaptureError, CaptureWriter, encode_record, read_capture
+from lerobot_ros.server.observability.capture import (
+    NDARRAY_EXT_CODE,
+    CaptureError,
+    CaptureWriter,
+    encode_record,
+    read_capture,
+)
 
 
 def _segments(directory):
@@ -80,7 +86,9 @@ def test_bound_is_respected_oldest_deleted_newest_kept(tmp_path):
     assert all((tmp_path / name).stat().st_size <= segment_bytes for name in segments)
     ids = [record["request_id"] for record in read_capture(tmp_path)]
     assert ids[-1] == 499
-    assert ids == list(range(ids[0], 500)), "kept records must be the newest, contiguous and in order"
+    assert ids == list(range(ids[0], 500)), (
+        "kept records must be the newest, contiguous and in order"
+    )
     assert len(ids) >= (max_bytes - segment_bytes) // 900
 
 
@@ -133,7 +141,10 @@ def test_unsupported_values_are_refused_and_nothing_is_written(tmp_path, value, 
 
 def test_object_dtype_error_names_the_field(tmp_path):
     with CaptureWriter(tmp_path, max_bytes=1 << 20) as writer:
-        with pytest.raises(CaptureError, match=r"record\.observation\.state: expected a numpy array of a plain numeric dtype"):
+        with pytest.raises(
+            CaptureError,
+            match=r"record\.observation\.state: expected a numpy array of a plain numeric dtype",
+        ):
             writer.write({"observation": {"state": np.array([1, "a"], dtype=object)}})
 
 
@@ -157,14 +168,27 @@ def test_truncated_tail_is_skipped_with_a_warning(tmp_path):
 def test_corrupt_and_unknown_ext_data_raise(tmp_path):
     bad_ext = msgpack.packb({"x": msgpack.ExtType(7, b"??")}, use_bin_type=True)
     (tmp_path / "capture-000000.msgpack").write_bytes(bad_ext)
-    with pytest.raises(CaptureError, match="capture-000000.msgpack: expected msgpack ext type 42 .* got ext type 7"):
+    with pytest.raises(
+        CaptureError,
+        match="capture-000000.msgpack: expected msgpack ext type 42 .* got ext type 7",
+    ):
         list(read_capture(tmp_path))
-    lying_shape = msgpack.ExtType(NDARRAY_EXT_CODE, msgpack.packb(["<f4", [10], b"\x00" * 4], use_bin_type=True))
-    (tmp_path / "capture-000000.msgpack").write_bytes(msgpack.packb({"x": lying_shape}, use_bin_type=True))
-    with pytest.raises(CaptureError, match=r"expected 40 bytes for a <f4 array of shape \[10\], got 4"):
+    lying_shape = msgpack.ExtType(
+        NDARRAY_EXT_CODE, msgpack.packb(["<f4", [10], b"\x00" * 4], use_bin_type=True)
+    )
+    (tmp_path / "capture-000000.msgpack").write_bytes(
+        msgpack.packb({"x": lying_shape}, use_bin_type=True)
+    )
+    with pytest.raises(
+        CaptureError, match=r"expected 40 bytes for a <f4 array of shape \[10\], got 4"
+    ):
         list(read_capture(tmp_path))
-    object_array = msgpack.ExtType(NDARRAY_EXT_CODE, msgpack.packb(["|O", [1], b"\x00" * 8], use_bin_type=True))
-    (tmp_path / "capture-000000.msgpack").write_bytes(msgpack.packb({"x": object_array}, use_bin_type=True))
+    object_array = msgpack.ExtType(
+        NDARRAY_EXT_CODE, msgpack.packb(["|O", [1], b"\x00" * 8], use_bin_type=True)
+    )
+    (tmp_path / "capture-000000.msgpack").write_bytes(
+        msgpack.packb({"x": object_array}, use_bin_type=True)
+    )
     with pytest.raises(CaptureError, match="plain numeric dtype"):
         list(read_capture(tmp_path))
 
@@ -186,11 +210,20 @@ def test_corrupt_segment_raises_naming_the_file(tmp_path, content, message):
 def test_concurrent_writers_produce_whole_records(tmp_path):
     threads_count, per_thread = 6, 100
     with CaptureWriter(tmp_path, max_bytes=1 << 22, segment_bytes=8_000) as writer:
+
         def write_many(thread_index: int) -> None:
             for sequence in range(per_thread):
-                writer.write({"thread": thread_index, "sequence": sequence, "data": np.full(50, thread_index, np.int32)})
+                writer.write(
+                    {
+                        "thread": thread_index,
+                        "sequence": sequence,
+                        "data": np.full(50, thread_index, np.int32),
+                    }
+                )
 
-        threads = [threading.Thread(target=write_many, args=(index,)) for index in range(threads_count)]
+        threads = [
+            threading.Thread(target=write_many, args=(index,)) for index in range(threads_count)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

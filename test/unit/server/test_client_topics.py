@@ -1,4 +1,5 @@
-"""Each client's topics: created once, kept on re-open, destroyed only by their session (no ROS)."""
+"""Each client's topics: created once, kept on re-open, destroyed only by their session (no
+ROS)."""
 
 import threading
 import time
@@ -95,7 +96,9 @@ def test_a_publisher_is_never_destroyed_mid_publish():
             destroyed_during_publish.append(bool(node.destroyed))
 
     node = FakeNode()
-    topics = ClientTopicTable(lambda client_id: (FakeSubscription(client_id), SlowPublisher()), node.destroy)
+    topics = ClientTopicTable(
+        lambda client_id: (FakeSubscription(client_id), SlowPublisher()), node.destroy
+    )
     topics.open("arm", "s1")
     publisher = threading.Thread(target=topics.publish, args=("arm", "chunk"))
     publisher.start()

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from lerobot_ros.protocol.checkpoint_layout import VLM_DIR
 from lerobot_ros.protocol.contract import SCHEMA_VERSION
 from lerobot_ros.protocol.wire.data_plane import ObservationFrame, RequestId
 from lerobot_ros.server.policy.checkpoint import load_policy
-from lerobot_ros.protocol.checkpoint_layout import VLM_DIR
 from lerobot_ros.server.policy.inference import PolicyRunner
 from lerobot_ros.server.policy.policy_families import SHARED
 from lerobot_ros.sim import default_policy
@@ -40,7 +40,9 @@ def rtc_runner(smolvla):
 
 def _frame(prefix_model=None, delay=0, state=None):
     rgb = np.random.default_rng(0).integers(0, 255, (*DEFAULT_IMAGE_SHAPE, 3), np.uint8)
-    prefix_robot = None if prefix_model is None else prefix_model * 0.3 + np.asarray(HOME_POSE, np.float32)
+    prefix_robot = (
+        None if prefix_model is None else prefix_model * 0.3 + np.asarray(HOME_POSE, np.float32)
+    )
     return ObservationFrame(
         request=RequestId("session", "arm", 1, 0, 0, time.monotonic_ns()),
         schema_version=SCHEMA_VERSION,
@@ -77,10 +79,18 @@ def test_smolvla_checkpoint_is_described_as_an_rtc_policy(smolvla, smolvla_check
     capabilities = smolvla.capabilities
     assert (capabilities.policy_type, capabilities.serving_mode) == ("smolvla", SHARED)
     assert capabilities.rtc_supported and capabilities.rtc_enabled
-    assert (capabilities.chunk_size, capabilities.state_dim, capabilities.trained_fps) == (50, 6, 30.0)
+    assert (capabilities.chunk_size, capabilities.state_dim, capabilities.trained_fps) == (
+        50,
+        6,
+        30.0,
+    )
     assert capabilities.action_names == capabilities.state_names == SO101_JOINT_NAMES
-    assert [(c.name, c.height, c.width) for c in capabilities.cameras] == [(FRONT_CAMERA, *DEFAULT_IMAGE_SHAPE)]
-    assert sum(p.numel() for p in smolvla.policy.parameters()) < 1_000_000  # tiny: a CPU answers in tens of ms
+    assert [(c.name, c.height, c.width) for c in capabilities.cameras] == [
+        (FRONT_CAMERA, *DEFAULT_IMAGE_SHAPE)
+    ]
+    assert (
+        sum(p.numel() for p in smolvla.policy.parameters()) < 1_000_000
+    )  # tiny: a CPU answers in tens of ms
     assert smolvla.config.vlm_model_name == str((smolvla_checkpoint / VLM_DIR).resolve())
 
 
@@ -90,12 +100,18 @@ def test_a_moved_checkpoint_still_loads_and_predicts(tmp_path):
     shutil.copytree(original, moved)
     shutil.rmtree(original)
     # The files still name the deleted folder; only the one inside can serve.
-    assert json.loads((moved / "config.json").read_text())["vlm_model_name"] == str(original / VLM_DIR)
+    assert json.loads((moved / "config.json").read_text())["vlm_model_name"] == str(
+        original / VLM_DIR
+    )
     assert str(original / VLM_DIR) in (moved / "policy_preprocessor.json").read_text()
 
     loaded = load_policy(str(moved), device="cpu")
     assert loaded.config.vlm_model_name == str(moved / VLM_DIR)
-    tokenizer = next(step for step in loaded.preprocessor.steps if type(step).__name__ == "TokenizerProcessorStep")
+    tokenizer = next(
+        step
+        for step in loaded.preprocessor.steps
+        if type(step).__name__ == "TokenizerProcessorStep"
+    )
     assert tokenizer.tokenizer_name == str(moved / VLM_DIR)
     runner = PolicyRunner(loaded)
     result = runner.run(_frame(), runner.new_session_processors(), TASK, rtc=False)
@@ -120,7 +136,9 @@ def test_rtc_holds_the_first_delay_actions_to_the_prefix(rtc_runner, policy_call
     free = np.abs(unguided.actions_model[:DELAY] - prefix[:DELAY]).mean()
     assert deviation < 0.05 < 0.3 < free, (deviation, free)
     # Robot space is the same chunk unnormalized (mean HOME_POSE, std 0.3).
-    assert np.allclose(guided.actions_robot, guided.actions_model * 0.3 + np.asarray(HOME_POSE), atol=1e-4)
+    assert np.allclose(
+        guided.actions_robot, guided.actions_model * 0.3 + np.asarray(HOME_POSE), atol=1e-4
+    )
 
 
 def test_a_prefix_shorter_than_the_horizon_is_not_padded(rtc_runner, policy_calls):
@@ -145,13 +163,21 @@ def test_each_default_kind_is_cached_under_its_own_versioned_name(tmp_path, monk
         (directory / "lerobot_ros.json").write_text("{}")
 
     monkeypatch.setenv("LEROBOT_ROS_CACHE", str(tmp_path))
-    monkeypatch.setattr(default_policy, "_BUILDERS", {"act": fake_builder, "smolvla": fake_builder})
+    monkeypatch.setattr(
+        default_policy, "_BUILDERS", {"act": fake_builder, "smolvla": fake_builder}
+    )
     act, smolvla = default_checkpoint(), default_checkpoint("smolvla")
     assert act == tmp_path / "policies" / DEFAULT_POLICY_NAMES["act"] == default_checkpoint("act")
     assert smolvla == tmp_path / "policies" / DEFAULT_POLICY_NAMES["smolvla"] != act
-    assert len(built) == 2 and all(path.name.startswith(".") for path in built)  # built beside, then renamed
-    assert sorted(path.name for path in (tmp_path / "policies").iterdir()) == sorted(DEFAULT_POLICY_NAMES.values())
-    with pytest.raises(ValueError, match="unknown default policy 'pi0'; choose one of \\['act', 'smolvla'\\]"):
+    assert len(built) == 2 and all(
+        path.name.startswith(".") for path in built
+    )  # built beside, then renamed
+    assert sorted(path.name for path in (tmp_path / "policies").iterdir()) == sorted(
+        DEFAULT_POLICY_NAMES.values()
+    )
+    with pytest.raises(
+        ValueError, match="unknown default policy 'pi0'; choose one of \\['act', 'smolvla'\\]"
+    ):
         default_checkpoint("pi0")
 
 
@@ -160,7 +186,11 @@ def test_warm_up_of_an_rtc_policy_runs_the_guidance_path(smolvla_checkpoint, mon
     from lerobot_ros.server.policy.inference import PolicyRunner
     from lerobot_ros.server.policy.warmup import warm_up
 
-    runner = PolicyRunner(load_policy(str(smolvla_checkpoint), device="cpu"), rtc_enabled=True, rtc_execution_horizon=10)
+    runner = PolicyRunner(
+        load_policy(str(smolvla_checkpoint), device="cpu"),
+        rtc_enabled=True,
+        rtc_execution_horizon=10,
+    )
     applied = []
     finish = runner.finish
 
@@ -171,4 +201,6 @@ def test_warm_up_of_an_rtc_policy_runs_the_guidance_path(smolvla_checkpoint, mon
 
     monkeypatch.setattr(runner, "finish", recording_finish)
     warm_up(runner, 3)
-    assert applied == [False, True, True], "the first warm-up has no prefix; the later ones condition on one"
+    assert applied == [False, True, True], (
+        "the first warm-up has no prefix; the later ones condition on one"
+    )

@@ -10,9 +10,15 @@ import urllib.request
 
 import pytest
 
-from lerobot_ros.server.observability.http_endpoint import PROMETHEUS_CONTENT_TYPE, HealthEndpoint, HealthSnapshot, Metric, render_prometheus
+from lerobot_ros.server.observability.http_endpoint import (
+    PROMETHEUS_CONTENT_TYPE,
+    HealthEndpoint,
+    HealthSnapshot,
+    Metric,
+    render_prometheus,
+)
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$')
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 
 
@@ -20,7 +26,9 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", lambda match: {"n": "\n"}.get(match.group(1), match.group(1)), text)
 
 
-def parse_exposition(text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, dict[str, str], float]]]:
+def parse_exposition(
+    text: str,
+) -> tuple[dict[str, tuple[str, str]], list[tuple[str, dict[str, str], float]]]:
     """A strict little parser of text format 0.0.4: (families, samples)."""
     families: dict[str, tuple[str, str]] = {}
     helps: dict[str, str] = {}
@@ -28,11 +36,13 @@ def parse_exposition(text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[
     assert text.endswith("\n")
     for line in text.splitlines():
         if line.startswith("# HELP "):
-            name, _, help_text = line[len("# HELP "):].partition(" ")
+            name, _, help_text = line[len("# HELP ") :].partition(" ")
             helps[name] = _unescape(help_text)
         elif line.startswith("# TYPE "):
-            name, metric_type = line[len("# TYPE "):].split(" ")
-            assert name in helps and name not in families, f"TYPE for {name} without HELP, or repeated"
+            name, metric_type = line[len("# TYPE ") :].split(" ")
+            assert name in helps and name not in families, (
+                f"TYPE for {name} without HELP, or repeated"
+            )
             families[name] = (helps[name], metric_type)
         else:
             match = _SAMPLE.match(line)
@@ -78,7 +88,11 @@ def _get(endpoint: HealthEndpoint, path: str) -> tuple[int, str, str]:
     url = f"http://127.0.0.1:{endpoint.port}{path}"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.headers["Content-Type"], response.read().decode("utf-8")
+            return (
+                response.status,
+                response.headers["Content-Type"],
+                response.read().decode("utf-8"),
+            )
     except urllib.error.HTTPError as error:
         return error.code, error.headers["Content-Type"], error.read().decode("utf-8")
 
@@ -88,7 +102,12 @@ def test_healthz_ok_when_ready(served):
     assert endpoint.port > 0
     status, content_type, body = _get(endpoint, "/healthz")
     assert status == 200 and content_type == "application/json"
-    assert json.loads(body) == {"status": "ok", "model_id": "act_so101", "queue_depth": 2, "latency_ms": None}
+    assert json.loads(body) == {
+        "status": "ok",
+        "model_id": "act_so101",
+        "queue_depth": 2,
+        "latency_ms": None,
+    }
 
 
 def test_healthz_503_not_ready_and_draining(served):
@@ -102,16 +121,24 @@ def test_healthz_503_not_ready_and_draining(served):
     assert json.loads(body)["model_id"] == "act_so101"
 
 
-@pytest.mark.parametrize(("ready", "draining", "readiness"),
-                         [(True, False, "ok"), (False, False, "not_ready"), (True, True, "draining")])
+@pytest.mark.parametrize(
+    ("ready", "draining", "readiness"),
+    [(True, False, "ok"), (False, False, "not_ready"), (True, True, "draining")],
+)
 def test_livez_is_200_in_every_state_the_server_reports(served, ready, draining, readiness):
     endpoint, snapshots = served
     snapshots.ready, snapshots.draining = ready, draining
     status, content_type, body = _get(endpoint, "/livez")
     assert status == 200 and content_type == "application/json"
-    assert json.loads(body) == {"status": "alive", "readiness": readiness, "model_id": "act_so101", "queue_depth": 2,
-                                "latency_ms": None}
-    # The readiness probe of the same state: only "ok" is 200, so the two probes must not share a path.
+    assert json.loads(body) == {
+        "status": "alive",
+        "readiness": readiness,
+        "model_id": "act_so101",
+        "queue_depth": 2,
+        "latency_ms": None,
+    }
+    # The readiness probe of the same state: only "ok" is 200, so the two probes must not share a
+    # path.
     assert _get(endpoint, "/healthz")[0] == (200 if readiness == "ok" else 503)
 
 
@@ -120,14 +147,19 @@ def test_livez_is_500_when_the_state_cannot_be_read(served):
     snapshots.fail_with = RuntimeError("sessions lock wedged")
     status, _, body = _get(endpoint, "/livez")
     assert status == 500
-    assert json.loads(body) == {"status": "error", "error": "health snapshot failed: RuntimeError: sessions lock wedged"}
+    assert json.loads(body) == {
+        "status": "error",
+        "error": "health snapshot failed: RuntimeError: sessions lock wedged",
+    }
     snapshots.fail_with = None
     assert _get(endpoint, "/livez")[0] == 200
 
 
 def test_livez_detail_cannot_override_status():
     def claims_dead() -> HealthSnapshot:
-        return HealthSnapshot(ready=True, draining=False, detail={"status": "dead", "readiness": "bogus"})
+        return HealthSnapshot(
+            ready=True, draining=False, detail={"status": "dead", "readiness": "bogus"}
+        )
 
     with HealthEndpoint("127.0.0.1", 0, claims_dead) as endpoint:
         status, _, body = _get(endpoint, "/livez")
@@ -147,10 +179,28 @@ def test_metrics_exposition_parses_with_escaped_labels(served):
     endpoint, snapshots = served
     awkward = 'say "hi"\\path\nnext'
     snapshots.metrics = [
-        Metric("lerobot_requests_total", "Requests served.\nBy result.", "counter", 41, {"result": "ok"}),
+        Metric(
+            "lerobot_requests_total",
+            "Requests served.\nBy result.",
+            "counter",
+            41,
+            {"result": "ok"},
+        ),
         Metric("lerobot_inference_latency_ms", "Last inference latency.", "gauge", 27.5),
-        Metric("lerobot_requests_total", "Requests served.\nBy result.", "counter", 3, {"result": awkward}),
-        Metric("lerobot_queue_depth", "Actions queued.", "gauge", float("nan"), {"robot": "arm1", "camera": "wrist"}),
+        Metric(
+            "lerobot_requests_total",
+            "Requests served.\nBy result.",
+            "counter",
+            3,
+            {"result": awkward},
+        ),
+        Metric(
+            "lerobot_queue_depth",
+            "Actions queued.",
+            "gauge",
+            float("nan"),
+            {"robot": "arm1", "camera": "wrist"},
+        ),
         Metric("lerobot_budget", "Unbounded budget.", "gauge", float("inf")),
     ]
     status, content_type, body = _get(endpoint, "/metrics")
@@ -168,7 +218,10 @@ def test_metrics_exposition_parses_with_escaped_labels(served):
         ("lerobot_inference_latency_ms", {}, 27.5),
     ]
     name, labels, value = samples[3]
-    assert (name, labels) == ("lerobot_queue_depth", {"robot": "arm1", "camera": "wrist"}) and value != value
+    assert (name, labels) == (
+        "lerobot_queue_depth",
+        {"robot": "arm1", "camera": "wrist"},
+    ) and value != value
     assert samples[4] == ("lerobot_budget", {}, float("inf"))
     assert 'result="say \\"hi\\"\\\\path\\nnext"' in body
     assert "lerobot_budget +Inf\n" in body and "NaN" in body
@@ -190,7 +243,10 @@ def test_snapshot_error_is_500_and_server_keeps_serving(served):
     snapshots.fail_with = RuntimeError("queue lock timed out")
     status, _, body = _get(endpoint, "/healthz")
     assert status == 500
-    assert json.loads(body) == {"status": "error", "error": "health snapshot failed: RuntimeError: queue lock timed out"}
+    assert json.loads(body) == {
+        "status": "error",
+        "error": "health snapshot failed: RuntimeError: queue lock timed out",
+    }
     status, _, body = _get(endpoint, "/metrics")
     assert status == 500 and "RuntimeError: queue lock timed out" in body
     snapshots.fail_with = None
@@ -199,7 +255,10 @@ def test_snapshot_error_is_500_and_server_keeps_serving(served):
 
 def test_conflicting_metric_family_is_500_naming_it(served):
     endpoint, snapshots = served
-    snapshots.metrics = [Metric("lerobot_x_total", "one", "gauge", 1), Metric("lerobot_x_total", "one", "counter", 2)]
+    snapshots.metrics = [
+        Metric("lerobot_x_total", "one", "gauge", 1),
+        Metric("lerobot_x_total", "one", "counter", 2),
+    ]
     status, _, body = _get(endpoint, "/metrics")
     assert status == 500 and "one type and help text per metric family 'lerobot_x_total'" in body
 
@@ -222,7 +281,10 @@ def test_metric_validation(kwargs, message):
 
 
 def test_render_prometheus_formats_integers_as_floats():
-    assert render_prometheus([Metric("a_total", "h", "counter", 3)]) == "# HELP a_total h\n# TYPE a_total counter\na_total 3.0\n"
+    assert (
+        render_prometheus([Metric("a_total", "h", "counter", 3)])
+        == "# HELP a_total h\n# TYPE a_total counter\na_total 3.0\n"
+    )
 
 
 def test_stop_releases_the_port_and_start_twice_is_refused():

@@ -1,4 +1,5 @@
-"""Loading and warming up happen on a passing thread, so only the inference worker keeps an OpenMP pool."""
+"""Loading and warming up happen on a passing thread, so only the inference worker keeps an OpenMP
+pool."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 import pytest
 
 from lerobot_ros.server.policy.model_threads import run_on_passing_thread
-from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.server.policy.startup import StartupFailed, ready_runner
+from lerobot_ros.server.settings import ServerSettings
 
 
 def _threads() -> int:
@@ -73,22 +74,28 @@ def _check_the_pool_goes_with_its_thread(torch):
 
 
 def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_the_passing_thread(
-        act_checkpoint, tmp_path):
+    act_checkpoint, tmp_path
+):
     import torch
 
-    settings = ServerSettings.from_values({"checkpoint": str(act_checkpoint), "warmup_inferences": 1, "torch_threads": 1})
+    settings = ServerSettings.from_values(
+        {"checkpoint": str(act_checkpoint), "warmup_inferences": 1, "torch_threads": 1}
+    )
     log = _Log()
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         runner = ready_runner(settings, log)
-        # torch's count is per process for threads that enter it later, as the inference worker does
+        # torch's count is per process for threads that enter it later, as the inference worker
+        # does
         assert run_on_passing_thread(torch.get_num_threads, name="probe") == 1
     finally:
         torch.set_num_threads(previous)
     assert runner.capabilities.policy_type == "act"
     assert any(line.startswith("warm-up done") for line in log.lines)
-    (tmp_path / "config.json").write_text("{not json")  # passes the path checks, fails in LeRobot's loader
+    (tmp_path / "config.json").write_text(
+        "{not json"
+    )  # passes the path checks, fails in LeRobot's loader
     with pytest.raises(StartupFailed, match="cannot load LeRobot checkpoint"):
         ready_runner(ServerSettings.from_values({"checkpoint": str(tmp_path)}), log)
     # A path that names nothing is refused before the thread starts, so before torch is imported.

@@ -1,4 +1,5 @@
-"""The pipelined worker with a torch-free runner: stages overlap, and every invariant of the serial path holds.
+"""The pipelined worker with a torch-free runner: stages overlap, and every invariant of the serial
+path holds.
 
 Gates (test/support/fake_runner.py) hold a stage until the test opens it, so
 each ordering below is forced, not hoped for from sleeps.
@@ -11,10 +12,10 @@ import numpy as np
 import pytest
 
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.protocol.telemetry import ServerStats
 from lerobot_ros.server.requests.pipeline import PipelinedWorker, PreparedQueue, admission_workers
 from lerobot_ros.server.requests.scheduler import RoundRobinScheduler
 from lerobot_ros.server.requests.serial_worker import DRAINING
-from lerobot_ros.protocol.telemetry import ServerStats
 from support.fake_runner import FakeRunner
 from support.request_harness import Harness
 
@@ -36,18 +37,29 @@ class Rig:
     def __init__(self, workers=1, max_batch_size=8, window_s=0.0):
         self.runner = FakeRunner()
         self.harness = Harness(self.runner)
-        self.sessions = {"arm": self.harness.session, **{key: self.harness.open(key) for key in "bcd"}}
-        self.scheduler = RoundRobinScheduler(max_batch_size=max_batch_size, batch_window_s=window_s)
+        self.sessions = {
+            "arm": self.harness.session,
+            **{key: self.harness.open(key) for key in "bcd"},
+        }
+        self.scheduler = RoundRobinScheduler(
+            max_batch_size=max_batch_size, batch_window_s=window_s
+        )
         self.stats, self.log = ServerStats(), Log()
-        self.worker = PipelinedWorker(self.scheduler, self.harness.handler, self.stats, self.log, workers)
+        self.worker = PipelinedWorker(
+            self.scheduler, self.harness.handler, self.stats, self.log, workers
+        )
         self.worker.start()
 
     def send(self, client, seq=0, value=None):
         state = np.full(6, float(seq) if value is None else value, np.float32)
-        self.scheduler.deposit(client, self.harness.observation(self.sessions[client], seq=seq, state=state))
+        self.scheduler.deposit(
+            client, self.harness.observation(self.sessions[client], seq=seq, state=state)
+        )
 
     def audited(self, client, seq):
-        return [line for line in self.harness.audit if line["client"] == client and line["seq"] == seq]
+        return [
+            line for line in self.harness.audit if line["client"] == client and line["seq"] == seq
+        ]
 
     def wait_audited(self, client, seq):
         self.runner.wait_for(lambda: self.audited(client, seq))
@@ -61,6 +73,7 @@ class Rig:
         def timed_audit(line):
             written_at[(line["client"], line["seq"])] = time.monotonic()
             audit(line)
+
         self.harness.handler.audit = timed_audit
         return written_at
 
@@ -80,6 +93,7 @@ def rig():
     def make(**kwargs):
         rigs.append(Rig(**kwargs))
         return rigs[-1]
+
     yield make
     for made in rigs:
         for gate in made.runner.gates.values():
@@ -111,14 +125,19 @@ def test_a_slow_publish_does_not_delay_the_next_forward(rig):
         if client == "arm":
             assert publish_gate.wait(10.0)
         publish(client, chunk)
+
     r.harness.handler.publish = slow_publish
     r.send("arm")
     r.runner.wait_for(lambda: r.runner.happened("finish", "end", "arm"))
     r.send("b")
-    r.runner.wait_for(lambda: r.runner.happened("forward", "end", "b"))  # while arm's publish is still held
+    r.runner.wait_for(
+        lambda: r.runner.happened("forward", "end", "b")
+    )  # while arm's publish is still held
     assert not r.chunks("arm")
     publish_gate.set()
-    assert r.wait_audited("b", 0)["outcome"] == "ok" and r.wait_audited("arm", 0)["outcome"] == "ok"
+    assert (
+        r.wait_audited("b", 0)["outcome"] == "ok" and r.wait_audited("arm", 0)["outcome"] == "ok"
+    )
 
 
 def test_requests_ready_when_the_forward_frees_share_the_next_one(rig):
@@ -164,11 +183,18 @@ def test_one_session_is_never_twice_in_the_pipeline(rig):
     r.stop()
     # From its prepare's start to its audit line, no other request of the same session is prepared.
     for client in ("arm", "b"):
-        intervals = sorted((event.at, audited_at[(client, event.seqs[0])]) for event in r.runner.events
-                           if event.stage == "prepare" and event.phase == "start" and event.clients == (client,))
+        intervals = sorted(
+            (event.at, audited_at[(client, event.seqs[0])])
+            for event in r.runner.events
+            if event.stage == "prepare" and event.phase == "start" and event.clients == (client,)
+        )
         assert len(intervals) > (1 if client == "arm" else 19)
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(intervals, intervals[1:])), client
-    # The stop drains: under load, flood observations still in the mailbox are answered REJECTED without actions.
+        assert all(
+            end <= next_start
+            for (_, end), (next_start, _) in zip(intervals, intervals[1:], strict=False)
+        ), client
+    # The stop drains: under load, flood observations still in the mailbox are answered REJECTED
+    # without actions.
     answered = [chunk for chunk in r.chunks("arm") if chunk.status == ActionChunk.STATUS_OK]
     assert answered and all(chunk.actions_robot[0] == chunk.seq for chunk in answered)
 
@@ -180,7 +206,9 @@ def test_stop_delivers_what_every_stage_holds_and_refuses_what_waits(rig):
     r.send("arm")
     r.runner.wait_for(lambda: r.runner.happened("forward", "start", "arm"))
     r.send("b")
-    r.runner.wait_for(lambda: r.runner.happened("prepare", "end", "b"))  # prepared, waiting for the forward
+    r.runner.wait_for(
+        lambda: r.runner.happened("prepare", "end", "b")
+    )  # prepared, waiting for the forward
     r.send("c")
     r.runner.wait_for(lambda: r.runner.happened("prepare", "start", "c"))  # in the admission stage
     r.send("d")  # waits in its mailbox: the one admission thread is busy
@@ -194,7 +222,9 @@ def test_stop_delivers_what_every_stage_holds_and_refuses_what_waits(rig):
     outcomes = {client: r.wait_audited(client, 0)["outcome"] for client in ["arm", "b", "c", "d"]}
     assert outcomes == {"arm": "ok", "b": "ok", "c": "ok", "d": "rejected"}
     assert r.audited("d", 0)[0]["error"] == DRAINING
-    assert all(chunk.status == ActionChunk.STATUS_OK for c in ["arm", "b", "c"] for chunk in r.chunks(c))
+    assert all(
+        chunk.status == ActionChunk.STATUS_OK for c in ["arm", "b", "c"] for chunk in r.chunks(c)
+    )
 
 
 @pytest.mark.parametrize("stage", ["prepare", "forward", "finish"])
@@ -238,6 +268,7 @@ def test_the_continuous_batcher_waits_only_for_requests_being_admitted():
     def join_later():
         prepared.put("third")
         prepared.admitting(-1)
+
     timer = threading.Timer(0.05, join_later)
     timer.start()
     assert prepared.take_all(8, 5.0, 0.01) == ["second", "third"]
@@ -258,8 +289,10 @@ def test_admission_workers_default_from_the_usable_cores():
 
 
 def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
-    """An underestimated rate: ``arm`` floods valid observations back to back while ``b`` asks one at a time.
-    ``arm`` gets at most one request per forward; every request of ``b`` is answered within the forward in
+    """An underestimated rate: ``arm`` floods valid observations back to back while ``b`` asks one
+    at a time.
+    ``arm`` gets at most one request per forward; every request of ``b`` is answered within the
+    forward in
     progress and its own (plus one for its admission), never skipped."""
     r = Rig(workers=1)
     r.runner.forward_s = 0.01
@@ -272,6 +305,7 @@ def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
             r.send("arm", seq=seq)
             seq += 1
             time.sleep(0.0005)
+
     flooder = threading.Thread(target=flood)
     flooder.start()
     try:
@@ -284,9 +318,20 @@ def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
         stop.set()
         flooder.join(10.0)
         r.stop()
-    forward_starts = [event.at for event in r.runner.events if event.stage == "forward" and event.phase == "start"]
-    waited = [sum(sent_at[seq] < start < answered_at[("b", seq)] for start in forward_starts) for seq in range(15)]
+    forward_starts = [
+        event.at
+        for event in r.runner.events
+        if event.stage == "forward" and event.phase == "start"
+    ]
+    waited = [
+        sum(sent_at[seq] < start < answered_at[("b", seq)] for start in forward_starts)
+        for seq in range(15)
+    ]
     assert all(r.audited("b", seq)[0]["outcome"] == "ok" for seq in range(15))
     assert max(waited) <= 3, f"forwards b waited through: {waited}"
-    flood_served = sum(1 for line in r.harness.audit if line["client"] == "arm" and line["outcome"] == "ok")
-    assert flood_served >= 5 and r.stats.observations_superseded > flood_served  # it really flooded; newest won
+    flood_served = sum(
+        1 for line in r.harness.audit if line["client"] == "arm" and line["outcome"] == "ok"
+    )
+    assert (
+        flood_served >= 5 and r.stats.observations_superseded > flood_served
+    )  # it really flooded; newest won

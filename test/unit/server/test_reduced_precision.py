@@ -1,4 +1,5 @@
-"""A policy served in bfloat16 (the server's ``dtype``) through the real request path, no ROS graph.
+"""A policy served in bfloat16 (the server's ``dtype``) through the real request path, no ROS
+graph.
 
 The weights, the preprocessed inputs and the forward are in the served dtype
 (LeRobot's device step casts the inputs; autocast covers what LeRobot's ACT
@@ -12,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from support.request_harness import Harness
 
-from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from lerobot_ros.msg import ActionChunk
+from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
+from support.request_harness import Harness
 
 BFLOAT16_BOUND = 0.05
 
@@ -28,14 +29,18 @@ def bfloat16_runner(act_checkpoint):
     return PolicyRunner(load_policy(str(act_checkpoint), device="cpu", dtype="bfloat16"))
 
 
-def test_a_bfloat16_policy_gets_bfloat16_inputs_and_answers_close_to_float32(bfloat16_runner, runner, monkeypatch):
+def test_a_bfloat16_policy_gets_bfloat16_inputs_and_answers_close_to_float32(
+    bfloat16_runner, runner, monkeypatch
+):
     policy = bfloat16_runner.loaded.policy
     assert {parameter.dtype for parameter in policy.parameters()} == {torch.bfloat16}
     seen = []
     forward = policy.predict_action_chunk
 
     def recording_forward(batch, **kwargs):
-        seen.append({key: value.dtype for key, value in batch.items() if isinstance(value, torch.Tensor)})
+        seen.append(
+            {key: value.dtype for key, value in batch.items() if isinstance(value, torch.Tensor)}
+        )
         return forward(batch, **kwargs)
 
     monkeypatch.setattr(policy, "predict_action_chunk", recording_forward)
@@ -52,4 +57,6 @@ def test_a_bfloat16_policy_gets_bfloat16_inputs_and_answers_close_to_float32(bfl
     assert low.actions_robot.dtype == np.float32 and np.isfinite(low.actions_robot).all()
     difference = float(np.abs(low.actions_robot - full.actions_robot).max())
     assert difference <= BFLOAT16_BOUND, f"bfloat16 differs from float32 by {difference}"
-    assert not np.array_equal(low.actions_robot, full.actions_robot), "the bfloat16 policy ran in float32"
+    assert not np.array_equal(low.actions_robot, full.actions_robot), (
+        "the bfloat16 policy ran in float32"
+    )

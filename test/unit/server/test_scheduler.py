@@ -42,7 +42,7 @@ def test_a_flooding_client_cannot_starve_a_slow_one():
     # each slow observation is served at most one turn after it arrived
     assert served.count("slow") == 5
     gaps = [i for i, key in enumerate(served) if key == "slow"]
-    assert all(b - a <= 11 for a, b in zip(gaps, gaps[1:]))
+    assert all(b - a <= 11 for a, b in zip(gaps, gaps[1:], strict=False))
 
 
 def test_take_waits_for_a_deposit_and_close_wakes_it():
@@ -75,7 +75,6 @@ def test_remove_hands_the_waiting_observation_over_first_so_it_is_audited():
     assert scheduler.take(0.1).item == 4
 
 
-
 def test_close_hands_back_every_observation_still_waiting():
     scheduler = RoundRobinScheduler()
     scheduler.deposit("a", 1)
@@ -96,9 +95,15 @@ def test_a_batch_takes_distinct_sessions_in_round_robin_order_each_with_its_newe
         scheduler.deposit(key, f"{key}0")
     scheduler.deposit("b", "b1")  # newest wins: b's batch entry is b1, one superseded
     first = scheduler.take_batch(0.1)
-    assert [(r.key, r.item, r.superseded) for r in first] == [("a", "a0", 0), ("b", "b1", 1), ("c", "c0", 0)]
+    assert [(r.key, r.item, r.superseded) for r in first] == [
+        ("a", "a0", 0),
+        ("b", "b1", 1),
+        ("c", "c0", 0),
+    ]
     for key in "ab":
-        scheduler.deposit(key, f"{key}2")  # served ones republish at once: they queue behind d and e
+        scheduler.deposit(
+            key, f"{key}2"
+        )  # served ones republish at once: they queue behind d and e
     second = scheduler.take_batch(0.1)
     assert [r.key for r in second] == ["d", "e", "a"]
     assert [r.key for r in scheduler.take_batch(0.1)] == ["b"]
@@ -166,7 +171,9 @@ def test_a_session_removed_during_the_window_is_handed_over_as_an_orphan_not_bat
 def test_batch_parameters_are_checked():
     import pytest
 
-    with pytest.raises(ValueError, match="max_batch_size must be >= 1 and batch_window_s >= 0; got 0 and 0.0"):
+    with pytest.raises(
+        ValueError, match="max_batch_size must be >= 1 and batch_window_s >= 0; got 0 and 0.0"
+    ):
         RoundRobinScheduler(max_batch_size=0)
 
 

@@ -1,10 +1,16 @@
-"""server/lifecycle.py: the order of each transition's steps, releases on failure, refusals out of turn."""
+"""server/lifecycle.py: the order of each transition's steps, releases on failure, refusals out of
+turn."""
 
 from __future__ import annotations
 
 import pytest
 
-from lerobot_ros.server.lifecycle import ServerLifecycle, Stage, TransitionFailed, not_serving_reason
+from lerobot_ros.server.lifecycle import (
+    ServerLifecycle,
+    Stage,
+    TransitionFailed,
+    not_serving_reason,
+)
 
 
 class RecordingParts:
@@ -45,19 +51,34 @@ class RecordingParts:
         self.log.append("drain_serving")
 
 
-CONFIGURE = ["read_settings", "load_policy", "refuse_a_second_instance", "open_observability", "create_entities"]
+CONFIGURE = [
+    "read_settings",
+    "load_policy",
+    "refuse_a_second_instance",
+    "open_observability",
+    "create_entities",
+]
 RELEASE_ALL = ["release create_entities", "release open_observability", "release load_policy"]
 
 
 def test_every_transition_runs_its_steps_in_order_and_cleanup_releases_newest_first():
     parts = RecordingParts()
     lifecycle = ServerLifecycle(parts)
-    assert lifecycle.configure() is None and lifecycle.stage is Stage.INACTIVE and not lifecycle.serving
+    assert (
+        lifecycle.configure() is None
+        and lifecycle.stage is Stage.INACTIVE
+        and not lifecycle.serving
+    )
     assert lifecycle.activate() is None and lifecycle.serving
     assert lifecycle.deactivate() is None and lifecycle.stage is Stage.INACTIVE
-    assert lifecycle.activate() is None and lifecycle.deactivate() is None  # the loaded policy serves again
+    assert (
+        lifecycle.activate() is None and lifecycle.deactivate() is None
+    )  # the loaded policy serves again
     assert lifecycle.cleanup() is None and lifecycle.stage is Stage.UNCONFIGURED
-    assert parts.log == CONFIGURE + ["start_serving", "refuse_new_sessions", "drain_serving"] * 2 + RELEASE_ALL
+    assert (
+        parts.log
+        == CONFIGURE + ["start_serving", "refuse_new_sessions", "drain_serving"] * 2 + RELEASE_ALL
+    )
 
 
 @pytest.mark.parametrize("failing", CONFIGURE)
@@ -66,8 +87,10 @@ def test_a_failed_configure_gives_its_reason_and_releases_what_the_earlier_steps
     lifecycle = ServerLifecycle(parts)
     assert lifecycle.configure() == f"{failing} could not be done"
     assert lifecycle.stage is Stage.UNCONFIGURED
-    done = CONFIGURE[:CONFIGURE.index(failing) + 1]
-    assert parts.log == done + [release for release in RELEASE_ALL if release.removeprefix("release ") in done[:-1]]
+    done = CONFIGURE[: CONFIGURE.index(failing) + 1]
+    assert parts.log == done + [
+        release for release in RELEASE_ALL if release.removeprefix("release ") in done[:-1]
+    ]
     parts.fail_at, parts.log = "", []
     assert lifecycle.configure() is None  # nothing stayed held: it can be configured again
 
@@ -88,7 +111,9 @@ def test_a_transition_out_of_turn_is_refused_with_the_state_it_needs():
     assert lifecycle.cleanup() == "cleanup needs the inactive state; the server is unconfigured"
     lifecycle.configure()
     assert lifecycle.deactivate() == "deactivate needs the active state; the server is inactive"
-    assert lifecycle.configure() == "configure needs the unconfigured state; the server is inactive"
+    assert (
+        lifecycle.configure() == "configure needs the unconfigured state; the server is inactive"
+    )
 
 
 def test_shutdown_from_active_drains_then_releases_once():

@@ -59,7 +59,8 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan), each as a cycle path."""
+    """The strongly connected components with more than one module (Tarjan), each as a cycle
+    path."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -111,8 +112,10 @@ def cycle_path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 
 def test_the_package_has_no_import_cycle():
     found = cycles(import_graph())
-    assert not found, "import cycles (function-level and TYPE_CHECKING imports count):\n" + "\n".join(
-        " -> ".join(cycle) for cycle in found)
+    assert not found, (
+        "import cycles (function-level and TYPE_CHECKING imports count):\n"
+        + "\n".join(" -> ".join(cycle) for cycle in found)
+    )
 
 
 def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(tmp_path):
@@ -122,7 +125,8 @@ def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(tmp_
     (package / "inner" / "__init__.py").write_text("")
     (package / "a.py").write_text("def f():\n    from lerobot_ros.inner import b\n")
     (package / "inner" / "b.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import a\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import a\n"
+    )
     (package / "c.py").write_text("import lerobot_ros.a\n")
     found = cycles(import_graph(package))
     assert found == [["lerobot_ros.a", "lerobot_ros.inner.b", "lerobot_ros.a"]]
@@ -145,17 +149,24 @@ def node_classes():
     for name, path in source_modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and any(
-                    (getattr(base, "id", None) or getattr(base, "attr", None)) in ("Node", "LifecycleNode")
-                    for base in node.bases):
+                (getattr(base, "id", None) or getattr(base, "attr", None))
+                in ("Node", "LifecycleNode")
+                for base in node.bases
+            ):
                 yield name, node
 
 
 def test_node_classes_are_found():
     found = {f"{module}.{cls.name}" for module, cls in node_classes()}
-    assert {"lerobot_ros.server.node.PolicyServerNode", "lerobot_ros.sim.robot_node.SimRobotNode"} <= found
+    assert {
+        "lerobot_ros.server.node.PolicyServerNode",
+        "lerobot_ros.sim.robot_node.SimRobotNode",
+    } <= found
 
 
-@pytest.mark.parametrize("module, cls", list(node_classes()), ids=lambda value: getattr(value, "name", value))
+@pytest.mark.parametrize(
+    "module, cls", list(node_classes()), ids=lambda value: getattr(value, "name", value)
+)
 def test_node_methods_are_at_most_40_lines(module, cls):
     long_methods = {
         method.name: method.end_lineno - method.lineno + 1
@@ -163,4 +174,6 @@ def test_node_methods_are_at_most_40_lines(module, cls):
         if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
         and method.end_lineno - method.lineno + 1 > MAX_NODE_METHOD_LINES
     }
-    assert not long_methods, f"{module}.{cls.name}: methods over {MAX_NODE_METHOD_LINES} lines: {long_methods}"
+    assert not long_methods, (
+        f"{module}.{cls.name}: methods over {MAX_NODE_METHOD_LINES} lines: {long_methods}"
+    )

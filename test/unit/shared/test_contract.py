@@ -1,7 +1,13 @@
 """The session contract: refusals name what was expected and what arrived."""
 
-from lerobot_ros.protocol.contract import SCHEMA_VERSION, CameraSpec, ServerCapabilities, action_names_mismatch, check_robot
 from lerobot_ros.msg import Observation
+from lerobot_ros.protocol.contract import (
+    SCHEMA_VERSION,
+    CameraSpec,
+    ServerCapabilities,
+    action_names_mismatch,
+    check_robot,
+)
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex")
 
@@ -39,7 +45,9 @@ def test_wrong_count_and_wrong_names_are_explained():
 
 
 def test_check_robot_reports_every_problem():
-    check = check_robot(capabilities(), JOINTS[::-1], camera_names=["observation.images.wrist"], state_dim=4)
+    check = check_robot(
+        capabilities(), JOINTS[::-1], camera_names=["observation.images.wrist"], state_dim=4
+    )
     assert not check.ok
     assert len(check.problems) == 3
     assert "cameras missing: ['observation.images.front']" in check.message()
@@ -48,8 +56,9 @@ def test_check_robot_reports_every_problem():
 
 def test_check_robot_skips_what_the_robot_did_not_declare():
     assert check_robot(capabilities(), JOINTS).ok
-    assert check_robot(capabilities(), JOINTS, camera_names=["observation.images.front", "extra"], state_dim=3).ok
-
+    assert check_robot(
+        capabilities(), JOINTS, camera_names=["observation.images.front", "extra"], state_dim=3
+    ).ok
 
 
 def test_the_schema_version_is_the_one_the_interface_declares():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
 from lerobot_ros.protocol.telemetry import ServerHealth
+from lerobot_ros.protocol.wire import control_plane
 
 
 def full_capabilities() -> ServerCapabilities:
@@ -19,7 +19,10 @@ def full_capabilities() -> ServerCapabilities:
         action_names=("a", "b"),
         state_names=("sa", "sb"),
         state_dim=2,
-        cameras=(CameraSpec("observation.images.front", 480, 640), CameraSpec("observation.images.wrist", 240, 320)),
+        cameras=(
+            CameraSpec("observation.images.front", 480, 640),
+            CameraSpec("observation.images.wrist", 240, 320),
+        ),
         chunk_size=50,
         trained_fps=30.0,
         rtc_supported=True,
@@ -33,7 +36,10 @@ def full_capabilities() -> ServerCapabilities:
 
 def test_capabilities_round_trip_every_field():
     original = full_capabilities()
-    assert control_plane.capabilities_from_msg(control_plane.capabilities_to_msg(original)) == original
+    assert (
+        control_plane.capabilities_from_msg(control_plane.capabilities_to_msg(original))
+        == original
+    )
 
 
 def test_misaligned_camera_fields_are_refused():
@@ -64,8 +70,16 @@ def test_server_status_carries_health_and_capabilities():
         max_sessions=8,
         requests_served=40,
     )
-    msg = control_plane.server_status_to_msg(health, control_plane.capabilities_to_msg(full_capabilities()), Time(sec=5))
-    assert (msg.instance_id, msg.heartbeat_seq, msg.ready, msg.active_sessions, msg.max_sessions) == ("abc123", 7, True, 2, 8)
+    msg = control_plane.server_status_to_msg(
+        health, control_plane.capabilities_to_msg(full_capabilities()), Time(sec=5)
+    )
+    assert (
+        msg.instance_id,
+        msg.heartbeat_seq,
+        msg.ready,
+        msg.active_sessions,
+        msg.max_sessions,
+    ) == ("abc123", 7, True, 2, 8)
     assert msg.requests_served == 40
     assert (msg.uptime.sec, msg.uptime.nanosec) == (12, 500_000_000)
     assert msg.header.stamp.sec == 5
@@ -75,8 +89,12 @@ def test_server_status_carries_health_and_capabilities():
 def test_open_request_round_trip():
     from lerobot_ros.protocol.contract import OpenRequest
 
-    request = OpenRequest("arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True)
-    assert control_plane.open_request_from_msg(control_plane.open_request_to_msg(request)) == request
+    request = OpenRequest(
+        "arm_1", 1, ("a", "b"), 2, ("observation.images.front",), 30.0, "pick", True
+    )
+    assert (
+        control_plane.open_request_from_msg(control_plane.open_request_to_msg(request)) == request
+    )
     standby = OpenRequest("arm_1", 4, ("a",), 1, (), 30.0, standby=True)
     msg = control_plane.open_request_to_msg(standby)
     assert msg.standby and not control_plane.open_request_to_msg(request).standby
@@ -86,13 +104,25 @@ def test_open_request_round_trip():
 def test_server_status_carries_the_standby_count_the_server_health_holds():
     from builtin_interfaces.msg import Time
 
-    from lerobot_ros.server.observability.health import server_health
     from lerobot_ros.protocol.telemetry import ServerStats
+    from lerobot_ros.server.observability.health import server_health
 
-    health = server_health(instance_id="abc", server_namespace="/lerobot", heartbeat_seq=1, ready=True,
-                           draining=False, uptime_s=1.0, active_sessions=3, max_sessions=8, pending_requests=0,
-                           stats=ServerStats(), standby_sessions=2)
-    msg = control_plane.server_status_to_msg(health, control_plane.capabilities_to_msg(full_capabilities()), Time())
+    health = server_health(
+        instance_id="abc",
+        server_namespace="/lerobot",
+        heartbeat_seq=1,
+        ready=True,
+        draining=False,
+        uptime_s=1.0,
+        active_sessions=3,
+        max_sessions=8,
+        pending_requests=0,
+        stats=ServerStats(),
+        standby_sessions=2,
+    )
+    msg = control_plane.server_status_to_msg(
+        health, control_plane.capabilities_to_msg(full_capabilities()), Time()
+    )
     assert (msg.active_sessions, msg.standby_sessions) == (3, 2)
     assert control_plane.health_values(health)["standby_sessions"] == 2
 
@@ -110,6 +140,8 @@ def test_server_stats_count_outcomes_and_window_inference_times():
     assert p50 == pytest.approx(50.5) and p95 == pytest.approx(95.05)
     assert (stats.requests_served, stats.requests_rejected, stats.requests_failed) == (100, 1, 1)
     assert stats.observations_superseded == 100
-    assert stats.utilization(horizon_s=10.0) == pytest.approx(0.505)  # 5.05 s busy in the last 10 s
+    assert stats.utilization(horizon_s=10.0) == pytest.approx(
+        0.505
+    )  # 5.05 s busy in the last 10 s
     now[0] += 60.0
     assert stats.utilization(horizon_s=10.0) == 0.0

@@ -1,4 +1,5 @@
-"""When the demo may end its run: never inside the refill that follows one of its own episode resets."""
+"""When the demo may end its run: never inside the refill that follows one of its own episode
+resets."""
 
 from __future__ import annotations
 

@@ -28,7 +28,9 @@ RED_RGB[..., 0] = 255
 def _assert_red(rgb: np.ndarray, tolerance: int = 0) -> None:
     assert rgb.shape == (48, 64, 3) and rgb.dtype == np.uint8
     assert rgb[..., 0].min() >= 255 - tolerance, "red channel lost"
-    assert rgb[..., 1].max() <= tolerance and rgb[..., 2].max() <= tolerance, "green/blue leaked in (channel swap?)"
+    assert rgb[..., 1].max() <= tolerance and rgb[..., 2].max() <= tolerance, (
+        "green/blue leaked in (channel swap?)"
+    )
 
 
 def _gradient_rgb(height: int = 40, width: int = 30) -> np.ndarray:
@@ -73,7 +75,13 @@ def test_red_stays_red_through_jpeg():
 
 def test_red_stays_red_through_raw_and_raw_is_exact():
     msg = rgb_to_raw(RED_RGB)
-    assert (msg.encoding, msg.step, msg.height, msg.width, msg.is_bigendian) == ("rgb8", 64 * 3, 48, 64, 0)
+    assert (msg.encoding, msg.step, msg.height, msg.width, msg.is_bigendian) == (
+        "rgb8",
+        64 * 3,
+        48,
+        64,
+        0,
+    )
     _assert_red(raw_to_rgb(msg))
     gradient = _gradient_rgb()
     np.testing.assert_array_equal(raw_to_rgb(rgb_to_raw(gradient)), gradient)
@@ -101,8 +109,12 @@ def test_bgr8_message_decodes_to_rgb():
 def test_rgba8_and_bgra8_drop_alpha():
     gradient = _gradient_rgb()
     alpha = np.full(gradient.shape[:2] + (1,), 7, dtype=np.uint8)
-    np.testing.assert_array_equal(raw_to_rgb(_raw("rgba8", np.concatenate([gradient, alpha], -1))), gradient)
-    np.testing.assert_array_equal(raw_to_rgb(_raw("bgra8", np.concatenate([gradient[..., ::-1], alpha], -1))), gradient)
+    np.testing.assert_array_equal(
+        raw_to_rgb(_raw("rgba8", np.concatenate([gradient, alpha], -1))), gradient
+    )
+    np.testing.assert_array_equal(
+        raw_to_rgb(_raw("bgra8", np.concatenate([gradient[..., ::-1], alpha], -1))), gradient
+    )
 
 
 def test_mono8_becomes_three_equal_channels():
@@ -127,7 +139,9 @@ def test_padded_step_is_stripped(encoding, channels):
 def test_image_message_to_rgb_dispatches_on_type():
     _assert_red(image_message_to_rgb(rgb_to_raw(RED_RGB)))
     _assert_red(image_message_to_rgb(rgb_to_compressed(RED_RGB, 95)), tolerance=3)
-    with pytest.raises(ImageError, match="expected a sensor_msgs Image or CompressedImage, got str"):
+    with pytest.raises(
+        ImageError, match="expected a sensor_msgs Image or CompressedImage, got str"
+    ):
         image_message_to_rgb("not an image")
 
 
@@ -206,7 +220,10 @@ def test_truncated_png_is_refused():
 
 def test_garbage_bytes_are_refused_with_magic_shown():
     msg = _compressed(b"hello world, not a jpeg", "jpeg")
-    with pytest.raises(ImageError, match=r"expected JPEG data .* 23 bytes starting 68 65 6c 6c 6f 20 77 6f, format 'jpeg'"):
+    with pytest.raises(
+        ImageError,
+        match=r"expected JPEG data .* 23 bytes starting 68 65 6c 6c 6f 20 77 6f, format 'jpeg'",
+    ):
         compressed_to_rgb(msg)
     assert not is_jpeg(msg)
 
@@ -220,7 +237,9 @@ def test_corrupt_jpeg_body_is_refused():
 
 def test_format_and_data_disagreeing_is_refused():
     msg = _compressed(_png_bytes(_gradient_rgb()), "jpeg")
-    with pytest.raises(ImageError, match=r"expected JPEG data as the format says, got .* 89 50 4e 47"):
+    with pytest.raises(
+        ImageError, match=r"expected JPEG data as the format says, got .* 89 50 4e 47"
+    ):
         compressed_to_rgb(msg)
     assert not is_jpeg(msg)
 
@@ -238,7 +257,9 @@ def test_oversize_is_refused_before_decoding():
         compressed_to_rgb(msg, max_bytes=size - 1)
 
 
-@pytest.mark.parametrize("fmt", ["16UC1; compressedDepth png", "tiff", "bgr8; webp compressed bgr8"])
+@pytest.mark.parametrize(
+    "fmt", ["16UC1; compressedDepth png", "tiff", "bgr8; webp compressed bgr8"]
+)
 def test_unsupported_compressed_format_is_refused(fmt):
     with pytest.raises(ImageError, match=f"expected a JPEG or PNG camera frame .*format {fmt!r}"):
         compressed_to_rgb(_compressed(_png_bytes(_gradient_rgb()), fmt))
@@ -263,7 +284,13 @@ def test_quality_extremes_encode(quality):
 
 
 @pytest.mark.parametrize(
-    "bad", [np.zeros((4, 4), np.uint8), np.zeros((4, 4, 4), np.uint8), np.zeros((4, 4, 3), np.float32), np.zeros((0, 4, 3), np.uint8)]
+    "bad",
+    [
+        np.zeros((4, 4), np.uint8),
+        np.zeros((4, 4, 4), np.uint8),
+        np.zeros((4, 4, 3), np.float32),
+        np.zeros((0, 4, 3), np.uint8),
+    ],
 )
 def test_encoders_refuse_non_rgb_arrays(bad):
     with pytest.raises(ImageError, match="expected"):
@@ -329,9 +356,17 @@ def test_a_compressed_frame_reads_its_codec_once_for_forwarding_and_decoding():
     assert (jpeg.sniffed, jpeg.declared) == ("jpeg", "jpeg") and jpeg.is_complete_jpeg()
     _assert_red(jpeg.to_rgb(), tolerance=3)
     unlabelled = CompressedFrame.of(_compressed(_png_bytes(_gradient_rgb()), ""))
-    assert (unlabelled.sniffed, unlabelled.declared) == ("png", "png") and not unlabelled.is_complete_jpeg()
-    mislabelled = CompressedFrame.of(_compressed(bytes(rgb_to_compressed(RED_RGB, 90).data), "png"))
-    assert (mislabelled.sniffed, mislabelled.declared) == ("jpeg", "png") and not mislabelled.is_complete_jpeg()
+    assert (unlabelled.sniffed, unlabelled.declared) == (
+        "png",
+        "png",
+    ) and not unlabelled.is_complete_jpeg()
+    mislabelled = CompressedFrame.of(
+        _compressed(bytes(rgb_to_compressed(RED_RGB, 90).data), "png")
+    )
+    assert (mislabelled.sniffed, mislabelled.declared) == (
+        "jpeg",
+        "png",
+    ) and not mislabelled.is_complete_jpeg()
     with pytest.raises(ImageError, match="expected PNG data as the format says"):
         mislabelled.to_rgb()
 
@@ -350,7 +385,9 @@ def test_a_raw_frame_is_bounded_in_bytes_before_anything_else():
     msg = rgb_to_raw(RED_RGB)
     size = len(msg.data)
     _assert_red(raw_to_rgb(msg, max_bytes=size))
-    with pytest.raises(ImageError, match=f"'rgb8' Image of {size} bytes; at most {size - 1} are accepted"):
+    with pytest.raises(
+        ImageError, match=f"'rgb8' Image of {size} bytes; at most {size - 1} are accepted"
+    ):
         raw_to_rgb(msg, max_bytes=size - 1)
     msg.encoding = "unknown"  # the bound comes first: nothing of an oversize frame is interpreted
     with pytest.raises(ImageError, match=f"of {size} bytes; at most {size - 1} are accepted"):
@@ -361,35 +398,57 @@ def test_a_raw_frame_is_bounded_in_bytes_before_anything_else():
 
 
 def _textured_scene(height: int, width: int) -> np.ndarray:
-    """Gradients plus noise, like a camera's scene: JPEG at q90 keeps a realistic amount of detail."""
+    """Gradients plus noise, like a camera's scene: JPEG at q90 keeps a realistic amount of
+    detail."""
     rng = np.random.default_rng(7)
     y, x = np.mgrid[0:height, 0:width]
-    base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1)
+    base = np.stack(
+        [x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1
+    )
     return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
 
 
 @pytest.mark.parametrize(
     ("size", "at_least", "denominator"),
-    [((480, 640), (96, 128), 4), ((480, 640), (60, 80), 8), ((480, 640), (61, 80), 4), ((720, 1280), (96, 128), 4),
-     ((480, 640), (240, 320), 2), ((480, 640), (241, 320), 1), ((480, 640), (480, 640), 1), ((96, 128), (480, 640), 1),
-     ((481, 641), (61, 81), 8)],
+    [
+        ((480, 640), (96, 128), 4),
+        ((480, 640), (60, 80), 8),
+        ((480, 640), (61, 80), 4),
+        ((720, 1280), (96, 128), 4),
+        ((480, 640), (240, 320), 2),
+        ((480, 640), (241, 320), 1),
+        ((480, 640), (480, 640), 1),
+        ((96, 128), (480, 640), 1),
+        ((481, 641), (61, 81), 8),
+    ],
 )
 def test_the_scale_is_the_largest_that_stays_at_least_the_target(size, at_least, denominator):
     assert images.jpeg_scale_denominator(size, at_least) == denominator
 
 
 @pytest.mark.parametrize(
-    ("size", "target"), [((480, 640), (96, 128)), ((480, 640), (240, 320)), ((720, 1280), (96, 128)), ((720, 1280), (224, 224))]
+    ("size", "target"),
+    [
+        ((480, 640), (96, 128)),
+        ((480, 640), (240, 320)),
+        ((720, 1280), (96, 128)),
+        ((720, 1280), (224, 224)),
+    ],
 )
 def test_a_reduced_jpeg_decode_then_resize_matches_the_full_decode_then_resize(size, target):
-    """Tolerance: mean absolute difference under 1.5 levels of 255, 99th percentile under 6, on a textured scene.
+    """Tolerance: mean absolute difference under 1.5 levels of 255, 99th percentile under 6, on a
+    textured scene.
 
     (JPEG q90 itself moves these pixels by ~4 levels on average.)
     """
     msg = images.rgb_to_compressed(_textured_scene(*size), 90)
     reduced = images.compressed_to_rgb(msg, at_least=target)
     denominator = images.jpeg_scale_denominator(size, target)
-    assert denominator > 1 and reduced.shape == (-(-size[0] // denominator), -(-size[1] // denominator), 3)
+    assert denominator > 1 and reduced.shape == (
+        -(-size[0] // denominator),
+        -(-size[1] // denominator),
+        3,
+    )
     plain = resize_rgb(images.compressed_to_rgb(msg), *target)
     fast = resize_rgb(reduced, *target)
     difference = np.abs(plain.astype(np.int16) - fast.astype(np.int16))
@@ -404,14 +463,20 @@ def test_a_reduced_decode_keeps_colours_and_the_full_size_when_the_target_is_not
     _assert_red(small, tolerance=8)
     assert images.compressed_to_rgb(msg, at_least=(96, 128)).shape == (96, 128, 3)
     gray = cv2.imencode(".jpg", np.full((96, 128), 77, np.uint8))[1].tobytes()
-    assert images.compressed_to_rgb(_compressed(gray, "jpeg"), at_least=(24, 32)).shape == (24, 32, 3)
+    assert images.compressed_to_rgb(_compressed(gray, "jpeg"), at_least=(24, 32)).shape == (
+        24,
+        32,
+        3,
+    )
 
 
 def test_png_and_raw_frames_come_back_at_their_own_size_whatever_the_target():
     picture = _gradient_rgb(40, 30)
     png = _compressed(_png_bytes(cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)), "png")
     assert np.array_equal(images.compressed_to_rgb(png, at_least=(10, 8)), picture)
-    assert np.array_equal(images.image_message_to_rgb(_raw("rgb8", picture), at_least=(10, 8)), picture)
+    assert np.array_equal(
+        images.image_message_to_rgb(_raw("rgb8", picture), at_least=(10, 8)), picture
+    )
 
 
 def test_a_reduced_decode_still_refuses_a_header_declaring_too_many_pixels():

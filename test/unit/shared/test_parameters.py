@@ -1,4 +1,5 @@
-"""lerobot_ros.node_shell.parameters: checks, type conversion, all-at-once problems, derived settings."""
+"""lerobot_ros.node_shell.parameters: checks, type conversion, all-at-once problems, derived
+settings."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ from lerobot_ros.node_shell.parameters import (
     port,
     positive,
     required,
-    runtime_change,
     ros_name_segment,
+    runtime_change,
     settings_dataclass,
 )
 
@@ -45,7 +46,9 @@ from lerobot_ros.node_shell.parameters import (
 def test_positive_wants_a_finite_number_above_zero():
     assert positive()("fps", 30.0) is None
     for value in (0.0, -1.0, math.inf, math.nan):
-        assert positive()("fps", value) == f"'fps' is {value!r}, expected a finite number more than 0"
+        assert (
+            positive()("fps", value) == f"'fps' is {value!r}, expected a finite number more than 0"
+        )
 
 
 def test_more_than_lets_infinity_through_and_refuses_nan():
@@ -57,11 +60,16 @@ def test_more_than_lets_infinity_through_and_refuses_nan():
 def test_at_least_and_in_range_include_their_bounds_and_say_what_the_values_mean():
     assert at_least(0)("n", 0) is None
     assert at_least(1)("n", 0) == "'n' is 0, expected 1 or more"
-    assert at_least(-1, "-1 (off) or a seed >= 0")("seed", -2) == "'seed' is -2, expected -1 (off) or a seed >= 0"
+    assert (
+        at_least(-1, "-1 (off) or a seed >= 0")("seed", -2)
+        == "'seed' is -2, expected -1 (off) or a seed >= 0"
+    )
     assert at_least(0)("x", math.nan) is not None
     assert in_range(1, 100)("q", 1) is None and in_range(1, 100)("q", 100) is None
     assert in_range(1, 100)("q", 101) == "'q' is 101, expected 1..100"
-    assert in_range(0, 100, "0 (raw) or 1..100")("q", -1) == "'q' is -1, expected 0 (raw) or 1..100"
+    assert (
+        in_range(0, 100, "0 (raw) or 1..100")("q", -1) == "'q' is -1, expected 0 (raw) or 1..100"
+    )
 
 
 def test_port_is_zero_for_off_or_a_tcp_port():
@@ -84,7 +92,10 @@ def test_name_checks():
     for bad in ("1abc", "a/b", "a-b", "a\n"):
         assert ros_name_segment()("s", bad) == f"'s' is {bad!r}, expected one ROS name segment"
     assert absolute_name("/lerobot")("ns", "/x") is None
-    assert absolute_name("/lerobot")("ns", "x") == "'ns' is 'x', expected an absolute name like /lerobot"
+    assert (
+        absolute_name("/lerobot")("ns", "x")
+        == "'ns' is 'x', expected an absolute name like /lerobot"
+    )
     device = matches(re.compile(r"cpu|cuda(:\d+)?"), "cpu or cuda:N")
     assert device("d", "cuda:1") is None
     assert device("d", "gpu") == "'d' is 'gpu', expected cpu or cuda:N"
@@ -112,8 +123,16 @@ def test_optional_skips_an_empty_value_only():
 def test_types_accept_and_convert_what_ros_hands_over():
     assert STRING_LIST.convert(["", "a", ""]) == ("a",)
     assert FLOAT_LIST.convert(array("d", [1.0, 2.0])) == (1.0, 2.0)
-    assert FLOAT_LIST.accepts(array("d", [1.0])) and FLOAT_LIST.accepts([1, 2.0]) and FLOAT_LIST.accepts([])
-    assert not FLOAT_LIST.accepts(["a"]) and not FLOAT_LIST.accepts("ab") and not FLOAT_LIST.accepts([True])
+    assert (
+        FLOAT_LIST.accepts(array("d", [1.0]))
+        and FLOAT_LIST.accepts([1, 2.0])
+        and FLOAT_LIST.accepts([])
+    )
+    assert (
+        not FLOAT_LIST.accepts(["a"])
+        and not FLOAT_LIST.accepts("ab")
+        and not FLOAT_LIST.accepts([True])
+    )
     assert FLOAT.accepts(1) and FLOAT.convert(1) == 1.0 and isinstance(FLOAT.convert(1), float)
     assert not FLOAT.accepts(True) and not FLOAT.accepts("1")
     assert INTEGER.accepts(3) and not INTEGER.accepts(3.0) and not INTEGER.accepts(False)
@@ -159,7 +178,12 @@ def test_the_dataclass_has_one_frozen_field_per_parameter_in_table_order():
     assert [field.name for field in dataclasses.fields(Example)] == [entry.name for entry in TABLE]
     assert Example.PARAMETERS is TABLE
     made = Example.from_values({"name": "x", "items": ["", "a", "b"], "limits": [1, 2]})
-    assert made.items == ("a", "b") and made.limits == (1.0, 2.0) and made.count == 3 and made.span == 1.0
+    assert (
+        made.items == ("a", "b")
+        and made.limits == (1.0, 2.0)
+        and made.count == 3
+        and made.span == 1.0
+    )
     assert repr(made).startswith("Example(name='x'")
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.low = 0.5
@@ -171,7 +195,9 @@ def test_a_parameter_declared_twice_is_refused():
 
 
 def test_every_problem_is_reported_at_once_field_checks_then_rules():
-    problems = Example.problems_of({"name": "", "low": 5.0, "high": 2.0, "items": ["a", "a"], "count": 0})
+    problems = Example.problems_of(
+        {"name": "", "low": 5.0, "high": 2.0, "items": ["a", "a"], "count": 0}
+    )
     assert problems == [
         "'name' is empty",
         "'items' ['a', 'a'] names a item twice",
@@ -195,13 +221,24 @@ def test_wrong_types_and_unknown_names_are_problems_before_any_check_runs():
 
 def test_defaults_are_what_the_config_files_list():
     assert defaults(TABLE) == {
-        "name": "", "low": 0.0, "high": 1.0, "items": [""], "limits": [], "count": 3, "flag": False
+        "name": "",
+        "low": 0.0,
+        "high": 1.0,
+        "items": [""],
+        "limits": [],
+        "count": 3,
+        "flag": False,
     }
     assert Example.problems_of({"name": "x"}) == []
 
 
 @pytest.mark.parametrize(
-    "module", ["lerobot_ros.node_shell.parameters", "lerobot_ros.executor.settings", "lerobot_ros.sim.settings"]
+    "module",
+    [
+        "lerobot_ros.node_shell.parameters",
+        "lerobot_ros.executor.settings",
+        "lerobot_ros.sim.settings",
+    ],
 )
 def test_parameter_tables_are_plain_python(module):
     code = f"import sys; import {module}; assert 'rclpy' not in sys.modules"
@@ -223,8 +260,11 @@ def test_a_valid_runtime_change_gives_the_new_settings_and_leaves_the_rest():
 def test_a_start_up_only_entry_is_refused_saying_so_and_naming_the_settable_ones():
     changed, refusal = runtime_change(_running(), {"name": "y"})
     assert changed is None
-    assert refusal == ("'name' takes effect only at start-up; set it in the parameters file or on the command line "
-                       "(settable while running: count, high, low)")
+    assert refusal == (
+        "'name' takes effect only at start-up; set it in the parameters file or on the command "
+        "line "
+        "(settable while running: count, high, low)"
+    )
 
 
 def test_a_start_up_only_entry_is_accepted_while_configuring():
@@ -235,7 +275,10 @@ def test_a_start_up_only_entry_is_accepted_while_configuring():
 def test_an_invalid_runtime_value_is_refused_with_the_start_up_check_and_the_cross_field_rules():
     assert runtime_change(_running(), {"count": 0}) == (None, "'count' is 0, expected 1..10")
     assert runtime_change(_running(), {"low": 2.0}) == (None, "'low' is above 'high'")
-    assert runtime_change(_running(), {"count": "many"}) == (None, "'count' is 'many', expected an integer")
+    assert runtime_change(_running(), {"count": "many"}) == (
+        None,
+        "'count' is 'many', expected an integer",
+    )
 
 
 def test_names_outside_the_table_are_not_its_business():

@@ -1,4 +1,5 @@
-"""Which checkpoint a policy name means (the demo, the evaluation, the launch files and the fleet demo ask here)."""
+"""Which checkpoint a policy name means (the demo, the evaluation, the launch files and the fleet
+demo ask here)."""
 
 import json
 
@@ -26,7 +27,9 @@ def test_auto_serves_the_trained_act_only_once_it_is_whole_and_evaluated(tmp_pat
     assert auto_policy() == "trained_smolvla"
     target = trained_policy_path()
     target.mkdir(parents=True)
-    (target / CONTRACT_FILE).write_text("{}")  # an install interrupted before its evaluation was written
+    (target / CONTRACT_FILE).write_text(
+        "{}"
+    )  # an install interrupted before its evaluation was written
     assert installed_trained_policy() is None and auto_policy() == "trained_smolvla"
     (target / EVALUATION_FILE).write_text(json.dumps({"successes": 1}))
     assert installed_trained_policy() == target and auto_policy() == "trained"

@@ -16,10 +16,20 @@ and what arrived. One module per job:
 """
 
 from lerobot_ros.protocol.wire.data_plane.cameras import camera_payload, camera_payloads
-from lerobot_ros.protocol.wire.data_plane.chunk import ChunkReply, ReceivedChunk, chunk_from_msg, chunk_to_msg
+from lerobot_ros.protocol.wire.data_plane.chunk import (
+    ChunkReply,
+    ReceivedChunk,
+    chunk_from_msg,
+    chunk_to_msg,
+)
 from lerobot_ros.protocol.wire.data_plane.fields import DataPlaneError, RequestId, request_id_of
 from lerobot_ros.protocol.wire.data_plane.limits import RequestLimits, check_sizes
-from lerobot_ros.protocol.wire.data_plane.observation import ObservationFrame, OutgoingObservation, observation_from_msg, observation_to_msg
+from lerobot_ros.protocol.wire.data_plane.observation import (
+    ObservationFrame,
+    OutgoingObservation,
+    observation_from_msg,
+    observation_to_msg,
+)
 from lerobot_ros.protocol.wire.data_plane.record import observation_from_record, observation_record
 
 __all__ = [

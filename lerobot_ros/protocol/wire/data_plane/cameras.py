@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
+from lerobot_ros.msg import Observation
 from lerobot_ros.protocol.wire import images
 from lerobot_ros.protocol.wire.data_plane.fields import DataPlaneError
 from lerobot_ros.protocol.wire.data_plane.limits import RequestLimits
-from lerobot_ros.msg import Observation
 
 Payload = Image | CompressedImage
 
@@ -30,7 +30,9 @@ def _larger_than(size: tuple[int, int] | None, target: tuple[int, int]) -> bool:
     return size is not None and size != target and size[0] >= target[0] and size[1] >= target[1]
 
 
-def camera_payload(msg: Payload, jpeg_quality: int, policy_size: tuple[int, int] | None = None) -> tuple[str, Payload]:
+def camera_payload(
+    msg: Payload, jpeg_quality: int, policy_size: tuple[int, int] | None = None
+) -> tuple[str, Payload]:
     """("compressed" | "raw", message) to put in an Observation for one camera frame.
 
     A frame larger than ``policy_size`` (height, width; the resolution the
@@ -48,7 +50,12 @@ def camera_payload(msg: Payload, jpeg_quality: int, policy_size: tuple[int, int]
         if compressed.is_complete_jpeg():
             return "compressed", msg
         rgb = compressed.to_rgb()
-    elif jpeg_quality == 0 and isinstance(msg, Image) and msg.encoding == "rgb8" and msg.step == msg.width * 3:
+    elif (
+        jpeg_quality == 0
+        and isinstance(msg, Image)
+        and msg.encoding == "rgb8"
+        and msg.step == msg.width * 3
+    ):
         return "raw", msg
     else:
         rgb = images.image_message_to_rgb(msg)
@@ -58,9 +65,12 @@ def camera_payload(msg: Payload, jpeg_quality: int, policy_size: tuple[int, int]
 
 
 def camera_payloads(
-    frames: dict[str, Payload], jpeg_quality: int, policy_sizes: dict[str, tuple[int, int]] | None = None
+    frames: dict[str, Payload],
+    jpeg_quality: int,
+    policy_sizes: dict[str, tuple[int, int]] | None = None,
 ) -> tuple[dict[str, CompressedImage], dict[str, Image]]:
-    """(compressed, raw) payloads by camera name for ``observation_to_msg``; see ``camera_payload``.
+    """(compressed, raw) payloads by camera name for ``observation_to_msg``; see
+    ``camera_payload``.
 
     ``policy_sizes``: the policy's (height, width) per camera; a camera not in it is never resized.
     """
@@ -74,7 +84,10 @@ def camera_payloads(
 
 def _aligned(names, frames, kind: str) -> None:
     if len(names) != len(frames):
-        raise DataPlaneError(f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be index-aligned")
+        raise DataPlaneError(
+            f"{len(names)} {kind} camera names but {len(frames)} {kind} images; they must be "
+            "index-aligned"
+        )
 
 
 def frames_from_msg(
@@ -92,7 +105,10 @@ def frames_from_msg(
     policy_sizes = policy_sizes or {}
     _aligned(msg.compressed_camera_names, msg.compressed_images, "compressed")
     _aligned(msg.raw_camera_names, msg.raw_images, "raw")
-    named = [*zip(msg.compressed_camera_names, msg.compressed_images), *zip(msg.raw_camera_names, msg.raw_images)]
+    named = [
+        *zip(msg.compressed_camera_names, msg.compressed_images, strict=False),
+        *zip(msg.raw_camera_names, msg.raw_images, strict=False),
+    ]
     seen: set[str] = set()
     for name, _ in named:
         if name in seen:
@@ -103,12 +119,16 @@ def frames_from_msg(
         try:
             size = policy_sizes.get(name)
             if size is None:
-                return images.image_message_to_rgb(image, limits.max_image_bytes, limits.max_image_pixels)
-            return images.frame_at_size(image, size, limits.max_image_bytes, limits.max_image_pixels)
+                return images.image_message_to_rgb(
+                    image, limits.max_image_bytes, limits.max_image_pixels
+                )
+            return images.frame_at_size(
+                image, size, limits.max_image_bytes, limits.max_image_pixels
+            )
         except images.ImageError as error:
             raise DataPlaneError(f"camera {name!r}: {error}") from error
 
-    return dict(zip((name for name, _ in named), decode_side_by_side(decode, named)))
+    return dict(zip((name for name, _ in named), decode_side_by_side(decode, named), strict=False))
 
 
 _decode_pool: ThreadPoolExecutor | None = None
@@ -122,7 +142,9 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def decode_side_by_side(decode: Callable[[str, Payload], np.ndarray], named: list[tuple[str, Payload]]) -> list[np.ndarray]:
+def decode_side_by_side(
+    decode: Callable[[str, Payload], np.ndarray], named: list[tuple[str, Payload]]
+) -> list[np.ndarray]:
     """``decode(name, image)`` for each pair, in order, on up to one thread per usable core.
 
     OpenCV's JPEG decoder and resize release the GIL, so three 480x640 frames
@@ -147,6 +169,8 @@ def _shared_pool() -> ThreadPoolExecutor:
     with _decode_pool_lock:
         if _decode_pool is None:
             # The calling thread decodes one frame too: with it, as many decodes at once as cores.
-            _decode_pool = ThreadPoolExecutor(max_workers=max(1, min(_usable_cores(), 8) - 1),
-                                              thread_name_prefix="lerobot_ros-decode")
+            _decode_pool = ThreadPoolExecutor(
+                max_workers=max(1, min(_usable_cores(), 8) - 1),
+                thread_name_prefix="lerobot_ros-decode",
+            )
         return _decode_pool

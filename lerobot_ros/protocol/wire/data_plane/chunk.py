@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_ros.protocol.wire.data_plane.fields import DataPlaneError, RequestId, float32_field, matrix, request_fields, request_id_of
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.protocol.wire.control_plane import duration_from_seconds, seconds_from_duration
+from lerobot_ros.protocol.wire.data_plane.fields import (
+    DataPlaneError,
+    RequestId,
+    float32_field,
+    matrix,
+    request_fields,
+    request_id_of,
+)
 
 _SERVER_DURATIONS = ("queue_wait", "preprocess", "inference", "postprocess")
 
@@ -94,7 +101,9 @@ def chunk_to_msg(reply: ChunkReply) -> ActionChunk:
 def chunk_from_msg(msg: ActionChunk) -> ReceivedChunk:
     """Decode a chunk; the arrays are checked against the declared shape."""
     if msg.action_dim and len(msg.action_names) != msg.action_dim:
-        raise DataPlaneError(f"chunk names {len(msg.action_names)} actions but declares action_dim {msg.action_dim}")
+        raise DataPlaneError(
+            f"chunk names {len(msg.action_names)} actions but declares action_dim {msg.action_dim}"
+        )
     return ReceivedChunk(
         request=request_id_of(msg),
         status=msg.status,
@@ -105,7 +114,9 @@ def chunk_from_msg(msg: ActionChunk) -> ReceivedChunk:
         actions_robot=matrix(msg.actions_robot, msg.chunk_length, msg.action_dim, "actions_robot"),
         rtc_applied=msg.rtc_applied,
         inference_delay_steps=msg.inference_delay_steps,
-        server_durations_s={name: seconds_from_duration(getattr(msg, name)) for name in _SERVER_DURATIONS},
+        server_durations_s={
+            name: seconds_from_duration(getattr(msg, name)) for name in _SERVER_DURATIONS
+        },
         superseded=msg.superseded,
         batch_size=msg.batch_size,
     )

@@ -34,7 +34,9 @@ class RequestId:
 
 
 def request_id_of(msg: Observation | ActionChunk) -> RequestId:
-    return RequestId(msg.session_id, msg.client_id, msg.seq, msg.episode, msg.epoch, msg.sent_monotonic_ns)
+    return RequestId(
+        msg.session_id, msg.client_id, msg.seq, msg.episode, msg.epoch, msg.sent_monotonic_ns
+    )
 
 
 def request_fields(request: RequestId) -> dict:
@@ -44,14 +46,18 @@ def request_fields(request: RequestId) -> dict:
 
 def float_array(values) -> np.ndarray:
     # float32[] fields arrive as array.array('f'); a view, no copy.
-    return np.frombuffer(values, dtype=np.float32) if len(values) else np.zeros(0, dtype=np.float32)
+    return (
+        np.frombuffer(values, dtype=np.float32) if len(values) else np.zeros(0, dtype=np.float32)
+    )
 
 
 def matrix(values, rows: int, columns: int, name: str) -> np.ndarray:
     """``values`` as a [rows, columns] float32 view; DataPlaneError when the count disagrees."""
     flat = float_array(values)
     if flat.size != rows * columns:
-        raise DataPlaneError(f"{name} holds {flat.size} values; expected {rows} x {columns} = {rows * columns}")
+        raise DataPlaneError(
+            f"{name} holds {flat.size} values; expected {rows} x {columns} = {rows * columns}"
+        )
     return flat.reshape(rows, columns)
 
 

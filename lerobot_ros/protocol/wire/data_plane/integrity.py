@@ -12,7 +12,8 @@ use this module: the executor signs observations and verifies chunks, the
 server verifies observations and signs chunks.
 
 What it cannot do: whoever learns the secret (a sniffer of the OpenSession
-reply on an unencrypted network) can sign too; see docs/deployment.md, Security, and docs/protocol.md.
+reply on an unencrypted network) can sign too; see docs/deployment.md, Security, and
+docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ def _feed(digest, value, type_name: str) -> None:
         _length(digest, len(text))
         digest.update(text)
     elif isinstance(value, float):
-        # A float32 field holds the sender's double until it crosses the wire: hash it at its width.
+        # A float32 field holds the sender's double until it crosses the wire: hash it at its
+        # width.
         digest.update(struct.pack(_SCALAR_FORMATS.get(type_name, "<d"), value))
     elif isinstance(value, (list, tuple)):
-        element_type = type_name[len("sequence<"):].split(",")[0].rstrip(">") if type_name.startswith("sequence<") else ""
+        element_type = (
+            type_name[len("sequence<") :].split(",")[0].rstrip(">")
+            if type_name.startswith("sequence<")
+            else ""
+        )
         _length(digest, len(value))
         for element in value:
             _feed(digest, element, element_type)
@@ -75,7 +81,9 @@ def _feed(digest, value, type_name: str) -> None:
         try:
             view = memoryview(value)
         except TypeError:
-            raise TypeError(f"cannot authenticate a field of type {type(value).__name__} ({type_name})") from None
+            raise TypeError(
+                f"cannot authenticate a field of type {type(value).__name__} ({type_name})"
+            ) from None
         _length(digest, view.nbytes)
         digest.update(view if view.c_contiguous else view.tobytes())
 
@@ -98,7 +106,12 @@ def verify(msg, key: bytes) -> str | None:
     """Why ``msg`` is not authentic under ``key``, or None when it is."""
     carried = bytes(msg.mac)
     if len(carried) != MAC_BYTES:
-        return f"{type(msg).__name__} carries a {len(carried)}-byte MAC; expected {MAC_BYTES} bytes keyed by the session secret"
+        return (
+            f"{type(msg).__name__} carries a {len(carried)}-byte MAC; expected {MAC_BYTES} "
+            "bytes keyed by the session secret"
+        )
     if not hmac.compare_digest(carried, mac_of(msg, key)):
-        return f"{type(msg).__name__} MAC does not verify with the session's key (forged or altered)"
+        return (
+            f"{type(msg).__name__} MAC does not verify with the session's key (forged or altered)"
+        )
     return None

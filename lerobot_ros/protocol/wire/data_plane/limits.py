@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lerobot_ros.msg import Observation
 from lerobot_ros.protocol.contract import (
     MAX_ID_CHARS,
     MAX_IMAGE_BYTES,
@@ -24,12 +25,12 @@ from lerobot_ros.protocol.contract import (
     size_problem,
 )
 from lerobot_ros.protocol.wire.data_plane.fields import DataPlaneError
-from lerobot_ros.msg import Observation
 
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """The bounds on one observation; the server's ``max_image_bytes`` parameter overrides its default."""
+    """The bounds on one observation; the server's ``max_image_bytes`` parameter overrides its
+    default."""
 
     max_image_bytes: int = MAX_IMAGE_BYTES
     max_image_pixels: int = MAX_IMAGE_PIXELS
@@ -42,7 +43,8 @@ class RequestLimits:
 
 
 def check_sizes(msg: Observation, limits: RequestLimits = RequestLimits()) -> None:
-    """Raise DataPlaneError for an oversize observation, before anything in it is decoded, compared or echoed.
+    """Raise DataPlaneError for an oversize observation, before anything in it is decoded, compared
+    or echoed.
 
     Frame bytes and declared pixels are bounded where each frame is decoded
     (``cameras.frames_from_msg``), with these same limits.
@@ -61,11 +63,14 @@ def check_sizes(msg: Observation, limits: RequestLimits = RequestLimits()) -> No
     frames = len(msg.compressed_images) + len(msg.raw_images)
     if max(cameras, frames) > limits.max_cameras:
         raise DataPlaneError(
-            f"{cameras} camera names and {frames} frames arrived; at most {limits.max_cameras} cameras are accepted"
+            f"{cameras} camera names and {frames} frames arrived; at most {limits.max_cameras} "
+            "cameras are accepted"
         )
     for name in (*msg.compressed_camera_names, *msg.raw_camera_names):
         problem = size_problem("a camera name", name, limits.max_camera_name_chars)
         if problem:
             raise DataPlaneError(problem)
     if msg.prefix_steps > limits.max_prefix_steps:
-        raise DataPlaneError(f"prefix_steps is {msg.prefix_steps}; at most {limits.max_prefix_steps} accepted")
+        raise DataPlaneError(
+            f"prefix_steps is {msg.prefix_steps}; at most {limits.max_prefix_steps} accepted"
+        )

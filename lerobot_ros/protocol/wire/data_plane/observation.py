@@ -16,10 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.protocol.wire.data_plane.cameras import frames_from_msg
-from lerobot_ros.protocol.wire.data_plane.fields import RequestId, float32_field, float_array, matrix, request_fields, request_id_of
-from lerobot_ros.protocol.wire.data_plane.limits import RequestLimits, check_sizes
 from lerobot_ros.msg import Observation
+from lerobot_ros.protocol.wire.data_plane.cameras import frames_from_msg
+from lerobot_ros.protocol.wire.data_plane.fields import (
+    RequestId,
+    float32_field,
+    float_array,
+    matrix,
+    request_fields,
+    request_id_of,
+)
+from lerobot_ros.protocol.wire.data_plane.limits import RequestLimits, check_sizes
 
 
 @dataclass
@@ -38,10 +45,12 @@ class ObservationFrame:
 
 @dataclass(frozen=True)
 class OutgoingObservation:
-    """One request's observation as the robot sends it: the values ``observation_to_msg`` puts on the wire.
+    """One request's observation as the robot sends it: the values ``observation_to_msg`` puts on
+    the wire.
 
     Camera payloads are already encoded (``cameras.camera_payloads`` makes them); a new Observation
-    field is one field here, one line in ``observation_to_msg`` and one in ``observation_from_msg``.
+    field is one field here, one line in ``observation_to_msg`` and one in
+    ``observation_from_msg``.
     """
 
     request: RequestId
@@ -56,8 +65,11 @@ class OutgoingObservation:
 
 def observation_to_msg(observation: OutgoingObservation) -> Observation:
     """The Observation message for one request."""
-    msg = Observation(**request_fields(observation.request), task=observation.task,
-                      inference_delay_steps=observation.inference_delay_steps)
+    msg = Observation(
+        **request_fields(observation.request),
+        task=observation.task,
+        inference_delay_steps=observation.inference_delay_steps,
+    )
     msg.state = float32_field(observation.state)
     msg.compressed_camera_names = list(observation.compressed)
     msg.compressed_images = list(observation.compressed.values())
@@ -79,7 +91,8 @@ def observation_from_msg(
 ) -> ObservationFrame:
     """Decode an observation within ``limits``; images become RGB arrays.
 
-    ``policy_sizes``: the (height, width) each camera is fed to the policy at (see ``frames_from_msg``).
+    ``policy_sizes``: the (height, width) each camera is fed to the policy at (see
+    ``frames_from_msg``).
     """
     check_sizes(msg, limits)
     frames = frames_from_msg(msg, limits, policy_sizes)

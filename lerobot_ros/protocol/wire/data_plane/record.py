@@ -14,13 +14,19 @@ import time
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from lerobot_ros.protocol.wire.data_plane.fields import RequestId, float_array
-from lerobot_ros.protocol.wire.data_plane.observation import OutgoingObservation, observation_to_msg
 from lerobot_ros.msg import Observation
+from lerobot_ros.protocol.wire.data_plane.fields import RequestId, float_array
+from lerobot_ros.protocol.wire.data_plane.observation import (
+    OutgoingObservation,
+    observation_to_msg,
+)
 
 
-def observation_record(msg: Observation, prefix_model: np.ndarray | None, prefix_robot: np.ndarray | None) -> dict:
-    """``msg`` as a plain record; the prefixes are the parsed ones (None when the message did not parse)."""
+def observation_record(
+    msg: Observation, prefix_model: np.ndarray | None, prefix_robot: np.ndarray | None
+) -> dict:
+    """``msg`` as a plain record; the prefixes are the parsed ones (None when the message did not
+    parse)."""
     return {
         "schema_version": msg.schema_version,
         "session_id": msg.session_id,
@@ -32,7 +38,9 @@ def observation_record(msg: Observation, prefix_model: np.ndarray | None, prefix
         "state": float_array(msg.state),
         "compressed_images": {
             name: {"format": image.format, "data": bytes(image.data)}
-            for name, image in zip(msg.compressed_camera_names, msg.compressed_images)
+            for name, image in zip(
+                msg.compressed_camera_names, msg.compressed_images, strict=False
+            )
         },
         "raw_images": {
             name: {
@@ -42,7 +50,7 @@ def observation_record(msg: Observation, prefix_model: np.ndarray | None, prefix
                 "step": image.step,
                 "data": bytes(image.data),
             }
-            for name, image in zip(msg.raw_camera_names, msg.raw_images)
+            for name, image in zip(msg.raw_camera_names, msg.raw_images, strict=False)
         },
         "inference_delay_steps": msg.inference_delay_steps,
         "prefix_model": prefix_model,
@@ -57,15 +65,34 @@ def observation_from_record(record: dict) -> Observation:
         for name, image in record["compressed_images"].items()
     }
     raw = {
-        name: Image(height=image["height"], width=image["width"], step=image["step"],
-                    encoding=image["encoding"], data=image["data"])
+        name: Image(
+            height=image["height"],
+            width=image["width"],
+            step=image["step"],
+            encoding=image["encoding"],
+            data=image["data"],
+        )
         for name, image in record["raw_images"].items()
     }
-    ids = RequestId(record["session_id"], record["client_id"], record["seq"], record["episode"],
-                    record["epoch"], time.monotonic_ns())
-    msg = observation_to_msg(OutgoingObservation(
-        ids, record["task"], record["state"], compressed, raw, record["inference_delay_steps"],
-        record["prefix_model"], record["prefix_robot"],
-    ))
+    ids = RequestId(
+        record["session_id"],
+        record["client_id"],
+        record["seq"],
+        record["episode"],
+        record["epoch"],
+        time.monotonic_ns(),
+    )
+    msg = observation_to_msg(
+        OutgoingObservation(
+            ids,
+            record["task"],
+            record["state"],
+            compressed,
+            raw,
+            record["inference_delay_steps"],
+            record["prefix_model"],
+            record["prefix_robot"],
+        )
+    )
     msg.schema_version = record.get("schema_version", Observation.CURRENT_SCHEMA_VERSION)
     return msg
