@@ -221,16 +221,39 @@ def main() -> int:
     command = "python -m bench.abuse_soak" + (
         " --smoke" if args.smoke else f" --minutes {args.minutes:g}"
     )
-    body = f"""Each cycle: {OPEN_CALLS} refused OpenSession calls for the streaming robot's client id, a 3 s observation
+    header = common.table_row(
+        "runs",
+        "minutes",
+        "cycles",
+        "crashed processes",
+        "streamed",
+        "opens answered / accepted (must be 0)",
+        "GetStatus answered",
+        "transport",
+    )
+    values = common.table_row(
+        1,
+        summary.get("minutes", 0),
+        summary["cycles"],
+        f"{crashes} {summary['crashed'] or ''}",
+        summary.get("streamed"),
+        f"{summary.get('opens_answered', 0)} / {summary.get('opens_accepted', 0)}",
+        summary.get("get_status_answered", 0),
+        f"{summary['rmw']}, shared memory {summary['fastdds_shm']}",
+    )
+    opening = (
+        f"Each cycle: {OPEN_CALLS} refused OpenSession calls for the streaming robot's client id,"
+    )
+    body = f"""{opening} a 3 s observation
 burst at 1000 msg/s from a session of its own (closed by the flood rule), {STATUS_MESSAGES} bogus
 ServerStatus
 messages on the server's `~/status` and {STATUS_CALLS} GetStatus calls; against policy_server_node,
 sim_robot_node and
 chunk_executor_node as separate processes.
 
-| runs | minutes | cycles | crashed processes | streamed | opens answered / accepted (must be 0) | GetStatus answered | transport |
+{header}
 |---|---|---|---|---|---|---|---|
-| 1 | {summary.get("minutes", 0)} | {summary["cycles"]} | {crashes} {summary["crashed"] or ""} | {summary.get("streamed")} | {summary.get("opens_answered", 0)} / {summary.get("opens_accepted", 0)} | {summary.get("get_status_answered", 0)} | {summary["rmw"]}, shared memory {summary["fastdds_shm"]} |
+{values}
 
 Exit codes at the stop: {summary["exit_codes"]}.
 """

@@ -105,7 +105,9 @@ def act_checkpoint() -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{CHECKPOINT_NAME}-", dir=target.parent))
-    try:  # built beside the target and renamed: an interrupted build never leaves a half-written checkpoint
+    # built beside the target and renamed: an interrupted build never leaves a half-written
+    # checkpoint
+    try:
         build_act_checkpoint(
             staging, cameras={name: POLICY_SIZE for name in CAMERAS}, chunk_size=CHUNK, fps=FPS
         )
@@ -423,9 +425,8 @@ def admission_check(
                 message = str(refused)
                 break
             admitted += 1
-            time.sleep(
-                args.ramp_s
-            )  # the newcomer's requests reach the server's curve and rate window
+            # the newcomer's requests reach the server's curve and rate window
+            time.sleep(args.ramp_s)
     finally:
         fleet.close()
         common.stop_all([process])
@@ -484,9 +485,8 @@ def overlap(result: dict) -> str:
     if not serial:
         return ""
     top = serial[max(serial)]
-    if not top["forwards"] or not broken(
-        top
-    ):  # below saturation the serial worker idles between batches
+    # below saturation the serial worker idles between batches
+    if not top["forwards"] or not broken(top):
         return "The serial path did not saturate in this run: no overlap ceiling measured."
     forward = top["busy"] * top["window_s"] / top["forwards"]
     host = top["window_s"] / top["forwards"] - forward
@@ -696,6 +696,30 @@ def main() -> None:
             + f"\n\n{overlap(result)}\n"
         )
     rates = ", ".join(f"r({b * 1000:.0f} ms) = {request_rate(b):.3f}/s" for b in BUDGETS_S)
+    no_pipeline = "" if "pipeline" in chosen else " (this server has no pipeline parameter yet)"
+    heads_header = common.table_row(
+        "profile",
+        "g",
+        "budget B",
+        "mode",
+        "robots served (every p95 <= B)",
+        "N*_acc",
+        "N*_acc(mean)",
+        "N*_host (c)",
+        "N*",
+        "bound",
+        "served / N*",
+    )
+    admissions_header = common.table_row(
+        "profile",
+        "g",
+        "budget B",
+        "sweep: largest N within B",
+        "first robot past B",
+        "first refused",
+        "refused - (N + 1)",
+        "the refusal",
+    )
     body = f"""
 **Modeled accelerator**: the server is the product's own process over the real ROS data plane
 (decoding, the
@@ -706,7 +730,7 @@ time, holding
 the GIL for a share g of it. The profiles are assumptions until a GPU run measures them; no number
 here
 comes from a GPU. Modes measured:
-{", ".join(chosen)}{"" if "pipeline" in chosen else " (this server has no pipeline parameter yet)"}.
+{", ".join(chosen)}{no_pipeline}.
 
 Checkpoint: ACT, random weights, three 224x224 cameras, 6 joints, chunk {CHUNK}, `max_batch_size`
 {args.max_batch_size}, `batch_window_ms` 0, `torch_threads` 1, on this machine's CPU. Robots: N
@@ -739,7 +763,7 @@ N*_host = cores / (c r(B)), c the server's host CPU seconds per request (includi
 forward's GIL spin,
 which stands for an eager forward's kernel launches) at the largest N served within B.
 
-| profile | g | budget B | mode | robots served (every p95 <= B) | N*_acc | N*_acc(mean) | N*_host (c) | N* | bound | served / N* |
+{heads_header}
 |---|---|---|---|---|---|---|---|---|---|---|
 {chr(10).join(heads)}
 
@@ -749,7 +773,7 @@ between two), until OpenSession refuses one. Goal: the first refused is the firs
 measured past B
 (its largest N within B, plus one), within one.
 
-| profile | g | budget B | sweep: largest N within B | first robot past B | first refused | refused - (N + 1) | the refusal |
+{admissions_header}
 |---|---|---|---|---|---|---|---|
 {chr(10).join(admissions) if admissions else "| (not run) | | | | | | | |"}
 

@@ -179,9 +179,8 @@ class ProcessPool:
     process)."""
 
     def __init__(self, checkpoint: str, workers: int) -> None:
-        context = multiprocessing.get_context(
-            "spawn"
-        )  # rclpy and torch do not survive a fork cleanly
+        # rclpy and torch do not survive a fork cleanly
+        context = multiprocessing.get_context("spawn")
         self.connections, self.processes = [], []
         for _ in range(workers):
             parent, child = context.Pipe()
@@ -204,7 +203,8 @@ class ProcessPool:
             connection = self.connections[index]
             for data in messages[index::workers]:
                 connection.send(data)
-                connection.recv()  # the prepared tensors, unpickled in this (the forward's) process
+                # the prepared tensors, unpickled in this (the forward's) process
+                connection.recv()
 
         started = time.perf_counter()
         with ThreadPoolExecutor(workers) as pool:

@@ -132,11 +132,12 @@ class LoadRobot(threading.Thread):
         super().__init__(name=client_id, daemon=True)
         from lerobot_ros.executor.session.session_client import SessionClient
 
+        # mixed delays across robots
         self.client_id, self.rtc, self.delay = (
             client_id,
             rtc,
             1 + index % 4,
-        )  # mixed delays across robots
+        )
         self.session = SessionClient(node, namespace, client_id)
         self.session.spinning = True  # the load client's executor thread spins the node
         request = OpenRequest(
@@ -174,9 +175,8 @@ class LoadRobot(threading.Thread):
             sent = time.monotonic_ns()
             request = RequestId(self.session_id, self.client_id, seq, 0, 0, sent)
             prefix_model = prefix_robot = None
-            if (
-                self.rtc and previous is not None
-            ):  # the rows after the delay, as the executor would send them
+            # the rows after the delay, as the executor would send them
+            if self.rtc and previous is not None:
                 prefix_model = previous.actions_model[self.delay : self.delay + HORIZON]
                 prefix_robot = previous.actions_robot[self.delay : self.delay + HORIZON]
             msg = observation_to_msg(
@@ -204,9 +204,8 @@ class LoadRobot(threading.Thread):
         self.stop.set()
         self.join(timeout=70)
         self.session.close_session(self.session_id, timeout_s=10.0)
-        with (
-            spinner.paused()
-        ):  # rclpy refuses entities destroyed while another thread waits on them
+        # rclpy refuses entities destroyed while another thread waits on them
+        with spinner.paused():
             self.session.destroy()
 
 
@@ -400,9 +399,8 @@ def verdict(result: dict, compared, device: str) -> str:
             "goal (>= 1.5x, within 15 % of the ceiling, p95 no worse) "
             f"**{'met' if met else 'missed'}**."
         )
-    if (
-        device != "cpu"
-    ):  # the GPU goals: >= 4x at 8 robots, p95 <= 2x the single robot's; robots within 200 ms
+    # the GPU goals: >= 4x at 8 robots, p95 <= 2x the single robot's; robots within 200 ms
+    if device != "cpu":
         single = by_count["round-robin"][min(by_count["round-robin"])]["p95_max"]
         for mode, *_ in compared[1:]:
             within = [
@@ -472,9 +470,8 @@ def main() -> None:
     if args.torch_threads:
         import torch
 
-        os.environ["OMP_NUM_THREADS"] = str(
-            args.torch_threads
-        )  # the servers this run spawns inherit it
+        # the servers this run spawns inherit it
+        os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)
         torch.set_num_threads(args.torch_threads)
     load_before = common.load_average()
 
@@ -566,7 +563,8 @@ def main() -> None:
     for family, result in results.items():
         bare = result["bare"]
         label = FAMILIES[family][1] if family in FAMILIES else family
-        sections.append(f"""**{label}** (device {args.device}). Bare forward through the server's batched path:
+        heading = f"**{label}** (device {args.device})."
+        sections.append(f"""{heading} Bare forward through the server's batched path:
 {bare["batch1_s"] * 1000:.1f} ms at batch 1, {bare["batchN_s"] * 1000:.1f} ms at batch
 {bare["batch"]}: ceiling
 {bare["ratio"]:.2f}x the throughput of batch 1.
@@ -575,6 +573,23 @@ def main() -> None:
 
 {verdict(result, compared, args.device)}
 """)
+    pacing = (
+        "sent as soon as its chunk arrives (closed loop: the server is saturated, so chunks/s is"
+        " its capacity; a real robot asks every (chunk - buffer) / fps)."
+        if not args.request_period_s
+        else f"sent once every {args.request_period_s:g} s (a paced robot)."
+    )
+    threads_note = (
+        f", torch with {args.torch_threads} intra-op thread(s) in every process"
+        if args.torch_threads
+        else ""
+    )
+    no_gpu = (
+        "No GPU was available in this session: the GPU run (ACT, SmolVLA at its real size, pi0)"
+        " is ready as `bench/gpu_batching.sh`."
+        if args.device == "cpu"
+        else ""
+    )
     body = f"""
 Three policy_server_node processes per family, side by side: `max_batch_size` 1 (round-robin),
 batching
@@ -584,15 +599,15 @@ measured on all three back to back.
 Robots: a load client runs N sessions in ONE process through the product's session client
 (`executor/session_client.py`), one thread and one request in flight per robot, the next
 observation
-{"sent as soon as its chunk arrives (closed loop: the server is saturated, so chunks/s is its capacity; a real robot asks every (chunk - buffer) / fps)." if not args.request_period_s else f"sent once every {args.request_period_s:g} s (a paced robot)."} With RTC every robot sends the unexecuted rows of its
+{pacing} With RTC every robot sends the unexecuted rows of its
 previous chunk with its own delay (1-4 steps), so batches mix delays and prefixes. {args.seconds:g}
 s window
 per point; round trip = send -> the robot's chunk callback. Load client, servers and the
 bare-forward
 timing share this machine's
-cores{f", torch with {args.torch_threads} intra-op thread(s) in every process" if args.torch_threads else ""}; load average (1 min) {load_before:.1f} before, {load_after:.1f} after: the
+cores{threads_note}; load average (1 min) {load_before:.1f} before, {load_after:.1f} after: the
 machine was shared and noisy, so read ratios taken in this run, not absolute numbers.
-{"No GPU was available in this session: the GPU run (ACT, SmolVLA at its real size, pi0) is ready as `bench/gpu_batching.sh`." if args.device == "cpu" else ""}
+{no_gpu}
 
 {chr(10).join(sections)}
 ![batching]({common.image_link(document, png)})

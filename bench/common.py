@@ -51,7 +51,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 
 from bench import outside_load  # noqa: E402
-from bench.report import BENCHMARKS_MD, DOCS, write_section  # noqa: E402,F401
+from bench.report import BENCHMARKS_MD, DOCS, table_row, write_section  # noqa: E402,F401
 
 TICKS = os.sysconf("SC_CLK_TCK")
 # SIGUSR1 prints every thread's stack to stderr: a run that stops making progress shows where it

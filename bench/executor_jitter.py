@@ -150,9 +150,8 @@ def run(
     )
     executor_name = f"{name}_executor"
     watcher.watch_status(executor_name)
-    interpolation = (
-        {"control_rate_hz": control_rate_hz} if control_rate_hz else {}
-    )  # unknown to older checkouts
+    # unknown to older checkouts
+    interpolation = {"control_rate_hz": control_rate_hz} if control_rate_hz else {}
     env = {"PYTHONPATH": f"{checkout}:{common.REPO}"} if checkout else None
     executor = common.start_executor(
         directory,
@@ -298,9 +297,8 @@ def main() -> None:
         )
         try:
             for rate in rates:
-                for index, checkout in enumerate(
-                    at_rate_checkouts
-                ):  # same rate, before and after, back to back
+                # same rate, before and after, back to back
+                for index, checkout in enumerate(at_rate_checkouts):
                     jitter.append(
                         run(
                             watcher,

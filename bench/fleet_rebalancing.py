@@ -103,9 +103,8 @@ def repeat_once(
         ),
         "reason": watcher.latest(moved[0]).last_move_reason if moved else "",
     }
-    second.send_signal(
-        signal.SIGTERM
-    )  # its robot moves back (a drain): the next repeat starts from 3/0
+    # its robot moves back (a drain): the next repeat starts from 3/0
+    second.send_signal(signal.SIGTERM)
     if not watcher.wait(lambda: spread(watcher)[f"/{REPLICAS[0]}"] == 3, 60.0):
         raise RuntimeError(
             f"the robots did not return to the first replica after the drain: {spread(watcher)}"
@@ -192,6 +191,22 @@ def main() -> None:
     minutes = (time.monotonic() - began) / 60
     seconds = [row["s_to_2_1"] for row in rows]
     extra = sum(row["moves"] - 1 for row in rows)
+    header = common.table_row(
+        "repeats",
+        "from the second replica ready to 2/1, median / p95 / max",
+        "moves per repeat (1 needed)",
+        f"still 2/1 after {hold_s:g} s",
+        "empty-queue ticks of moved robots",
+        "request timeouts of moved robots",
+    )
+    values = common.table_row(
+        len(rows),
+        f"**{median(seconds):.1f}** / {percentile(seconds, 0.95):.1f} / {max(seconds):.1f} s",
+        ", ".join(str(row["moves"]) for row in rows),
+        f"{sum(row['still_2_1'] for row in rows)} of {len(rows)}",
+        sum(row["empty_ticks_moved"] for row in rows),
+        sum(row["timeouts_moved"] for row in rows),
+    )
     body = f"""
 Two replicas of the default ACT policy (CPU), three robots at 30 Hz listing both, the warm standby
 on,
@@ -204,9 +219,9 @@ repeats,
 {minutes:.0f} min; load average (1 min) {load_before:.1f} before, {load_after:.1f} after (2 cores,
 shared).
 
-| repeats | from the second replica ready to 2/1, median / p95 / max | moves per repeat (1 needed) | still 2/1 after {hold_s:g} s | empty-queue ticks of moved robots | request timeouts of moved robots |
+{header}
 |---|---|---|---|---|---|
-| {len(rows)} | **{median(seconds):.1f}** / {percentile(seconds, 0.95):.1f} / {max(seconds):.1f} s | {", ".join(str(row["moves"]) for row in rows)} | {sum(row["still_2_1"] for row in rows)} of {len(rows)} | {sum(row["empty_ticks_moved"] for row in rows)} | {sum(row["timeouts_moved"] for row in rows)} |
+{values}
 
 Moves beyond the one needed: {extra} (two robots moving in the same instant, or a move back). A
 move's reason, as

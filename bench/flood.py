@@ -434,6 +434,8 @@ def run(args) -> dict:
 
 
 def report(result: dict, args) -> str:
+    from bench.report import table_row
+
     cost = result["refusal_cost_us"]
     rows = "\n".join(
         f"| {name} | {r['baseline_chunks_per_s']:.2f} | {r['before_closure']:.0%} | "
@@ -441,7 +443,19 @@ def report(result: dict, args) -> str:
         for name, r in result["robots"].items()
     )
     quiet = result["other_cores_before"] < 0.3 and result["other_cores_during"] < 0.3
-    return f"""Two legitimate robots ask at {args.robot_hz:g} Hz (one request in flight) while a third session,
+    judgement = (
+        "quiet enough to judge (< 0.3 cores)"
+        if quiet
+        else "**disturbed: above 0.3 cores, do not judge this run**"
+    )
+    header = table_row(
+        "robot",
+        "baseline chunks/s",
+        "share while the flooding session is open",
+        "share after it was closed",
+    )
+    opening = f"Two legitimate robots ask at {args.robot_hz:g} Hz (one request in flight)"
+    return f"""{opening} while a third session,
 pinned to core {args.attacker_core} with `taskset`, floods its own observation topic at
 {result["attacker_rate"]:.0f} msg/s
 (forged MACs, replayed seqs, wrong epochs, validly signed NaN states, in turn). Shares are of each
@@ -450,7 +464,7 @@ baseline in the same run (the {args.baseline_s:g} s before the flood). Goals: >=
 flooding session is
 closed, >= 95 % after.
 
-| robot | baseline chunks/s | share while the flooding session is open | share after it was closed |
+{header}
 |---|---|---|---|
 {rows}
 
@@ -459,7 +473,7 @@ its re-open was refused with code {result["reopen_refusal"]} ("{result["reopen_m
 used by processes outside this run:
 {result["other_cores_before"]} cores before, {result["other_cores_during"]} during (load average
 {result["load_average"]});
-{"quiet enough to judge (< 0.3 cores)" if quiet else "**disturbed: above 0.3 cores, do not judge this run**"}.
+{judgement}.
 
 Where the time of one refused observation goes (one 96x128 JPEG, {cost["message_bytes"]} bytes on
 the wire; this

@@ -48,9 +48,8 @@ class GrpcPeer:
     ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         previous = os.getcwd()
-        os.chdir(
-            directory
-        )  # importing LeRobot's client module creates logs/ in the working directory
+        # importing LeRobot's client module creates logs/ in the working directory
+        os.chdir(directory)
         try:
             import grpc
             from lerobot.async_inference.configs import get_aggregate_function
@@ -133,9 +132,8 @@ class GrpcPeer:
         raw = {
             key: float(value) for key, value in zip(self.joint_keys, state, strict=False)
         } | dict(frames)
-        pending = self.stub.GetActions.future(
-            self.pb.Empty()
-        )  # RobotClient's receiver always has one waiting
+        # RobotClient's receiver always has one waiting
+        pending = self.stub.GetActions.future(self.pb.Empty())
         started = time.perf_counter()
         data = pickle.dumps(
             TimedObservation(

@@ -100,9 +100,9 @@ def main() -> None:
     ):
         integrity.sign(msg, key)
         size = len(serialize_message(msg))
-        sign = median_ms(lambda: integrity.sign(msg, key), args.repeats)
-        verify = median_ms(lambda: integrity.verify(msg, key), args.repeats)
-        serialise = median_ms(lambda: serialize_message(msg), args.repeats)
+        sign = median_ms(lambda msg=msg: integrity.sign(msg, key), args.repeats)
+        verify = median_ms(lambda msg=msg: integrity.verify(msg, key), args.repeats)
+        serialise = median_ms(lambda msg=msg: serialize_message(msg), args.repeats)
         rows.append(
             f"| {label} | {size / 1e6:.3f} MB | {sign:.3f} | {verify:.3f} | {serialise:.3f} |"
         )

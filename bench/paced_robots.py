@@ -276,7 +276,6 @@ class Fleet:
             robot.stopped = True
             robot.join(timeout=5)
             robot.session.close_session(robot.session_id, timeout_s=5.0)
-            with (
-                self.spinner.paused()
-            ):  # rclpy refuses entities destroyed while another thread waits on them
+            # rclpy refuses entities destroyed while another thread waits on them
+            with self.spinner.paused():
                 robot.session.destroy()

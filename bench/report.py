@@ -29,6 +29,11 @@ def machine() -> str:
     )
 
 
+def table_row(*cells) -> str:
+    """One Markdown table row, ``| a | b | ... |``; an empty cell is written ``| |``."""
+    return "|" + "|".join(f" {cell} " if str(cell) else " " for cell in cells) + "|"
+
+
 def write_section(name: str, command: str, body: str, document: Path = BENCHMARKS_MD) -> None:
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     section = (

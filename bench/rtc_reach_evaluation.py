@@ -227,7 +227,8 @@ def main() -> int:
     document, plot_dir = common.outputs(args)
     if args.checkpoint is None:
         print(
-            "no trained SmolVLA: this install left out lerobot_ros/sim/policies; pass --checkpoint",
+            "no trained SmolVLA: this install left out lerobot_ros/sim/policies; pass "
+            "--checkpoint",
             file=sys.stderr,
         )
         return 2

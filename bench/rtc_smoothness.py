@@ -76,9 +76,8 @@ def run(
         ) in plans.items():  # a log folder per robot: both run nodes of the same names
             (log_dir / name).mkdir(exist_ok=True)
             processes += start_processes(plan, log_dir / name)
-            if (
-                name == "server"
-            ):  # robots start once it answers, as they would join a running server
+            # robots start once it answers, as they would join a running server
+            if name == "server":
                 _wait_for_server(node, server_namespace_of(server), processes)
         deadline = time.monotonic() + 120
         while not (
@@ -222,7 +221,8 @@ def main(argv=None) -> int:
     command = "python -m bench.rtc_smoothness " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    body = f"""Two simulated arms on one server running the tiny SmolVLA (random weights, chunk 50, 30 Hz), at the
+    body = f"""\
+Two simulated arms on one server running the tiny SmolVLA (random weights, chunk 50, 30 Hz), at the
 same time: `rtc_on` asks for real-time chunking (replace mode, measured delay + prefix sent),
 `rtc_off` does not
 (append mode). The server's `inject_delay_s` adds a fixed delay to every inference, standing in for

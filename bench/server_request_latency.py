@@ -176,9 +176,8 @@ class OurClient:
         # Measured from the chunk callback, where the message is decoded: what
         # ServerLink's chunk callback + ExecutorCore.merge do with an answer.
         arrived_wall = time.time() - (time.monotonic_ns() - answer.received_ns) / 1e9
-        while (
-            self.queue.qsize() > QUEUED_ROWS
-        ):  # untimed in the executor's life: the control timer pops these
+        # untimed in the executor's life: the control timer pops these
+        while self.queue.qsize() > QUEUED_ROWS:
             self.queue.get()
         chunk = answer.chunk
         self.queue.merge(
@@ -336,9 +335,8 @@ def run_group(
             ours, theirs, draft, floor, seqs = [], [], [], [], []
             for _ in range(warmup + requests):
                 seq += 1
-                state = (
-                    np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq
-                )  # the same state for all three
+                # the same state for all three
+                state = np.linspace(-0.5, 0.5, 6).astype(np.float32) + 0.01 * seq
                 ours.append(ours_client.request(seq, state, raw_msgs[seq % len(scenes)]))
                 floor.append(echo.request(ours_client.last_message))
                 theirs.append(
@@ -355,7 +353,8 @@ def run_group(
         ) from error
     finally:
         if ours_client is not None:
-            ours_client.session.destroy()  # the server goes with its session; the next group opens its own
+            # the server goes with its session; the next group opens its own
+            ours_client.session.destroy()
         stop(server)
     model_times = zenoh.model_times()
     zenoh.close()
@@ -499,9 +498,8 @@ def plot(results: list[dict], path: Path) -> None:
                 totals[category] += max(0.0, median(result[side][key]) * 1000)
             left = 0.0
             for category, width in enumerate(totals):
-                if (
-                    category == 3
-                ):  # inference: the same model on both sides, too long to draw beside the rest
+                # inference: the same model on both sides, too long to draw beside the rest
+                if category == 3:
                     continue
                 ax.barh(
                     row,
@@ -580,9 +578,8 @@ def main() -> None:
     policies = shapes(args.policies, [own, (480, 640)])
     frames = shapes(args.frames, [own, (480, 640), (720, 1280)])
     counts = [int(text) for text in args.cameras.split(",") if text] or [1, 3]
-    if (
-        args.smoke
-    ):  # the matrix's code path at its cheapest: one small configuration, one measured request
+    # the matrix's code path at its cheapest: one small configuration, one measured request
+    if args.smoke:
         policies, frames, counts, args.requests = [own], [own], [1], 1
     groups = matrix(policies, frames, counts, args.requests)
     load_before = common.load_average()

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench import outside_load
-from bench.report import write_section
+from bench.report import table_row, write_section
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,13 +74,23 @@ def main() -> None:
         )
         dev_size, robot_size = size_gb(clone / ".venv"), size_gb(robot_venv)
 
+    robot_row = table_row(
+        "`scripts/setup_env.sh --robot` into a second fresh venv (no torch, no LeRobot)",
+        f"{robot:.0f} s",
+        f"{robot_size:.2f} GB",
+    )
+    interfaces_row = table_row(
+        "`scripts/build_interfaces.sh` alone (9 interfaces, C and C++ typesupports, 2 cores)",
+        f"{interfaces:.0f} s",
+        "",
+    )
     body = f"""
 | step | wall time | venv size |
 |---|---|---|
 | `scripts/setup_env.sh` on a fresh clone, empty pip cache | {fresh:.0f} s | {dev_size:.1f} GB |
 | the same command again (nothing changed) | {again:.2f} s | |
-| `scripts/setup_env.sh --robot` into a second fresh venv (no torch, no LeRobot) | {robot:.0f} s | {robot_size:.2f} GB |
-| `scripts/build_interfaces.sh` alone (9 interfaces, C and C++ typesupports, 2 cores) | {interfaces:.0f} s | |
+{robot_row}
+{interfaces_row}
 
 Most of the dev venv is torch with its CUDA libraries (PyPI has no CPU-only torch for
 Python 3.12); the robot venv is the ROS 2 wheels, NumPy and OpenCV. The robot set-up includes

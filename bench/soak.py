@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import outside_load
-from bench.report import RELIABILITY_MD, write_section
+from bench.report import RELIABILITY_MD, table_row, write_section
 
 # An isolated ROS graph, as the test suite has: never a robot on the network.
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(
@@ -320,9 +320,13 @@ def run(args) -> tuple[dict, list[str]]:
                         node_name=executor_name,
                     ),
                 )
-        streaming = lambda: all(
-            (s := monitor.latest(n)) is not None and s.chunks_merged >= 2 for n in executor_names
-        )  # noqa: E731
+
+        def streaming():
+            return all(
+                (s := monitor.latest(n)) is not None and s.chunks_merged >= 2
+                for n in executor_names
+            )
+
         if not monitor.spin(180, streaming):
             raise RuntimeError(
                 "not every executor streamed: "
@@ -412,9 +416,8 @@ def run(args) -> tuple[dict, list[str]]:
 
     expected_endpoints = 2 * args.executors
     if not all(paused):
-        problems.append(
-            f"pause refused by {[n for n, ok in zip(executor_names, paused, strict=False) if not ok]}"
-        )
+        refused = [n for n, ok in zip(executor_names, paused, strict=False) if not ok]
+        problems.append(f"pause refused by {refused}")
     if sessions_streaming != args.executors:
         problems.append(f"{sessions_streaming} sessions while {args.executors} executors streamed")
     if (
@@ -521,6 +524,28 @@ def render(summary: dict, args) -> str:
         f"| {a['chunks_dropped']} | {a['request_timeouts']} |"
         for name, a in summary["audit"].items()
     )
+    stream_header = table_row(
+        "executor",
+        "commands",
+        "requests",
+        "chunks merged",
+        "dropped",
+        "timeouts",
+        "starvation ticks",
+        "fallback ticks",
+        "latency p95 (ms)",
+        "states",
+    )
+    audit_header = table_row(
+        "client",
+        "requests sent",
+        "audit lines",
+        "superseded",
+        "ok",
+        "chunks merged",
+        "chunks dropped",
+        "request timeouts",
+    )
     beats = summary["heartbeats"]
     verdict = (
         "**all checks passed**."
@@ -565,7 +590,7 @@ its second half):
 
 **Executors over the window** (counter deltas; `states` counts entries into each state):
 
-| executor | commands | requests | chunks merged | dropped | timeouts | starvation ticks | fallback ticks | latency p95 (ms) | states |
+{stream_header}
 |---|---|---|---|---|---|---|---|---|---|
 {stream_rows}
 
@@ -591,7 +616,7 @@ line.
 The server's own counters: {summary["server_requests_counted"]} requests, audit log
 {summary["audit_lines_total"]} lines.
 
-| client | requests sent | audit lines | superseded | ok | chunks merged | chunks dropped | request timeouts |
+{audit_header}
 |---|---|---|---|---|---|---|---|
 {audit_rows}
 """

@@ -108,16 +108,54 @@ def main() -> None:
     ms = lambda seconds: f"{seconds * 1000:.1f} ms"  # noqa: E731
     executor_import = statistics.median(imports["lerobot_ros.executor.node"])
     server_import = statistics.median(imports["lerobot_ros.server.policy.checkpoint"])
+    executor_imports = imports["lerobot_ros.executor.node"]
+    server_imports = imports["lerobot_ros.server.policy.checkpoint"]
+    rows = "\n".join(
+        [
+            common.table_row(
+                "`import lerobot_ros.executor.node` (fresh interpreter, robot side)",
+                f"{executor_import:.2f} s",
+                f"{min(executor_imports):.2f}-{max(executor_imports):.2f} s over {args.runs}",
+            ),
+            common.table_row(
+                "`import lerobot_ros.server.policy.checkpoint`"
+                " (fresh interpreter, torch + LeRobot)",
+                f"{server_import:.2f} s",
+                f"{min(server_imports):.2f}-{max(server_imports):.2f} s over {args.runs}",
+            ),
+            common.table_row(
+                "server spawn -> `~/get_status` answers (default ACT policy, CPU)",
+                f"{statistics.median(startups):.1f} s",
+                f"{min(startups):.1f}-{max(startups):.1f} s over {args.runs}",
+            ),
+            common.table_row(
+                "of which: checkpoint load (node log)",
+                f"{statistics.median(loads):.2f} s",
+                "",
+            ),
+            common.table_row(
+                "of which: warm-up, 1st / 2nd inference (node log)",
+                f"{statistics.median(w[0] for w in warmups)}"
+                f" / {statistics.median(w[1] for w in warmups)} ms",
+                "",
+            ),
+            common.table_row(
+                "GetStatus round trip, client in another process",
+                ms(statistics.median(round_trips)),
+                f"p95 {ms(common.percentile(round_trips, 0.95))}, max {ms(max(round_trips))}"
+                f" over {args.calls}",
+            ),
+            common.table_row(
+                "whole executor handshake (process start -> exit 0)",
+                f"{statistics.median(handshakes):.2f} s",
+                f"{min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs}",
+            ),
+        ]
+    )
     body = f"""
 | what | median | spread |
 |---|---|---|
-| `import lerobot_ros.executor.node` (fresh interpreter, robot side) | {executor_import:.2f} s | {min(imports["lerobot_ros.executor.node"]):.2f}-{max(imports["lerobot_ros.executor.node"]):.2f} s over {args.runs} |
-| `import lerobot_ros.server.policy.checkpoint` (fresh interpreter, torch + LeRobot) | {server_import:.2f} s | {min(imports["lerobot_ros.server.policy.checkpoint"]):.2f}-{max(imports["lerobot_ros.server.policy.checkpoint"]):.2f} s over {args.runs} |
-| server spawn -> `~/get_status` answers (default ACT policy, CPU) | {statistics.median(startups):.1f} s | {min(startups):.1f}-{max(startups):.1f} s over {args.runs} |
-| of which: checkpoint load (node log) | {statistics.median(loads):.2f} s | |
-| of which: warm-up, 1st / 2nd inference (node log) | {statistics.median(w[0] for w in warmups)} / {statistics.median(w[1] for w in warmups)} ms | |
-| GetStatus round trip, client in another process | {ms(statistics.median(round_trips))} | p95 {ms(common.percentile(round_trips, 0.95))}, max {ms(max(round_trips))} over {args.calls} |
-| whole executor handshake (process start -> exit 0) | {statistics.median(handshakes):.2f} s | {min(handshakes):.2f}-{max(handshakes):.2f} s over {args.runs} |
+{rows}
 
 Most of the server's start-up is importing torch and LeRobot (the second row); the robot side,
 which imports neither, starts in {executor_import:.2f} s, {server_import / executor_import:.0f}x

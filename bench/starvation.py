@@ -183,9 +183,8 @@ def main() -> None:
     args = parser.parse_args()
     document, plot_dir = common.outputs(args)
     policies, modes = ("act", "smolvla"), MODES
-    if (
-        args.smoke
-    ):  # one run: RTC replace, the mode with the most moving parts (prefix, delay, trim)
+    # one run: RTC replace, the mode with the most moving parts (prefix, delay, trim)
+    if args.smoke:
         args.seconds, args.delays, policies = 2.0, [0.05], ("smolvla",)
         modes = {"smolvla": [mode for mode in MODES["smolvla"] if mode[1]]}
     settle = 1 if args.smoke else 3

@@ -40,9 +40,8 @@ def launch_description(
     def run(context) -> list:
         plan = plan_of({name: LaunchConfiguration(name).perform(context) for name in arguments})
         problem = rmw_problem(plan)
-        if (
-            problem
-        ):  # before any node starts: an exception makes `ros2 launch` exit non-zero with it
+        # before any node starts: an exception makes `ros2 launch` exit non-zero with it
+        if problem:
             raise RuntimeError(problem)
         return actions_of(plan)
 

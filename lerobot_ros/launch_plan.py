@@ -312,9 +312,8 @@ def robot_plan(
                 parameters={"camera_topics": [SIM_CAMERA_TOPIC], "camera_transport": "raw"},
             )
         )
-    if (
-        not sim and not allow_no_joint_limits
-    ):  # a real robot: no motion without an envelope (joint_limits.py)
+    # a real robot: no motion without an envelope (joint_limits.py)
+    if not sim and not allow_no_joint_limits:
         parameters["require_joint_limits"] = True
     parameters.update(extra_parameters or {})
     remappings = [(source, target) for source, target in (camera_remaps or {}).items()]
@@ -519,11 +518,12 @@ def package_installed(package: str) -> bool:
         from ament_index_python.packages import get_package_prefix
 
         get_package_prefix(package)
+    # OSError: no AMENT_PREFIX_PATH (not a ROS install)
     except (
         ImportError,
         LookupError,
         OSError,
-    ):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+    ):
         return False
     return True
 
@@ -571,9 +571,10 @@ def share_path(*parts: str) -> str:
         from ament_index_python.packages import get_package_share_directory
 
         return str(Path(get_package_share_directory(PACKAGE), *parts).resolve())
+    # OSError: no AMENT_PREFIX_PATH (not a ROS install)
     except (
         ImportError,
         LookupError,
         OSError,
-    ):  # OSError: no AMENT_PREFIX_PATH (not a ROS install)
+    ):
         return str(Path(__file__).resolve().parents[1].joinpath(*parts))

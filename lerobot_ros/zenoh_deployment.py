@@ -436,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         type=Path,
         help="output directory (created; an existing CA in "
-        "OUT/ca is reused, so robots added later keep working with the certificates issued before)",
+        "OUT/ca is reused, so robots added later keep working with the certificates "
+        "issued before)",
     )
     parser.add_argument(
         "--server-port",

@@ -144,9 +144,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             ""  # why no standby is armed now ("" while one is, or none is wanted)
         )
         self._threshold_s = self._threshold(chunk_size=0)
-        self._work = (
-            threading.Event()
-        )  # set by the control tick when the worker has something to do
+        # set by the control tick when the worker has something to do
+        self._work = threading.Event()
         # One handshake at a time: the worker's re-handshakes and the operator's (activate,
         # ~/resume).
         self.handshaking = threading.Lock()
@@ -221,7 +220,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
             any(t.to_state is ExecutorState.RECONNECTING for t in decision.transitions)
             and not self._in_flight.hedged
         ):
-            self._in_flight.cancel()  # lost: move now, not at the request timeout (a hedge racing may still win)
+            # lost: move now, not at the request timeout (a hedge racing may still win)
+            self._in_flight.cancel()
         if decision.clear_queue:
             self._queue.clear()
             self._smoothness.queue_cleared()
@@ -407,9 +407,8 @@ class ExecutorCore(SessionVerbs, FailoverVerbs):
         """Merge the chunk answering ``pending``; False when it went stale meanwhile."""
         request = pending.request
         latency_s = max(0.0, (received_ns - request.sent_monotonic_ns) / 1e9)
-        actions_robot = self.settings.mapping.to_robot(
-            chunk.actions_robot
-        )  # the policy's units -> the robot's
+        # the policy's units -> the robot's
+        actions_robot = self.settings.mapping.to_robot(chunk.actions_robot)
         with self._lock:
             self._promote_if_standby_answered(request, now_s)
             identity = self._session.identity

@@ -218,13 +218,11 @@ class ChunkExecutorNode(LifecycleNode):
         if settings.wait_for_goal:
             core.pause(now, HOLD_GOAL)
         self.link = RosServerLink(self, settings, core)
-        if (
-            self.executor is not None
-        ):  # configured through the lifecycle service: the executor spins the node
+        # configured through the lifecycle service: the executor spins the node
+        if self.executor is not None:
             self.link.mark_spinning()
-        result = handshake(
-            core, self.link, self.robot, time.monotonic
-        )  # before any command entity exists
+        # before any command entity exists
+        result = handshake(core, self.link, self.robot, time.monotonic)
         if not result.accepted:
             report(result.as_dict())
             raise TransitionFailed(f"handshake refused: {result.reason}")
@@ -246,8 +244,15 @@ class ChunkExecutorNode(LifecycleNode):
             self.get_logger().warning(warning)
 
     def create_entities(self) -> None:
-        settings, core, keep = self.settings, self.core, self._entities.append
-        # Robot side: sensors read when a request needs them (sensor_node.py: why), commands out.
+        self._create_robot_io()
+        # Server side: heartbeat watchdog of every replica, discovered ones included (the link
+        # owns them; the data plane was created by the handshake).
+        self.link.watch_heartbeats(self.on_heartbeat)
+        self._create_operator_interface()
+
+    def _create_robot_io(self) -> None:
+        """Sensors read when a request needs them (sensor_node.py: why), commands out."""
+        settings, keep = self.settings, self._entities.append
         self.sensors = sensors = SensorNode(self)
         cameras = {
             name: sensors.subscribe(
@@ -260,7 +265,7 @@ class ChunkExecutorNode(LifecycleNode):
                 strict=False,
             )
         }
-        core.pull_sensors(
+        self.core.pull_sensors(
             joint_state=sensors.subscribe(JointState, settings.state_topic, SENSOR_QOS),
             cameras=cameras,
         )
@@ -272,12 +277,9 @@ class ChunkExecutorNode(LifecycleNode):
         keep(self.command_pub)
         self.control_period_s = 1.0 / settings.command_rate_hz
 
-        # Server side: heartbeat watchdog of every replica, discovered ones included (the link owns
-        # them; the
-        # data plane was created by the handshake).
-        self.link.watch_heartbeats(self.on_heartbeat)
-
-        # Operator and telemetry.
+    def _create_operator_interface(self) -> None:
+        """The operator's services (pause, resume, reset) and the status thread's publishers."""
+        keep = self._entities.append
         keep(self.create_service(Trigger, "~/pause", self.on_pause))
         keep(self.create_service(Trigger, "~/resume", self.on_resume))
         # Its own group: it awaits the server's answer, and must not hold up the timers meanwhile.
@@ -293,10 +295,12 @@ class ChunkExecutorNode(LifecycleNode):
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         keep(self.status_pub)
         keep(self.diagnostics_pub)
-        report = StatusReport(self, core, self.goal_steps, self.status_pub, self.diagnostics_pub)
+        report = StatusReport(
+            self, self.core, self.goal_steps, self.status_pub, self.diagnostics_pub
+        )
         # On a thread of its own (control_loop.py: why); stopped before the publishers go.
         self.status_loop = ControlLoop(
-            1.0 / settings.status_period_s,
+            1.0 / self.settings.status_period_s,
             lambda now_s: report.publish(),
             self.on_status_error,
             name="lerobot_ros_status",
@@ -308,9 +312,8 @@ class ChunkExecutorNode(LifecycleNode):
         self.link.mark_spinning()
         self.worker = NetworkWorker(self.core, self.link, self.robot, log=self.get_logger().info)
         self.worker.start()
-        if (
-            settings.is_fleet and not settings.handshake_only
-        ):  # a warm standby (hedging.py), rebalancing
+        # a warm standby (hedging.py), rebalancing
+        if settings.is_fleet and not settings.handshake_only:
             self.link.keep_fleet(self.robot, self.get_logger().info)
         # A thread waiting for the GIL gets it only after the switch interval (5 ms by
         # default, longer than a 250 Hz period): hand it over within a tenth of a period.
@@ -343,9 +346,8 @@ class ChunkExecutorNode(LifecycleNode):
         self.get_logger().info(f"session {session_id} closed ({outcome or 'ok'})")
 
     def resume(self) -> None:
-        if self.core.offline[
-            0
-        ]:  # OFFLINE or DEAD: a handshake now, or a failed activate with the reason
+        # OFFLINE or DEAD: a handshake now, or a failed activate with the reason
+        if self.core.offline[0]:
             problem = self._recover("lifecycle activate")
             if problem:
                 raise TransitionFailed(problem)

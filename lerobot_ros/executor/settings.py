@@ -135,7 +135,8 @@ PARAMETERS = (
         5.0,
         "In a fleet: how often (on average; each robot at its own random phase) the replicas' "
         "load is "
-        "looked at, and the robot moves between chunks to one much less loaded (seconds); 0: never",
+        "looked at, and the robot moves between chunks to one much less loaded (seconds); "
+        "0: never",
         (at_least(0.0),),
     ),
     Parameter(
@@ -158,6 +159,7 @@ PARAMETERS = (
         "never moves a robot back and forth between equal replicas",
         (at_least(0.0),),
     ),
+    # empty: generated from the host name
     Parameter(
         "client_id",
         STRING,
@@ -165,7 +167,7 @@ PARAMETERS = (
         "Stable id of this robot at the server; empty: generated from the host name and node "
         "namespace",
         (optional(_client_id),),
-    ),  # empty: generated from the host name
+    ),
     Parameter(
         "task",
         STRING,
@@ -205,7 +207,8 @@ PARAMETERS = (
         "joint_scale",
         FLOAT_LIST,
         [],
-        "Per joint: policy units per robot unit (e.g. 57.29578 for degrees from radians); empty: 1",
+        "Per joint: policy units per robot unit (e.g. 57.29578 for degrees from radians); "
+        "empty: 1",
     ),
     Parameter(
         "joint_offset",
@@ -563,9 +566,8 @@ class ExecutorSettings(settings_dataclass(PARAMETERS, RULES)):
         )
 
     def problems(self) -> list[str]:
-        if (
-            self.handshake_only
-        ):  # it only asks the server: nothing else is used, so nothing else can be wrong
+        # it only asks the server: nothing else is used, so nothing else can be wrong
+        if self.handshake_only:
             return table_problems(self, _CHECKED_WHEN_HANDSHAKE_ONLY, ())
         return super().problems()
 

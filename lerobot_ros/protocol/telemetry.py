@@ -63,9 +63,8 @@ class ServerStats:
     def __init__(self, window: int = 200, clock=None) -> None:
         self._clock = clock or time.monotonic
         self._lock = threading.Lock()
-        self._inference: deque[tuple[float, float]] = deque(
-            maxlen=window
-        )  # (finished_at, seconds)
+        # (finished_at, seconds)
+        self._inference: deque[tuple[float, float]] = deque(maxlen=window)
         self._durations = WindowedDurations(window)
         self.requests_served = 0
         self.requests_rejected = 0

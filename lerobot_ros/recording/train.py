@@ -129,9 +129,8 @@ def train(
         raise ValueError(f"cannot train policy {policy!r}; choose one of {list(POLICY_TYPES)}")
     action_names, fps = dataset_names(dataset)
     run_dir = Path(tempfile.mkdtemp(prefix="lerobot_ros_train_", dir=work_dir)) / "run"
-    vlm = (
-        run_dir.parent / VLM_DIR
-    )  # SmolVLA only: the generated VLM it reads, copied into the checkpoint
+    # SmolVLA only: the generated VLM it reads, copied into the checkpoint
+    vlm = run_dir.parent / VLM_DIR
     if policy == "smolvla":
         from lerobot_ros.sim.default_policy import build_tiny_vlm
 
@@ -198,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         "--policy",
         choices=POLICY_TYPES,
         default="act",
-        help="act: small ACT (ResNet-18); smolvla: the tiny SmolVLA, which does real-time chunking",
+        help="act: small ACT (ResNet-18); smolvla: the tiny SmolVLA, "
+        "which does real-time chunking",
     )
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=8)

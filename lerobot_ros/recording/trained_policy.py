@@ -56,9 +56,8 @@ def install_trained_policy(checkpoint: Path, evaluation: dict) -> Path:
     try:
         shutil.copytree(checkpoint, staging, dirs_exist_ok=True)
         (staging / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=2))
-        shutil.rmtree(
-            target, ignore_errors=True
-        )  # a partial one (no evaluation) from an interrupted install
+        # a partial one (no evaluation) from an interrupted install
+        shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

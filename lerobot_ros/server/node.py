@@ -75,7 +75,7 @@ from lerobot_ros.server.sessions.client_topics import ClientTopics, ClientTopicT
 from lerobot_ros.server.sessions.flood_guard import ArrivalGuard, FloodPolicy
 from lerobot_ros.server.sessions.open_checks import Refusal, ServerLoad
 from lerobot_ros.server.sessions.registry import Session, SessionRegistry
-from lerobot_ros.server.sessions.session_opening import decide_open
+from lerobot_ros.server.sessions.session_opening import OpenDecision, decide_open
 from lerobot_ros.server.settings import ServerSettings
 from lerobot_ros.srv import CloseSession, GetStatus, OpenSession, ResetEpisode
 
@@ -91,9 +91,8 @@ class PolicyServerNode(LifecycleNode):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self._joined_graph_at = time.monotonic()  # discovery runs while the policy loads
-        self.lifecycle = ServerLifecycle(
-            self
-        )  # first: destroy_node needs it, whatever fails below
+        # first: destroy_node needs it, whatever fails below
+        self.lifecycle = ServerLifecycle(self)
         self.parameters = DeclaredParameters(self, ServerSettings)
         # Start-up-only parameters may change while unconfigured: the next configure reads them.
         self.parameters.on_change(
@@ -115,7 +114,8 @@ class PolicyServerNode(LifecycleNode):
             FloodPolicy(), lambda record: self.observability.audit.write(record)
         )
         self.worker = None  # InferenceWorker or PipelinedWorker while serving
-        self._drain_spin = None  # while a signal's drain runs: spins the executor, so requests are refused meanwhile
+        # while a signal's drain runs: spins the executor, so requests are refused meanwhile
+        self._drain_spin = None
 
     @property
     def ready(self) -> bool:
@@ -423,19 +423,9 @@ class PolicyServerNode(LifecycleNode):
         self, request: OpenSession.Request, response: OpenSession.Response
     ) -> OpenSession.Response:
         response.capabilities, response.max_sessions = self.capabilities_msg, self.max_sessions
-        if not self.lifecycle.serving:
-            return self._refuse_open(
-                request.client_id,
-                response,
-                Refusal.DRAINING,
-                not_serving_reason(self.lifecycle.stage),
-                self.sessions.count(),
-            )
-        backoff = self.guard.reopen_refusal(request.client_id, time.monotonic())
-        if backoff is not None:
-            return self._refuse_open(
-                request.client_id, response, Refusal.BACKOFF, backoff, self.sessions.count()
-            )
+        refusal = self._refusal_before_matching(request.client_id)
+        if refusal is not None:
+            return self._refuse_open(request.client_id, response, *refusal, self.sessions.count())
         load = ServerLoad(
             ready=self.ready,
             draining=self.draining,
@@ -453,8 +443,7 @@ class PolicyServerNode(LifecycleNode):
                 open_request.fps, rtc, self.sessions.sessions(), open_request.client_id
             ),
         )
-        session = decision.session
-        if session is None:
+        if decision.session is None:
             return self._refuse_open(
                 request.client_id,
                 response,
@@ -462,15 +451,30 @@ class PolicyServerNode(LifecycleNode):
                 decision.message,
                 decision.active_sessions,
             )
+        return self._accept_open(request, response, decision)
+
+    def _refusal_before_matching(self, client_id: str) -> tuple[Refusal, str] | None:
+        """Why no request of this client is matched now: not serving, or its flood backoff runs."""
+        if not self.lifecycle.serving:
+            return Refusal.DRAINING, not_serving_reason(self.lifecycle.stage)
+        backoff = self.guard.reopen_refusal(client_id, time.monotonic())
+        if backoff is not None:
+            return Refusal.BACKOFF, backoff
+        return None
+
+    def _accept_open(
+        self, request: OpenSession.Request, response: OpenSession.Response, decision: OpenDecision
+    ) -> OpenSession.Response:
+        """The claimed session made servable: its processors, its topics, the answer."""
+        session = decision.session
         # Built after the claim: the service thread is the only one opening sessions,
         # and the worker reads the processors only after the first observation.
         session.processors = self.runner.new_session_processors()
         self.guard.session_opened(session.client_id)
         topics = self.client_topics.open(session.client_id, session.session_id)
         if decision.replaced:
-            self.scheduler.remove(
-                session.client_id
-            )  # its waiting observation belongs to the old session
+            # its waiting observation belongs to the old session
+            self.scheduler.remove(session.client_id)
         response.accepted, response.refusal = True, int(Refusal.NONE)
         response.warnings = list(decision.warnings)
         response.session_id, response.session_secret = session.session_id, session.secret

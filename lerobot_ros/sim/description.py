@@ -58,9 +58,8 @@ class Joint:
     kind: str  # "revolute" or "fixed"
     parent: str
     child: str
-    origin: tuple[
-        float, float, float
-    ]  # the child's origin in the parent's frame at q = 0 (metres)
+    # the child's origin in the parent's frame at q = 0 (metres)
+    origin: tuple[float, float, float]
     axis: tuple[float, float, float] = _Z
     lower: float = 0.0
     upper: float = 0.0
@@ -180,10 +179,11 @@ class ArmDescription:
         """Every link's 4x4 pose in the base frame at ``position``."""
         moving, fixed = self.transforms(position)
         poses = {BASE_LINK: np.eye(4)}
+        # parents come first in both lists, fixed ones hang off moving ones
         for transform in (
             *moving,
             *fixed,
-        ):  # parents come first in both lists, fixed ones hang off moving ones
+        ):
             poses[transform.child] = poses[transform.parent] @ _matrix(transform)
         return poses
 

@@ -36,9 +36,12 @@ SCRIPTS = {
 }
 #: A table row that shows the smoke run did what it is there for, beyond writing a section.
 OUTCOMES = {
-    "executor_jitter": r"30 Hz policy interpolated \| [1-9]\d* / \d+ \([1-9]\d*\) \|",  # both streams received
-    "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",  # replace mode ran with RTC active
-    "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",  # dynamo compiled graphs
+    # both streams received
+    "executor_jitter": r"30 Hz policy interpolated \| [1-9]\d* / \d+ \([1-9]\d*\) \|",
+    # replace mode ran with RTC active
+    "starvation": r"\| SmolVLA, RTC replace \| 50 ms \|.*\| yes \|",
+    # dynamo compiled graphs
+    "compiled_forward": r"\| ACT 96x128, 1 camera \|.*\| [1-9]\d* \| no \| [0-9.e+-]+ \|",
     # two paced robots answered through the modeled accelerator, none failed
     # both admission variants prepared requests beside the modeled forward
     "admission_workers": r"\| threads \| 1 \| 0.5 \| \*\*[1-9]\d*\*\*(.|\n)*\| processes \| 1 \| "

@@ -36,10 +36,11 @@ def test_each_process_of_the_tree_counts_once_alive_or_reaped_and_strangers_neve
 
 def test_outside_cores_is_the_machines_busy_time_less_the_trees():
     ticks = outside_load.TICKS
+    # 3 CPU-s busy, 2 of them ours, in 2 s
     first, last = (
         Sample(0.0, 0, 0),
         Sample(2.0, 3 * ticks, 2 * ticks),
-    )  # 3 CPU-s busy, 2 of them ours, in 2 s
+    )
     assert abs(outside_load.outside_cores(first, last) - 0.5) < 1e-9
 
 

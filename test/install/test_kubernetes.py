@@ -523,9 +523,8 @@ def test_the_server_sessions_qos_names_a_namespaced_replicas_keys():
             f"0/gpu3/lerobot/{topic}/lerobot_ros::msg::dds_::{type_name}_/{type_hash}"
         )
         return [
-            {
-                field: value for field, value in rule["config"].items() if value is not None
-            }  # zenoh adds None
+            # zenoh adds None
+            {field: value for field, value in rule["config"].items() if value is not None}
             for rule in rules
             if any(zenoh.KeyExpr(expr).intersects(key) for expr in rule["key_exprs"])
         ]
@@ -605,9 +604,8 @@ def pod_network_address() -> str:
 
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        probe.connect(
-            ("192.0.2.1", 9)
-        )  # TEST-NET-1: nothing is sent, the kernel only picks the source address
+        # TEST-NET-1: nothing is sent, the kernel only picks the source address
+        probe.connect(("192.0.2.1", 9))
         address = probe.getsockname()[0]
     except OSError:
         address = ""

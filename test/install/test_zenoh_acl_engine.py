@@ -33,7 +33,7 @@ from support.ros import free_port
 zenoh = pytest.importorskip(
     "zenoh", reason="eclipse-zenoh is not installed: the ACL cannot be run in the engine"
 )
-from support.zenoh_engine import (
+from support.zenoh_engine import (  # noqa: E402 - only once zenoh is known to import
     CONFIG_DIR,
     HASH,
     Inbox,
@@ -164,9 +164,8 @@ def _start(router, tls_dir, sessions):
 def test_a_robot_uses_only_its_own_data_plane_in_the_engine(shipped, tls_dir, sessions):
     """arm_1 (robot A) against arm_2 (robot B); the trusted side is the local server process."""
     namespace = SHIPPED[shipped]
-    fleet_knows_arm_2 = (
-        shipped == "router_fleet_server.json5"
-    )  # router_server.json5 ships arm_1 only
+    # router_server.json5 ships arm_1 only
+    fleet_knows_arm_2 = shipped == "router_fleet_server.json5"
     opened = _start(lambda tcp, tls: router_config(shipped, tls_dir, tcp, tls), tls_dir, sessions)
     local, arm_1, arm_2 = opened["server"], opened["arm_1"], opened["arm_2"]
     obs_1, obs_2 = observation_key("arm_1", namespace), observation_key("arm_2", namespace)

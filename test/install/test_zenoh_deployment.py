@@ -37,7 +37,7 @@ from support.ros import free_port
 zenoh = pytest.importorskip(
     "zenoh", reason="eclipse-zenoh is not installed: the deployment cannot be run"
 )
-from support.zenoh_engine import (
+from support.zenoh_engine import (  # noqa: E402 - only once zenoh is known to import
     CONFIG_DIR,
     DELIVERY_BOUND_S,
     HASH,
@@ -54,9 +54,8 @@ from support.zenoh_engine import (
     put,
 )
 
-PAGE = (
-    REPO / "docs/two_machines.md"
-)  # its block marked MARKER is read through support.doc_commands
+# its block marked MARKER is read through support.doc_commands
+PAGE = REPO / "docs/two_machines.md"
 MARKER = "<!-- commands: run by test/install/test_zenoh_deployment.py -->"
 CONNECT_BOUND_S = (
     10.0  # a robot router with a valid certificate reaches the server router within this
@@ -456,9 +455,8 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
     server = sessions(config)
     server_zid = str(server.info.zid())
     local = sessions(local_config(server_tcp))  # policy_server_node's side
-    other_local = sessions(
-        local_config(server_tcp)
-    )  # another process on the GPU machine, calling the services
+    # another process on the GPU machine, calling the services
+    other_local = sessions(local_config(server_tcp))
     robots = deployment["robots"][:2]
     assert len(robots) == 2, "the page's command should list two robots"
     on_robot = {}
@@ -527,9 +525,8 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
     assert answered(robot_a, service) == [b"server"], (
         f"{a} could not call the server's open_session"
     )
-    time.sleep(
-        SILENCE_S
-    )  # the time robot A's declaration, were it allowed, has had to reach the server's router
+    # the time robot A's declaration, were it allowed, has had to reach the server's router
+    time.sleep(SILENCE_S)
     assert answers(other_local, service) == [b"server"], f"{a} answered in the server's place"
     del tokens
 

@@ -246,7 +246,7 @@ def test_run_policy_goals_are_recorded_one_episode_each_cut_at_the_goal_with_its
     ]
     commands = robot.commands(f"{prefix}/commands")
     start = 0
-    for index, (record, (run, result, began, ended)) in enumerate(
+    for index, (record, (_run, result, began, ended)) in enumerate(
         zip(records, goals, strict=False)
     ):
         # Cut at the goal: about its duration of frames at 30 fps, none of the holds before and

@@ -305,11 +305,18 @@ def walkthrough(act_checkpoint, tmp_path, ros_node):
             started = time.monotonic()
             shell = Shell(command, work, log, background=False)
             timeout_s = READY_TIMEOUT_S if "m.ready" in command else BLOCK_TIMEOUT_S
-            died = lambda: next(
-                (launch for launch in launches if launch.process.poll() is not None), None
-            )  # noqa: E731
+
+            def died():
+                return next(
+                    (launch for launch in launches if launch.process.poll() is not None), None
+                )
+
             finished = spin_until(
-                ros_node, lambda: shell.process.poll() is not None or died() is not None, timeout_s
+                ros_node,
+                lambda shell=shell, died=died: (
+                    shell.process.poll() is not None or died() is not None
+                ),
+                timeout_s,
             )
             if shell.process.poll() is None:
                 shell.kill()

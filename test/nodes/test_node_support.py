@@ -113,9 +113,8 @@ def test_a_set_is_refused_with_the_reason_or_applied_once_valid(make_node):
         and "'names' takes effect only at start-up" in startup_only.reason
     )
     assert (invalid.successful, invalid.reason) == (False, "'count' is 11, expected 1..10")
-    assert (
-        not wrong_type.successful and "Wrong parameter type" in wrong_type.reason
-    )  # rclpy's own check
+    # rclpy's own check
+    assert not wrong_type.successful and "Wrong parameter type" in wrong_type.reason
     assert applied == [] and node.get_parameter("count").value == 3
 
     assert node.set_parameters([RosParameter("count", value=5)])[0].successful

@@ -105,9 +105,8 @@ def test_sigterm_drain_stops_the_heartbeat_refuses_sessions_and_delivers_the_in_
         msg = robot.observation(1)
         sent = time.monotonic()
         robot.send(msg)
-        time.sleep(
-            min(0.3, busy_s / 3)
-        )  # delivered and taken by the worker, well before the chunk is done
+        # delivered and taken by the worker, well before the chunk is done
+        time.sleep(min(0.3, busy_s / 3))
         diffusion_server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         refused = RobotClient(ros_node, "late_arm", "/lerobot_diffusion").open()

@@ -120,9 +120,8 @@ def test_malformed_observations_are_rejected_while_another_robot_keeps_streaming
             answer.error
         )
         assert len(answer.actions_robot) == 0
-    assert (
-        broken.request(broken.observation(10)).status == ActionChunk.STATUS_OK
-    )  # the session still works
+    # the session still works
+    assert broken.request(broken.observation(10)).status == ActionChunk.STATUS_OK
 
 
 def test_a_burst_is_answered_newest_first_never_out_of_order(robots):
@@ -253,9 +252,8 @@ def test_a_standby_whose_robot_left_is_collected(robots, ros_node, policy_server
     robot = robots("departed_standby_arm")
     assert robot.open(standby=True).accepted
     topic = "/lerobot/clients/departed_standby_arm/observation"
-    spin_until(
-        ros_node, lambda: False, 2.0
-    )  # the server's collection timer (1 s) sees the robot's publisher
+    # the server's collection timer (1 s) sees the robot's publisher
+    spin_until(ros_node, lambda: False, 2.0)
     robot._disconnect()
     assert spin_until(ros_node, lambda: not _topic_has_subscriber(ros_node, topic), 10), (
         "standby not collected"

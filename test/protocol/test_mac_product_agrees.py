@@ -153,9 +153,8 @@ def test_the_readings_of_the_old_documentation_do_not_verify(case):
     from rclpy.serialization import serialize_message
 
     msg = to_message(case["type"], case["fields"])
-    cdr = serialize_message(
-        msg
-    )  # mac empty: its length (4 bytes of zero) is the last thing serialised
+    # mac empty: its length (4 bytes of zero) is the last thing serialised
+    cdr = serialize_message(msg)
     assert cdr.endswith(b"\x00\x00\x00\x00")
     secret = case["secret"]
     readings = [

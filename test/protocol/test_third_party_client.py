@@ -228,14 +228,16 @@ def test_a_client_written_from_the_protocol_document_is_served(policy_server, ro
         )
         forged.mac = digest.digest()
         count = len(chunks)
-        refusals = lambda: {
-            record["seq"]: record["error"]
-            for record in map(
-                json.loads,  # noqa: E731
-                policy_server.audit.read_text().splitlines(),
-            )
-            if record.get("outcome") == "refused_on_arrival" and record.get("client") == CLIENT_ID
-        }
+
+        def refusals():
+            lines = policy_server.audit.read_text().splitlines()
+            return {
+                record["seq"]: record["error"]
+                for record in map(json.loads, lines)
+                if record.get("outcome") == "refused_on_arrival"
+                and record.get("client") == CLIENT_ID
+            }
+
         publisher.publish(forged)
         # What the operator sees: an audit line refused_on_arrival (and a throttled log warning).
         assert spin_until(node, lambda: 10 in refusals(), 5.0), refusals()

@@ -713,9 +713,8 @@ def test_out_of_limit_chunks_are_clamped_to_the_joint_limits_and_step():
         assert answer.chunk is not None and core.merge(
             prepared, answer.chunk, answer.received_ns, clock()
         )
-        previous = np.array(
-            [0.1, 0.2, 0.3]
-        )  # the measured position feed() gives, joints mapped by name
+        # the measured position feed() gives, joints mapped by name
+        previous = np.array([0.1, 0.2, 0.3])
         commanded = []
         for _ in range(len(rows)):
             command = core.control_tick(clock())
@@ -809,9 +808,8 @@ def _spin_pumping(node, stream: HealthyStream, predicate, timeout_s: float) -> b
         stream.listening.append((started, time.monotonic()))
 
 
-CROSS_PROCESS_MAX_IMAGE_BYTES = (
-    RequestLimits().max_image_bytes
-)  # the shared server's default max_image_bytes
+# the shared server's default max_image_bytes
+CROSS_PROCESS_MAX_IMAGE_BYTES = RequestLimits().max_image_bytes
 # The healthy robot keeps at least 40% of its rate (the mean of the quiet
 # windows before and after) while malformed input floods the server. Measured
 # on shared 2-core machines: 0.6-1.0; a server stalled by bad input gives ~0.

@@ -69,7 +69,8 @@ def chaos_parameters(robot: Robot, server: str = CHAOS_SERVER, **overrides) -> d
             # One 50-step chunk at 30 Hz is merged every 1.67 s in steady state.
             "degraded_after_s": 2.5,
             "max_action_age_s": MAX_ACTION_AGE_S,
-            "request_timeout_s": 4.0,  # two clients share a slowed model on a loaded machine: answers take seconds
+            # two clients share a slowed model on a loaded machine: answers take seconds
+            "request_timeout_s": 4.0,
             "heartbeat_timeout_s": 2.0,
             "max_offline_s": 2 * SERVER_START_TIMEOUT_S,  # never spent by a restart
             "reconnect_backoff_initial_s": 0.5,
@@ -211,7 +212,7 @@ def check_kill9_and_restart(
         # A new epoch: under load a slow first answer may cost one more re-handshake, so ">
         # before".
         status = executor.wait(
-            lambda s: (
+            lambda s, executor=executor: (
                 s.state_name == "STREAMING"
                 and s.epoch > before[executor.name].epoch
                 and s.chunks_merged > before[executor.name].chunks_merged
@@ -220,9 +221,11 @@ def check_kill9_and_restart(
             "STREAMING with a chunk of a new epoch",
         )
         since = max(ready_at, stale_after)
-        assert spin_until(ros_node, lambda: first_policy_command(robot, since) is not None, 10), (
-            f"{executor.name}: no policy action after the restart"
-        )
+        assert spin_until(
+            ros_node,
+            lambda robot=robot, since=since: first_policy_command(robot, since) is not None,
+            10,
+        ), f"{executor.name}: no policy action after the restart"
         recovered = first_policy_command(robot, since)
         outage = commands_between(robot, killed_at, recovered["t"])
         drained = [c for c in outage if not is_hold(c["values"])]
@@ -302,9 +305,8 @@ def check_sigterm_drain(
     # worker, this one's would wait in a mailbox instead of being in flight.
     assert trigger(ros_node, f"/{other.name}/pause").success
     other.wait(lambda s: s.paused, 5, "paused")
-    spin_until(
-        ros_node, lambda: False, DRAINED_MODEL_DELAY_S + 0.5
-    )  # its last request is answered
+    # its last request is answered
+    spin_until(ros_node, lambda: False, DRAINED_MODEL_DELAY_S + 0.5)
 
     def just_sent() -> tuple[ExecutorStatus, float] | None:
         # A status stamped less than 0.15 s ago that counts one more request.
@@ -368,12 +370,16 @@ def check_sigterm_drain(
     recovery = []
     for each_robot, each in pairs:
         each.wait(
-            lambda s: s.state_name == "STREAMING" and s.epoch > drained_epochs[each.name],
-            60,  # noqa: B023
+            lambda s, each=each: (
+                s.state_name == "STREAMING" and s.epoch > drained_epochs[each.name]
+            ),
+            60,
             "STREAMING on the fresh server",
         )
         assert spin_until(
-            ros_node, lambda: first_policy_command(each_robot, since) is not None, 10
+            ros_node,
+            lambda each_robot=each_robot: first_policy_command(each_robot, since) is not None,
+            10,
         )
         recovery.append(
             len(
@@ -631,9 +637,8 @@ def test_hung_worker_is_request_timeouts_then_reconnecting_not_a_silent_stall(
             lambda s: s.state_name == "RECONNECTING", 2 * request_timeout_s + 5, "RECONNECTING"
         )
         reconnect_s = time.monotonic() - first_at
-        executor.spin(
-            5.0
-        )  # it keeps trying: re-handshakes, requests, timeouts; never a silent stall
+        # it keeps trying: re-handshakes, requests, timeouts; never a silent stall
+        executor.spin(5.0)
         last = executor.status
         policy = [c for c in robot.commands() if not is_hold(c["values"])]
         reopened = executor.log.read_text().count("re-handshake: accepted")

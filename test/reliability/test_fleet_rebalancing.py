@@ -99,9 +99,8 @@ def test_replicas_started_later_receive_robots_from_the_loaded_one_without_oscil
             ros_node, lambda: sorted(serving(executors).values()) == [0, 1, 2], 60
         ), f"not 2/1 within 60 s: {serving(executors)}"
         to_two_one_s = round(time.monotonic() - b_at, 2)
-        spin_until(
-            ros_node, lambda: False, 3 * (COOLDOWN_S + PERIOD_S)
-        )  # several looks of every robot
+        # several looks of every robot
+        spin_until(ros_node, lambda: False, 3 * (COOLDOWN_S + PERIOD_S))
         settled = serving(executors)
         assert sorted(settled.values()) == [0, 1, 2] and settled[C] == 0, (
             f"a robot moved back or on: {settled}"

@@ -89,7 +89,7 @@ def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_
             assert armed.rtc_active is rtc
             assert spin_until(
                 ros_node,
-                lambda: (
+                lambda standby=standby: (
                     heartbeats.get(ns(standby)) is not None
                     and heartbeats[ns(standby)].standby_sessions >= 1
                 ),
@@ -101,7 +101,7 @@ def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_
             servers[serving].process.send_signal(signal.SIGKILL)
             servers[serving].process.wait()
             moved = executor.wait(
-                lambda s: (
+                lambda s, standby=standby, before=before: (
                     s.server_namespace == ns(standby)
                     and s.chunks_merged > before.chunks_merged + 1
                 ),
@@ -128,7 +128,8 @@ def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_
             print(f"kill -9 with a standby: {figures}")
             record(
                 CATEGORY,
-                f"kill -9 of the serving replica with a warm standby ({mode}): no empty-queue tick",
+                f"kill -9 of the serving replica with a warm standby ({mode}): "
+                "no empty-queue tick",
                 tried=1,
                 survived=int(figures["empty_queue_ticks"] == 0),
                 lost=figures["empty_queue_ticks"],

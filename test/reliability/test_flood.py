@@ -95,9 +95,8 @@ def test_a_flooding_session_is_closed_with_its_reason_while_two_robots_keep_thei
         for name in ROBOTS
     }
     try:
-        spin_until(
-            ros_node, lambda: False, BASELINE_S + 3.0
-        )  # the robots start (imports) and stream
+        # the robots start (imports) and stream
+        spin_until(ros_node, lambda: False, BASELINE_S + 3.0)
         attacker = agent("attack", ATTACKER, "--rate", "1000", "--seconds", str(FLOOD_S))
         spin_until(ros_node, lambda: attacker.poll() is not None, FLOOD_S + 30)
         attack = {e["event"]: e for e in events(attacker, 30)}

@@ -78,9 +78,8 @@ STAGE_TIMES = {
 
 def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, ros_node, offline):
     robots = [RobotClient(ros_node, client_id) for client_id in ROBOTS]
-    frame = np.full(
-        (96, 128, 3), 90, np.uint8
-    )  # one image for all: only the state tells them apart
+    # one image for all: only the state tells them apart
+    frame = np.full((96, 128, 3), 90, np.uint8)
     sent: dict[str, dict[int, object]] = {robot.client_id: {} for robot in robots}
     try:
         for robot in robots:
@@ -95,7 +94,9 @@ def test_concurrent_robots_get_chunks_from_their_own_state_only(policy_server, r
                 robot.send(messages[robot.client_id])
                 sent[robot.client_id][seq] = messages[robot.client_id]
             answered = spin_until(
-                ros_node, lambda: all(any(c.seq == seq for c in r.chunks) for r in robots), 60
+                ros_node,
+                lambda seq=seq: all(any(c.seq == seq for c in r.chunks) for r in robots),
+                60,
             )
             assert answered, (
                 f"round {seq}: {[(r.client_id, [c.seq for c in r.chunks]) for r in robots]}"

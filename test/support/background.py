@@ -73,7 +73,7 @@ class SetUp:
             self.process.wait()
             raise AssertionError(
                 f"{self.name} did not finish in {timeout_s:g} s:\n{self.log.read_text()[-3000:]}"
-            )
+            ) from None
         assert code == 0, f"{self.name} failed ({code}):\n{self.log.read_text()[-3000:]}"
         return self.product
 

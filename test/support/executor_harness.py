@@ -83,7 +83,8 @@ class FakeLink:
         self.idle_timeout_s = (
             10.0  # granted with every session, as a server's session_idle_timeout_s
         )
-        self.inactive = False  # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
+        # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
+        self.inactive = False
 
     namespaces = ("/lerobot",)
     discovers = False

@@ -23,7 +23,8 @@ from support.paths import REPO
 CONFIG_DIR = REPO / "config" / "zenoh"
 HASH = "RIHS01_" + "cd" * 32
 DELIVERY_BOUND_S = 5.0  # a permitted message must arrive within this
-SILENCE_S = 1.0  # a denied one must not arrive while permitted traffic on the same sessions flows this long
+# a denied one must not arrive while permitted traffic on the same sessions flows this long
+SILENCE_S = 1.0
 
 
 # --- keys, as rmw_zenoh names them ---------------------------------------------------------------

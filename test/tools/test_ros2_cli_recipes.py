@@ -125,9 +125,8 @@ def test_ros2_run_starts_a_node(tmp_path):
     launched = Ros2Process(tmp_path / "run.log", *words(RUN)[1:])
     try:
         namespace = re.search(r"__ns:=(\S+)", RUN).group(1)
-        echo_once(
-            f"{namespace}/joint_states", "sensor_msgs/msg/JointState", timeout_s=120
-        )  # the node is up
+        # the node is up
+        echo_once(f"{namespace}/joint_states", "sensor_msgs/msg/JointState", timeout_s=120)
         printed = ros2(
             *words(RUN_ECHO)[1:], timeout_s=60
         ).stdout  # the page's own echo, as written
@@ -153,9 +152,8 @@ def test_the_node_pages_commands_run_as_written(demo, tmp_path):
         "ros2 topic hz /tf",
     ], NODE_PAGE_COMMANDS
     for page, command in NODE_PAGE_COMMANDS:
-        if command.startswith(
-            "ros2 topic hz "
-        ):  # runs until interrupted: Ctrl-C once it has printed a rate
+        # runs until interrupted: Ctrl-C once it has printed a rate
+        if command.startswith("ros2 topic hz "):
             hz = Ros2Process(tmp_path / "hz.log", *words(command)[1:])
             deadline = time.monotonic() + 60
             while (

@@ -175,9 +175,8 @@ class FailoverVerbs:
         answer, answering = None, pending
         timeout_s = self.settings.request_timeout_s
         if deadline_s is not None and clock_ns is not None:
-            waited_s = max(
-                0.0, (clock_ns() - pending.request.sent_monotonic_ns) / 1e9
-            )  # publishing took this
+            # publishing took this
+            waited_s = max(0.0, (clock_ns() - pending.request.sent_monotonic_ns) / 1e9)
             answer = self._in_flight.wait(max(0.0, deadline_s - waited_s), end=False)
             if answer is None and not stopping():
                 hedged = self.start_hedge(clock(), clock_ns())
@@ -238,7 +237,8 @@ class FailoverVerbs:
                 or not self._failsafe.reconnect_due(now_s)
             ):
                 return False
-            self._in_flight.cancel()  # a request to the lost replica: its answer will not be merged
+            # a request to the lost replica: its answer will not be merged
+            self._in_flight.cancel()
             self._promote(now_s, self._failsafe.reason or "the serving replica was lost")
             return True
 
@@ -248,13 +248,14 @@ class FailoverVerbs:
         None when no standby is wanted now (none is kept, one is armed, no session, or waiting to
         retry)."""
         with self._lock:
+            # a rebalancing move places the standby itself
             if (
                 not self.settings.keeps_standby
                 or not self._session.identity.session_id
                 or not self._failsafe.accepting_chunks
                 or now_s < self._standby_retry_at
                 or self._session.fleet.move is not None
-            ):  # a rebalancing move places the standby itself
+            ):
                 return None
             standby = self._standby
             if standby is None:

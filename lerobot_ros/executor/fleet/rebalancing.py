@@ -152,10 +152,11 @@ def decide(
             )
         else:
             continue
+        # most needed, then least loaded
         key = (
             -move.chance,
             (target.serving + 1) / (target.capacity or 1.0),
-        )  # most needed, then least loaded
+        )
         if best is None or key < best[0]:
             best = (key, move)
     return None if best is None else best[1]
@@ -227,9 +228,8 @@ def rebalance_once(
     if not left:
         core.end_move(clock(), f"the move to {move.target} was not carried out")
         if not settings.keeps_standby and (opened := core.end_standby()) is not None:
-            link.close_session_at(
-                *opened
-            )  # opened for the move only: no standby is kept otherwise
+            # opened for the move only: no standby is kept otherwise
+            link.close_session_at(*opened)
         return f"rebalancing to {move.target} abandoned"
     core.end_move(clock())
     return f"{MOVED_TO} {move.target}: {move.reason}"

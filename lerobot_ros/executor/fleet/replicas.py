@@ -180,15 +180,13 @@ class FleetRecord:
         self.moves = 0
         self.last_move = ""  # "<from> -> <to>: <why the old session was left>"
         self.skipped: tuple[str, ...] = ()  # the latest placement's, each "namespace: why"
-        self.unanswered: frozenset[str] = (
-            frozenset()
-        )  # replicas whose latest session never merged a chunk
+        # replicas whose latest session never merged a chunk
+        self.unanswered: frozenset[str] = frozenset()
         self.merged_in_session = 0
         self._drain = ""  # a drain the current replica announced, not acted on yet
         self.move: PlannedMove | None = None  # a rebalancing move under way
-        self.rebalance_after = (
-            math.inf
-        )  # no rebalancing move before (a cooldown after each session opening)
+        # no rebalancing move before (a cooldown after each session opening)
+        self.rebalance_after = math.inf
 
     def session_left(self, replica: str) -> None:
         """A new session replaces the one on ``replica``: remember whether that one ever

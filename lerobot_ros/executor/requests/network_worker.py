@@ -93,9 +93,8 @@ class NetworkWorker(threading.Thread):
             if self.step() or self._stop_event.is_set():
                 continue
             if self._not_sent:
-                self._stop_event.wait(
-                    self.retry_s
-                )  # every tick still says "due": do not listen to it
+                # every tick still says "due": do not listen to it
+                self._stop_event.wait(self.retry_s)
             else:
                 self.core.wait_for_work(self.idle_s)
 
@@ -105,16 +104,14 @@ class NetworkWorker(threading.Thread):
         self._not_sent = False
         now = self.clock()
         if self.core.reconnect_due(now):
-            if self.core.promote_standby(
-                now
-            ):  # a warm standby: no placement, the next request goes there
+            # a warm standby: no placement, the next request goes there
+            if self.core.promote_standby(now):
                 self.log(
                     f"serving replica lost: moved to the standby on {self.core.identity.replica}"
                 )
                 return True
-            with (
-                self.core.handshaking
-            ):  # an operator's resume may be handshaking: never two at once
+            # an operator's resume may be handshaking: never two at once
+            with self.core.handshaking:
                 if not self.core.reconnect_due(self.clock()):
                     return True
                 result = handshake(self.core, self.link, self.robot, self.clock)
@@ -122,9 +119,8 @@ class NetworkWorker(threading.Thread):
                 f"re-handshake: {'accepted' if result.accepted else 'failed'}: {result.reason}"
             )
             return True
-        move = self.core.due_move(
-            now
-        )  # a rebalancing move: between two requests, never during one
+        # a rebalancing move: between two requests, never during one
+        move = self.core.due_move(now)
         if move is not None:
             self.log(self.move(move))
             return True
@@ -178,9 +174,8 @@ class NetworkWorker(threading.Thread):
         if not isinstance(pending, PendingRequest):
             self._not_sent = True
             return False
-        if (
-            self._stop_event.is_set()
-        ):  # a stop just before the request went in flight would otherwise be lost
+        # a stop just before the request went in flight would otherwise be lost
+        if self._stop_event.is_set():
             self.core.cancel_request()
             return False
         sent = self.core.complete_request(

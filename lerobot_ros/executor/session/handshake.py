@@ -237,9 +237,8 @@ def _place_once(
                     grant.capabilities.model_fingerprint,
                     grant.capabilities.policy_type,
                 )
-            if (
-                core.state is ExecutorState.DEAD
-            ):  # the grant offered another model, and there is one server only
+            # the grant offered another model, and there is one server only
+            if core.state is ExecutorState.DEAD:
                 return HandshakeResult(False, grant, view.instance_id, offered_fingerprints[-1])
             tried.append((namespace, grant, view))
     if not tried:

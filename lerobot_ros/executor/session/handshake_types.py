@@ -47,9 +47,8 @@ class SessionGrant:
     action_chunk_topic: str
     capabilities: ServerCapabilities
     warnings: tuple[str, ...] = ()
-    idle_timeout_s: float = (
-        math.inf
-    )  # the server closes the session after this long without an observation
+    # the server closes the session after this long without an observation
+    idle_timeout_s: float = math.inf
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,8 @@ class SessionIdentity:
     epoch: int = 0
     episode: int = 0
     replica: str = ""  # the server namespace the session is open on
-    idle_timeout_s: float = (
-        math.inf
-    )  # the server closes the session after this long without an observation
+    # the server closes the session after this long without an observation
+    idle_timeout_s: float = math.inf
     camera_sizes: Mapping[str, tuple[int, int]] | None = (
         None  # the policy's (height, width) per camera
     )

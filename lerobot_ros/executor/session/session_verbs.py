@@ -85,9 +85,8 @@ class SessionVerbs:
             self._standby = None
         self._threshold_s = self._threshold(grant.capabilities.chunk_size, grant.rtc_enabled)
         self._failsafe.on_handshake_ok(now_s)
-        self._session.fleet.rebalance_after = (
-            now_s + self.settings.rebalance_cooldown_s
-        )  # settle first
+        # settle first
+        self._session.fleet.rebalance_after = now_s + self.settings.rebalance_cooldown_s
 
     def handshake_failed(self, reason: str, now_s: float) -> None:
         with self._lock:

@@ -413,9 +413,8 @@ def raw_to_rgb(msg: Image, max_bytes: int | None = None) -> np.ndarray:
             f"{encoding} Image, got {len(data)}"
         )
     rows = np.frombuffer(data, dtype=np.uint8).reshape(height, step)
-    pixels = rows[:, :row_bytes].reshape(
-        height, width, channels
-    )  # drops row padding, still a view
+    # drops row padding, still a view
+    pixels = rows[:, :row_bytes].reshape(height, width, channels)
     if encoding == "rgb8":
         if step != row_bytes:
             return np.ascontiguousarray(pixels)

@@ -137,9 +137,8 @@ class PolicyRunner:
         )
         if hasattr(policy, "init_rtc_processor"):
             policy.init_rtc_processor()
-            batched_rtc.install(
-                policy
-            )  # one delay and prefix per request in a shared forward pass
+            # one delay and prefix per request in a shared forward pass
+            batched_rtc.install(policy)
         steps = getattr(self.loaded.preprocessor, "steps", [])
         self._has_relative_step = any(
             isinstance(s, RelativeActionsProcessorStep) and s.enabled for s in steps
@@ -195,9 +194,8 @@ class PolicyRunner:
         from lerobot.utils.constants import ACTION, OBS_IMAGES
 
         policy = self.loaded.policy
-        batch = {
-            key: value for key, value in batch.items() if key != ACTION
-        }  # as select_action does
+        # as select_action does
+        batch = {key: value for key, value in batch.items() if key != ACTION}
         image_keys = list(self.loaded.config.image_features)
         if image_keys:
             batch[OBS_IMAGES] = torch.stack([batch[key] for key in image_keys], dim=-4)

@@ -57,9 +57,8 @@ def ready_runner(settings: ServerSettings, log, on_forward=None):
     Both steps run on a passing thread, never on the caller's (see the module docstring).
     """
     problem = local_checkpoint_problem(settings.checkpoint)
-    if (
-        problem
-    ):  # before torch is imported: a mistyped path fails at once, not after seconds of imports
+    # before torch is imported: a mistyped path fails at once, not after seconds of imports
+    if problem:
         raise StartupFailed(problem)
 
     def load_and_warm_up():

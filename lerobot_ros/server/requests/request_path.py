@@ -187,9 +187,8 @@ class RequestHandler:
     ) -> None:
         self.runner = runner
         self.capabilities: ServerCapabilities = runner.capabilities
-        self._camera_sizes = (
-            self.capabilities.camera_sizes
-        )  # a derived dict: built once, not per request
+        # a derived dict: built once, not per request
+        self._camera_sizes = self.capabilities.camera_sizes
         self.sessions = sessions
         self.publish = publish
         self.audit = audit

@@ -184,7 +184,9 @@ class RoundRobinScheduler:
                         self._condition.wait(remaining)
                         chosen += self._ready_keys(size - len(chosen), chosen)
                     taken = self._take_chosen(chosen)
-                    if hold:  # under the same lock as the take: no second thread can take the session meanwhile
+                    # under the same lock as the take: no second thread can take the session
+                    # meanwhile
+                    if hold:
                         self._held.update(ready.key for ready in taken)
                     return taken
                 remaining = deadline - self._clock()

@@ -34,9 +34,8 @@ def test_append_mode_keeps_unexecuted_actions_and_appends_the_new_chunk():
     queue = ActionQueue(rtc_enabled=False)
     assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=2) == 0
     assert pop_values(queue, 3) == [100, 101, 102]
-    assert (
-        queue.merge(chunk(10, 3), chunk(110, 3), real_delay=5) == 0
-    )  # delay ignored when appending
+    # delay ignored when appending
+    assert queue.merge(chunk(10, 3), chunk(110, 3), real_delay=5) == 0
     assert queue.get_action_index() == 0
     assert queue.qsize() == 4
     np.testing.assert_array_equal(queue.get_left_over()[:, 0], [3, 10, 11, 12])
@@ -77,9 +76,8 @@ def test_replace_mode_delay_is_clamped_to_zero_and_to_the_chunk_length():
     queue = ActionQueue(rtc_enabled=True)
     assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=-3) == 0
     assert queue.qsize() == 4
-    assert (
-        queue.merge(chunk(0, 4), chunk(100, 4), real_delay=9) == 4
-    )  # no index given: latency decides
+    # no index given: latency decides
+    assert queue.merge(chunk(0, 4), chunk(100, 4), real_delay=9) == 4
     assert queue.qsize() == 0 and queue.get() is None
     np.testing.assert_array_equal(queue.get_left_over(), np.zeros((0, DIM), dtype=np.float32))
 

@@ -22,9 +22,8 @@ def test_control_tick_executes_in_order_then_holds_the_measured_position():
         "nothing measured, nothing commanded: nothing to hold"
     )
     feed(core, clock)
-    assert core.control_tick(clock()).tolist() == pytest.approx(
-        [0.1, 0.2, 0.3]
-    )  # empty queue: hold, by name
+    # empty queue: hold, by name
+    assert core.control_tick(clock()).tolist() == pytest.approx([0.1, 0.2, 0.3])
     assert counts(core, clock).starvation_ticks == 2 and counts(core, clock).fallback_ticks == 2
     worker.step()
     assert [core.control_tick(clock())[0] for _ in range(3)] == [0.0, 1.0, 2.0]
@@ -47,9 +46,8 @@ def test_only_the_policy_cameras_are_sent_and_action_age_counts_from_the_oldest_
     )
     feed(core, clock)
     core.on_camera("observation.images.extra", Image(), clock())
-    core.on_joint_state(
-        ["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3
-    )  # fresher than the cameras
+    # fresher than the cameras
+    core.on_joint_state(["c", "b", "a"], [0.3, 0.2, 0.1], [], clock() + 0.3)
     clock.t += 0.3
     assert worker.step()
     prepared = link.sent[-1]

@@ -97,10 +97,11 @@ def test_only_heartbeat_publishers_of_the_fleet_are_replicas_in_name_order():
     graph = [
         heartbeat("/gpu1/lerobot"),
         heartbeat("/gpu0/lerobot"),
+        # an executor's own status: another type
         (
             "/robot/chunk_executor/status",
             [EXECUTOR_STATUS],
-        ),  # an executor's own status: another type
+        ),
         ("/gpu2/lerobot/get_status", [HEARTBEAT_TYPE]),  # the type, not the heartbeat's name
         ("/rosout", ["rcl_interfaces/msg/Log"]),
     ]

@@ -119,9 +119,8 @@ def test_a_goal_over_by_its_duration_ends_on_the_status_sample_and_keeps_the_epi
 
 def test_feedback_goes_only_to_an_action_goal():
     clock, core, link, worker, steps, log, wakes = steps_on()
-    steps.start(
-        "g", GoalRequest("pick"), active=True, lifecycle_state="active"
-    )  # StartPolicy: no handle
+    # StartPolicy: no handle
+    steps.start("g", GoalRequest("pick"), active=True, lifecycle_state="active")
     assert steps.follow(Progress.of(core.snapshot(clock()), clock())) is None
     assert steps.book.active.goal_id == "g"
 
@@ -146,11 +145,12 @@ def test_a_waiter_returns_the_result_and_a_cancel_request_ends_its_goal():
     "termination, cancel_requested, verdict",
     [
         (Termination.CANCELLED, True, "canceled"),
+        # StopPolicy or deactivation ended it, not the client
         (
             Termination.CANCELLED,
             False,
             "abort",
-        ),  # StopPolicy or deactivation ended it, not the client
+        ),
         (Termination.COMPLETED, False, "succeed"),
         (Termination.TIMEOUT, False, "abort"),
         (Termination.PREEMPTED, True, "abort"),

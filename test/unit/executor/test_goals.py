@@ -126,9 +126,8 @@ def test_a_failed_handshake_during_the_goal_fails_it_and_dead_is_dead():
     )
 
     book.start("h", GoalRequest(), progress(core, clock))
-    core.check_model(
-        dataclasses_replace_fingerprint(link.capabilities), clock()
-    )  # another model: DEAD
+    # another model: DEAD
+    core.check_model(dataclasses_replace_fingerprint(link.capabilities), clock())
     assert core.state is ExecutorState.DEAD
     assert book.end_if_over(progress(core, clock)).termination is Termination.DEAD
 

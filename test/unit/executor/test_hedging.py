@@ -71,9 +71,8 @@ def test_the_first_valid_answer_of_a_race_wins_and_the_other_is_dropped_as_lost(
     answer = flight.wait(1.0)
     assert answer.chunk is not None and answer.request == hedge
     assert flight.offer_chunk(chunk(primary), 6) == "hedge_lost"
-    flight.start(
-        request("s2", 3, epoch=1), CAPABILITIES_MODEL
-    )  # the next request is already in flight
+    # the next request is already in flight
+    flight.start(request("s2", 3, epoch=1), CAPABILITIES_MODEL)
     assert flight.offer_chunk(chunk(primary), 7) == "hedge_lost", "still known as the race's loser"
     assert flight.drops().counts == {"hedge_lost": 2}
 
@@ -147,13 +146,12 @@ def test_a_killed_replica_s_late_answer_is_hedged_to_the_standby_which_takes_the
     )
 
 
-def test_when_the_serving_replica_answers_first_the_hedge_s_answer_is_dropped_and_the_standby_re_armed():
+def test_when_the_serving_replica_answers_first_the_hedge_s_answer_is_dropped_and_the_standby_re_armed():  # noqa: E501 - the test's id names what it checks
     clock, core, link, worker = fleet()
     arm_standby(core, link, ROBOT, clock)
     serve(core, worker, clock, 5)
-    link.after.update(
-        {"/a": 0.2, "/c": 0.5}
-    )  # both late past the 0.1 s deadline, the serving one less
+    # both late past the 0.1 s deadline, the serving one less
+    link.after.update({"/a": 0.2, "/c": 0.5})
     serve(core, worker, clock)
     status = counts(core, clock)
     assert core.identity.replica == "/a" and (status.hedges_sent, status.hedges_won) == (1, 0)
@@ -226,7 +224,7 @@ def test_the_trigger_rises_for_the_hedge_while_a_standby_is_armed():
     assert core.request_threshold_s == pytest.approx(0.4)
 
 
-def test_a_hedge_racing_when_the_heartbeat_times_out_is_not_cancelled_and_its_answer_moves_the_robot():
+def test_a_hedge_racing_when_the_heartbeat_times_out_is_not_cancelled_and_its_answer_moves_the_robot():  # noqa: E501 - the test's id names what it checks
     clock, core, link, worker = fleet(heartbeat_timeout_s=1.0)
     arm_standby(core, link, ROBOT, clock)
     serve(core, worker, clock, 5)

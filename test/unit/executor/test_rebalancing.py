@@ -215,7 +215,7 @@ def run_look(core, link, worker, clock):
     return outcome[0]
 
 
-def test_a_move_opens_the_target_as_a_standby_then_moves_between_requests_and_closes_the_old_session():
+def test_a_move_opens_the_target_as_a_standby_then_moves_between_requests_and_closes_the_old_session():  # noqa: E501 - the test's id names what it checks
     clock, core, link, worker = rebalancing_fleet(standby_session=False)
     serve(core, worker, clock, 3)
     assert run_look(core, link, worker, clock) == "", (

@@ -33,9 +33,8 @@ def offline(**overrides):
     run(core, clock, worker, 1.0)
     assert core.state is S.STREAMING
     link.inactive = True
-    core.on_heartbeat(
-        "i2", clock.t + 3.0
-    )  # the heartbeat timeout passes, the next beat is "a new instance"
+    # the heartbeat timeout passes, the next beat is "a new instance"
+    core.on_heartbeat("i2", clock.t + 3.0)
     run(core, clock, worker, 8.0)
     assert core.state is S.OFFLINE
     return clock, core, link, worker
@@ -60,7 +59,7 @@ def test_an_inactive_server_past_max_offline_s_is_a_hold_that_says_what_the_serv
     assert problem and "the server is inactive" in problem and core.state is S.OFFLINE
 
 
-def test_a_server_back_is_reconnected_on_its_own_and_motion_restarts_only_on_resume_from_a_fresh_observation():
+def test_a_server_back_is_reconnected_on_its_own_and_motion_restarts_only_on_resume_from_a_fresh_observation():  # noqa: E501 - the test's id names what it checks
     clock, core, link, worker = offline()
     link.inactive = False
     run(core, clock, worker, 3.0)

@@ -22,12 +22,10 @@ def test_a_new_step_limit_applies_from_the_next_tick():
     changed, refusal = runtime_change(core.settings, {"max_step_per_tick": 0.25})
     assert refusal == ""
     core.change_settings(changed)
-    assert core.control_tick(clock())[0] == pytest.approx(
-        0.25
-    )  # row 1 is 1.0 away: limited to one step
-    assert (
-        core.settings.max_step_per_tick == 0.25 and core.settings.client_id == "arm"
-    )  # the rest kept
+    # row 1 is 1.0 away: limited to one step
+    assert core.control_tick(clock())[0] == pytest.approx(0.25)
+    # the rest kept
+    assert core.settings.max_step_per_tick == 0.25 and core.settings.client_id == "arm"
 
 
 def test_new_joint_limits_and_fallback_apply_and_invalid_ones_are_refused_with_the_reason():

@@ -45,9 +45,8 @@ def test_each_joint_moves_at_most_max_step_from_the_reference():
         joint_names=JOINTS,
     )
     result = safety.apply(np.array([0.5, -0.9, 7.0]), reference=np.array([0.0, 0.0, 0.0]))
-    np.testing.assert_allclose(
-        result.action, [0.1, -0.5, 7.0]
-    )  # wrist: max_step 0 = no step limit
+    # wrist: max_step 0 = no step limit
+    np.testing.assert_allclose(result.action, [0.1, -0.5, 7.0])
     assert result.intervened
     assert [reason.split(":")[0] for reason in result.reasons] == [
         "joint 'shoulder'",

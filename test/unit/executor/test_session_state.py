@@ -85,7 +85,7 @@ def test_ending_a_session_clears_its_id_and_moves_the_epoch():
     assert (state.identity.session_id, state.identity.epoch) == ("", 1)
 
 
-def test_only_the_current_replicas_heartbeat_counts_and_a_second_instance_is_reported_not_followed():
+def test_only_the_current_replicas_heartbeat_counts_and_a_second_instance_is_reported_not_followed():  # noqa: E501 - the test's id names what it checks
     state = opened()
     assert state.heartbeat("i1", 0.5, "/b", draining=False, streaming=True) == (Heard.IGNORED, "")
     assert state.heartbeat("i1", 0.5, "/a", draining=False, streaming=True) == (Heard.ALIVE, "")

@@ -44,9 +44,8 @@ def test_replace_mode_jumps_from_the_last_executed_action_to_the_first_kept_row(
     queue, tracker = ActionQueue(rtc_enabled=True, action_dim=2), SmoothnessTracker()
     _merge(queue, tracker, _chunk(0.0), 0, 0)
     _play(queue, tracker, 3)  # last executed 0.2
-    _merge(
-        queue, tracker, _chunk(0.05), 2, 1
-    )  # two consumed since the request: rows 0.05, 0.15 trimmed
+    # two consumed since the request: rows 0.05, 0.15 trimmed
+    _merge(queue, tracker, _chunk(0.05), 2, 1)
     assert _play(queue, tracker, 1) == [pytest.approx(0.25)]
     assert tracker.boundaries == 1 and tracker.jump_mean == pytest.approx(0.05)
 
@@ -68,9 +67,8 @@ def test_prefix_deviation_compares_the_new_chunk_with_what_was_executed_meanwhil
     executed = _chunk(0.0, length=3)  # 0.0, 0.1, 0.2 played while the chunk was inferred
     tracker.overlap_measured(executed, _chunk(0.0, length=6) + np.float32(0.05))
     tracker.overlap_measured(executed, _chunk(1.0, length=6))
-    tracker.overlap_measured(
-        executed[:0], _chunk(9.0)
-    )  # nothing executed meanwhile: nothing to compare
+    # nothing executed meanwhile: nothing to compare
+    tracker.overlap_measured(executed[:0], _chunk(9.0))
     assert tracker.overlaps == 2
     assert tracker.deviation_mean == pytest.approx((0.05 + 1.0) / 2)
     assert tracker.deviation_max == pytest.approx(1.0)

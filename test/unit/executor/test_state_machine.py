@@ -64,9 +64,8 @@ def test_a_failed_first_handshake_is_dead_without_ever_commanding():
     fail_safe.on_handshake_failed(1.0, "action names differ")
     assert fail_safe.state is S.DEAD
     assert "first handshake failed: action names differ" in fail_safe.reason
-    assert (
-        fail_safe.tick(1.1, 0, None).action is TickAction.NOTHING
-    )  # no final fallback: never commanded
+    # no final fallback: never commanded
+    assert fail_safe.tick(1.1, 0, None).action is TickAction.NOTHING
 
 
 def test_streaming_executes_fresh_actions():
@@ -272,9 +271,8 @@ def test_offline_reconnects_on_its_own_but_moves_only_on_an_explicit_resume():
     assert fail_safe.resume_offline(100.0, "~/resume") is None
     assert fail_safe.state is S.STREAMING and fail_safe.accepting_chunks
     assert fail_safe.offline_s(100.0) == 0.0, "a resume starts a whole offline budget"
-    assert (
-        fail_safe.tick(100.02, 0, None).state is S.STALLED
-    )  # empty queue: the first request is fresh
+    # empty queue: the first request is fresh
+    assert fail_safe.tick(100.02, 0, None).state is S.STALLED
     fail_safe.on_chunk_merged(100.1)
     assert fail_safe.state is S.STREAMING
 
@@ -373,9 +371,8 @@ def test_pause_holds_and_spends_no_budget():
     assert fail_safe.offline_s(1000.0) == pytest.approx(0.0), "a resume starts a whole budget"
     assert fail_safe.reconnect_due(1000.0)
     assert fail_safe.tick(1009.9, 0, None).state is S.RECONNECTING  # 9.9 s of active offline time
-    assert (
-        fail_safe.tick(1010.1, 0, None).state is S.OFFLINE
-    )  # 10.1 s: a server that never answers ends OFFLINE
+    # 10.1 s: a server that never answers ends OFFLINE
+    assert fail_safe.tick(1010.1, 0, None).state is S.OFFLINE
 
 
 def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():
@@ -385,9 +382,8 @@ def test_pause_does_not_count_toward_heartbeat_or_degraded_timeouts():
     fail_safe.resume(60.0)
     decision = fail_safe.tick(60.2, 5, FRESH)
     assert decision.state is S.STREAMING and decision.action is TickAction.EXECUTE
-    assert (
-        fail_safe.tick(60.4, 5, FRESH).state is S.DEGRADED
-    )  # 0.6 s of active time since the chunk
+    # 0.6 s of active time since the chunk
+    assert fail_safe.tick(60.4, 5, FRESH).state is S.DEGRADED
 
 
 def test_an_event_during_a_pause_counts_from_the_resume():

@@ -54,9 +54,8 @@ def test_a_dataset_with_other_features_is_told_apart_with_what_differs():
         "timestamp": {"dtype": "float32", "shape": [1]},
         "index": {"dtype": "int64", "shape": [1]},
     }
-    assert (
-        features_problem(stored, ours) is None
-    )  # lists vs tuples and LeRobot's own columns do not count
+    # lists vs tuples and LeRobot's own columns do not count
+    assert features_problem(stored, ours) is None
     assert "has names ['a', 'c']" in features_problem(
         {**stored, "action": {**stored["action"], "names": ["a", "c"]}}, ours
     )
@@ -103,9 +102,8 @@ def test_frame_0_of_every_episode_carries_a_command_of_that_episode_never_the_pr
     tasks.on_status(1, "RUNNING", 0.0, True, TASK)
     feed(buffer, 1)
     tasks.on_status(1, "SUCCESS", 1.0, True, TASK)
-    buffer.on_command(
-        np.array([7.0, 7.5])
-    )  # the expert repeats its last command through the reset delay
+    # the expert repeats its last command through the reset delay
+    buffer.on_command(np.array([7.0, 7.5]))
     tasks.on_status(2, "RUNNING", 0.0, True, TASK)
     # Cameras and states of the new episode come before its first command: no frame until it does.
     buffer.on_joint_state(np.array([0.0, 0.0]))
@@ -117,9 +115,8 @@ def test_frame_0_of_every_episode_carries_a_command_of_that_episode_never_the_pr
     assert buffer.on_camera("observation.images.front", image(50)) is False
     buffer.on_command(np.array([0.25, 0.5]))
     assert buffer.on_camera("observation.images.front", image(51)) is True
-    buffer.on_command(
-        np.array([7.0, 7.5])
-    )  # once the episode commanded, the same values are its own
+    # once the episode commanded, the same values are its own
+    buffer.on_command(np.array([7.0, 7.5]))
     assert buffer.on_camera("observation.images.front", image(52)) is True
     finished = tasks.on_status(2, "SUCCESS", 1.0, True, TASK)
     np.testing.assert_array_equal(finished.frames[0]["action"], np.float32([0.25, 0.5]))
@@ -128,9 +125,8 @@ def test_frame_0_of_every_episode_carries_a_command_of_that_episode_never_the_pr
 def test_frames_wait_for_every_input():
     buffer = EpisodeBuffer(JOINTS, CAMERAS)
     buffer.begin("task", 0, False, TASK)
-    assert (
-        buffer.on_camera("observation.images.front", image(1)) is False
-    )  # no state, command or side image yet
+    # no state, command or side image yet
+    assert buffer.on_camera("observation.images.front", image(1)) is False
     buffer.on_joint_state(np.zeros(2))
     buffer.on_camera("observation.images.side", image(1))
     assert buffer.on_camera("observation.images.front", image(1)) is False  # still no command
@@ -152,9 +148,8 @@ def test_an_episode_joined_late_or_never_finished_is_dropped_whole():
     feed(buffer, 3)
     assert buffer.abandon() == 2 and buffer.recording is None and buffer.dropped_episodes == 2
     assert tasks.on_status(2, "SUCCESS", 1.0, False, TASK) is None
-    tasks.on_status(
-        2, "RUNNING", 0.1, False, TASK
-    )  # a late repeat of a start already seen does not reopen it
+    # a late repeat of a start already seen does not reopen it
+    tasks.on_status(2, "RUNNING", 0.1, False, TASK)
     assert buffer.recording is None
 
 
@@ -210,9 +205,8 @@ def test_one_episode_per_run_policy_goal_with_its_task_and_how_it_ended():
         is None
     )
     assert buffer.recording == "b"
-    feed(
-        buffer, 1
-    )  # a rollout's first commands (its hold) are its own, even when the one before was the same
+    # a rollout's first commands (its hold) are its own, even when the one before was the same
+    feed(buffer, 1)
     feed(buffer, 2)
     assert (
         goals.on_status(executor(episode=2, goal="b", task="pick", last="a", how="completed"), 2.5)

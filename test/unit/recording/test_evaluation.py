@@ -10,9 +10,8 @@ from lerobot_ros.recording.evaluate import EpisodeTally, evaluation_plan
 def test_only_episodes_started_while_streaming_count_and_each_once():
     tally = EpisodeTally(2)
     assert tally.on_status(0, "RUNNING", 0.0, streaming=False) is None
-    assert (
-        tally.on_status(0, "RUNNING", 3.0, streaming=True) is None
-    )  # started before the loop streamed
+    # started before the loop streamed
+    assert tally.on_status(0, "RUNNING", 3.0, streaming=True) is None
     assert tally.on_status(0, "SUCCESS", 3.5, streaming=True) is None
     assert tally.on_status(1, "RUNNING", 0.0, streaming=True) == "started"
     assert tally.on_status(1, "RUNNING", 0.1, streaming=True) is None
@@ -38,9 +37,8 @@ def test_only_episodes_started_while_streaming_count_and_each_once():
 
 def test_an_unbounded_tally_counts_every_episode_started_while_streaming_and_is_never_done():
     tally = EpisodeTally(None)
-    assert (
-        tally.on_status(4, "RUNNING", 6.0, streaming=True) is None
-    )  # already running when counting began
+    # already running when counting began
+    assert tally.on_status(4, "RUNNING", 6.0, streaming=True) is None
     assert tally.on_status(4, "FAILURE", 10.0, streaming=True) is None
     for episode in range(5, 9):
         assert tally.on_status(episode, "RUNNING", 0.0, streaming=True) == "started"

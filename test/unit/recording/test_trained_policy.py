@@ -49,9 +49,8 @@ def test_an_installed_policy_is_whole_and_carries_its_score(checkpoint):
 def test_an_installed_policy_is_never_replaced_and_a_partial_one_is_not_installed(checkpoint):
     partial = trained_policy_path()
     partial.mkdir(parents=True)
-    (partial / CONTRACT_FILE).write_text(
-        "{}"
-    )  # an install interrupted before its evaluation was written
+    # an install interrupted before its evaluation was written
+    (partial / CONTRACT_FILE).write_text("{}")
     assert installed_trained_policy() is None
     install_trained_policy(checkpoint, EVALUATION)
     with pytest.raises(FileExistsError, match="already installed"):

@@ -40,14 +40,14 @@ def flood(g, client, start, seconds, per_s, kind="mac"):
     return gates
 
 
-def test_a_session_over_its_budget_is_checked_at_most_budget_times_a_second_then_dropped_unchecked():
+def test_a_session_over_its_budget_is_checked_at_most_budget_times_a_second_then_dropped_unchecked():  # noqa: E501 - the test's id names what it checks
     g, _ = guard()
     gates = flood(g, "attacker", 100.0, 1.0, 200)
     assert gates == {Gate.CHECK: 5, Gate.DROP: 195}
     assert g.report(101.0)[0].refused == 200, "dropped ones count too"
 
 
-def test_a_sustained_flood_is_marked_for_closure_then_its_client_id_is_refused_for_a_growing_backoff():
+def test_a_sustained_flood_is_marked_for_closure_then_its_client_id_is_refused_for_a_growing_backoff():  # noqa: E501 - the test's id names what it checks
     g, lines = guard()
     flood(g, "attacker", 100.0, 1.0, 50)
     assert g.due_closures() == [], "one second over the budget is not sustained"

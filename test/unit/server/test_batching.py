@@ -231,9 +231,8 @@ def test_each_smolvla_request_in_a_batch_gets_the_chunk_it_gets_alone(smolvla, r
                 delay=delay,
             )
         )
-    other_task = harness.open(
-        "arm_other_task", task="stack the blocks", rtc=True
-    )  # other token length: own pass
+    # other token length: own pass
+    other_task = harness.open("arm_other_task", task="stack the blocks", rtc=True)
     messages.append(
         harness.observation(
             other_task, seq=5, state=rng.uniform(-1, 1, 6), prefix=rng.normal(size=(5, 6)), delay=2

@@ -202,21 +202,21 @@ def test_observed_rate_counts_when_faster_than_declared():
 
 
 def test_replace_fixed_point_with_a_constant_round_trip():
-    model = CapacityModel(
-        curve_of(0.2, 0.0, 0.0), 64, 1, 2.0
-    )  # p95 = 2 x 200 ms whatever the load
+    # p95 = 2 x 200 ms whatever the load
+    model = CapacityModel(curve_of(0.2, 0.0, 0.0), 64, 1, 2.0)
     prediction = model.predict([ROBOT] * 3)
     assert prediction.p95_s == pytest.approx(0.4)
     assert prediction.total_rate_hz == pytest.approx(3 / (CHUNK_S - (1.5 * 0.4 + 1 / 30)))
 
 
 def test_replace_fixed_point_matches_a_hand_solution():
+    # a slow forward: the threshold leaves buffer_time_s
     t0, k, host, robots = (
         0.150,
         0.004,
         0.010,
         20,
-    )  # a slow forward: the threshold leaves buffer_time_s
+    )
 
     def hand_rate(latency):
         return 1.0 / (CHUNK_S - max(0.5, min(1.5 * latency + 1 / 30, CHUNK_S)))
@@ -230,9 +230,8 @@ def test_replace_fixed_point_matches_a_hand_solution():
         middle = (low + high) / 2
         low, high = (middle, high) if equation(middle) > 0 else (low, middle)
     prediction = model_of(t0, k, host).predict([ROBOT] * robots)
-    assert (
-        high > 0.32
-    )  # above 311 ms, where the threshold rises with L: the rate followed the latency
+    # above 311 ms, where the threshold rises with L: the rate followed the latency
+    assert high > 0.32
     assert prediction.p95_s == pytest.approx(high, abs=1e-5)
     assert prediction.total_rate_hz == pytest.approx(robots * hand_rate(high), rel=1e-4)
     assert prediction.total_rate_hz > robots / (CHUNK_S - 0.5)
@@ -282,9 +281,8 @@ def test_prediction_never_falls_as_robots_are_added(t0, k, host, most):
 
 
 def test_admission_refuses_exactly_at_the_first_robot_over_budget():
-    rate = 1.0 / (
-        CHUNK_S - 0.5
-    )  # every p95 here is below 311 ms, so the threshold is buffer_time_s
+    # every p95 here is below 311 ms, so the threshold is buffer_time_s
+    rate = 1.0 / (CHUNK_S - 0.5)
     most = robots_within(BUDGET_S, rate)
     assert hand_p95(most * rate) < 0.311 and 500 < most < 600
     model = model_of()
@@ -364,9 +362,8 @@ def test_budget_zero_always_admits():
     ],
 )
 def test_saturation_is_refused_whatever_the_budget(model, robots, rate_hz, in_message):
-    fast = SessionDemand(
-        30.0, 50, replace_mode=False, observed_rate_hz=rate_hz
-    )  # one rate whatever the p95
+    # one rate whatever the p95
+    fast = SessionDemand(30.0, 50, replace_mode=False, observed_rate_hz=rate_hz)
     decision = model.decide([fast] * (robots - 1), fast, budget_s=60.0)
     assert not decision.accepted
     assert math.isinf(decision.prediction.p95_s)

@@ -109,9 +109,8 @@ def test_a_robot_asking_faster_than_declared_is_counted_at_its_observed_rate():
     gate = pi05_gate(400.0, clock)
     admitted = robots(3)
     before = gate.report(admitted)
-    for step in range(
-        60
-    ):  # arm_0 asks at 20 Hz, far above the ~1.4 Hz its 30 fps and chunk 50 declare
+    # arm_0 asks at 20 Hz, far above the ~1.4 Hz its 30 fps and chunk 50 declare
+    for step in range(60):
         admitted[0].arrivals.append(clock.now + step * 0.05)
     clock.now += 3.0
     assert admitted[0].observed_rate_hz(clock.now) == pytest.approx(20.0)

@@ -88,9 +88,8 @@ def test_smolvla_checkpoint_is_described_as_an_rtc_policy(smolvla, smolvla_check
     assert [(c.name, c.height, c.width) for c in capabilities.cameras] == [
         (FRONT_CAMERA, *DEFAULT_IMAGE_SHAPE)
     ]
-    assert (
-        sum(p.numel() for p in smolvla.policy.parameters()) < 1_000_000
-    )  # tiny: a CPU answers in tens of ms
+    # tiny: a CPU answers in tens of ms
+    assert sum(p.numel() for p in smolvla.policy.parameters()) < 1_000_000
     assert smolvla.config.vlm_model_name == str((smolvla_checkpoint / VLM_DIR).resolve())
 
 
@@ -169,9 +168,8 @@ def test_each_default_kind_is_cached_under_its_own_versioned_name(tmp_path, monk
     act, smolvla = default_checkpoint(), default_checkpoint("smolvla")
     assert act == tmp_path / "policies" / DEFAULT_POLICY_NAMES["act"] == default_checkpoint("act")
     assert smolvla == tmp_path / "policies" / DEFAULT_POLICY_NAMES["smolvla"] != act
-    assert len(built) == 2 and all(
-        path.name.startswith(".") for path in built
-    )  # built beside, then renamed
+    # built beside, then renamed
+    assert len(built) == 2 and all(path.name.startswith(".") for path in built)
     assert sorted(path.name for path in (tmp_path / "policies").iterdir()) == sorted(
         DEFAULT_POLICY_NAMES.values()
     )

@@ -296,7 +296,7 @@ def test_stop_releases_the_port_and_start_twice_is_refused():
     endpoint.stop()
     endpoint.stop()  # idempotent
     with pytest.raises(RuntimeError, match="only after start"):
-        endpoint.port
+        _ = endpoint.port
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

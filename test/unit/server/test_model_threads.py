@@ -93,9 +93,8 @@ def test_ready_runner_still_loads_warms_up_and_reports_a_bad_checkpoint_through_
         torch.set_num_threads(previous)
     assert runner.capabilities.policy_type == "act"
     assert any(line.startswith("warm-up done") for line in log.lines)
-    (tmp_path / "config.json").write_text(
-        "{not json"
-    )  # passes the path checks, fails in LeRobot's loader
+    # passes the path checks, fails in LeRobot's loader
+    (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(StartupFailed, match="cannot load LeRobot checkpoint"):
         ready_runner(ServerSettings.from_values({"checkpoint": str(tmp_path)}), log)
     # A path that names nothing is refused before the thread starts, so before torch is imported.

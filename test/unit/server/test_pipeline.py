@@ -130,9 +130,8 @@ def test_a_slow_publish_does_not_delay_the_next_forward(rig):
     r.send("arm")
     r.runner.wait_for(lambda: r.runner.happened("finish", "end", "arm"))
     r.send("b")
-    r.runner.wait_for(
-        lambda: r.runner.happened("forward", "end", "b")
-    )  # while arm's publish is still held
+    # while arm's publish is still held
+    r.runner.wait_for(lambda: r.runner.happened("forward", "end", "b"))
     assert not r.chunks("arm")
     publish_gate.set()
     assert (
@@ -178,7 +177,7 @@ def test_one_session_is_never_twice_in_the_pipeline(rig):
     flood.start()
     for seq in range(20):
         r.send("b", seq=seq)
-        r.runner.wait_for(lambda: r.audited("b", seq))
+        r.runner.wait_for(lambda seq=seq: r.audited("b", seq))
     flood.join(10.0)
     r.stop()
     # From its prepare's start to its audit line, no other request of the same session is prepared.
@@ -206,9 +205,8 @@ def test_stop_delivers_what_every_stage_holds_and_refuses_what_waits(rig):
     r.send("arm")
     r.runner.wait_for(lambda: r.runner.happened("forward", "start", "arm"))
     r.send("b")
-    r.runner.wait_for(
-        lambda: r.runner.happened("prepare", "end", "b")
-    )  # prepared, waiting for the forward
+    # prepared, waiting for the forward
+    r.runner.wait_for(lambda: r.runner.happened("prepare", "end", "b"))
     r.send("c")
     r.runner.wait_for(lambda: r.runner.happened("prepare", "start", "c"))  # in the admission stage
     r.send("d")  # waits in its mailbox: the one admission thread is busy
@@ -313,7 +311,7 @@ def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
         for seq in range(15):
             sent_at[seq] = time.monotonic()
             r.send("b", seq=seq)
-            r.runner.wait_for(lambda: ("b", seq) in answered_at)
+            r.runner.wait_for(lambda seq=seq: ("b", seq) in answered_at)
     finally:
         stop.set()
         flooder.join(10.0)
@@ -332,6 +330,5 @@ def test_a_robot_asking_far_faster_than_it_declared_cannot_starve_another():
     flood_served = sum(
         1 for line in r.harness.audit if line["client"] == "arm" and line["outcome"] == "ok"
     )
-    assert (
-        flood_served >= 5 and r.stats.observations_superseded > flood_served
-    )  # it really flooded; newest won
+    # it really flooded; newest won
+    assert flood_served >= 5 and r.stats.observations_superseded > flood_served

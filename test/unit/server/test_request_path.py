@@ -98,9 +98,8 @@ def test_malformed_observations_are_rejected_and_the_session_keeps_working(
 def _with_png(msg, shape):
     import cv2
 
-    ok, png = cv2.imencode(
-        ".png", np.zeros((*shape, 3), np.uint8)
-    )  # a small file declaring a huge image
+    # a small file declaring a huge image
+    ok, png = cv2.imencode(".png", np.zeros((*shape, 3), np.uint8))
     msg.compressed_images[0].format, msg.compressed_images[0].data = "png", png.tobytes()
     return msg
 

@@ -101,9 +101,8 @@ def test_a_batch_takes_distinct_sessions_in_round_robin_order_each_with_its_newe
         ("c", "c0", 0),
     ]
     for key in "ab":
-        scheduler.deposit(
-            key, f"{key}2"
-        )  # served ones republish at once: they queue behind d and e
+        # served ones republish at once: they queue behind d and e
+        scheduler.deposit(key, f"{key}2")
     second = scheduler.take_batch(0.1)
     assert [r.key for r in second] == ["d", "e", "a"]
     assert [r.key for r in scheduler.take_batch(0.1)] == ["b"]

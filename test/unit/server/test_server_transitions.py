@@ -71,9 +71,8 @@ def test_every_transition_runs_its_steps_in_order_and_cleanup_releases_newest_fi
     )
     assert lifecycle.activate() is None and lifecycle.serving
     assert lifecycle.deactivate() is None and lifecycle.stage is Stage.INACTIVE
-    assert (
-        lifecycle.activate() is None and lifecycle.deactivate() is None
-    )  # the loaded policy serves again
+    # the loaded policy serves again
+    assert lifecycle.activate() is None and lifecycle.deactivate() is None
     assert lifecycle.cleanup() is None and lifecycle.stage is Stage.UNCONFIGURED
     assert (
         parts.log

@@ -74,7 +74,7 @@ def test_a_client_id_streaming_elsewhere_is_refused_without_its_secret_and_repla
     assert sessions.get("arm_1") is owner.session
 
 
-def test_a_standby_opens_as_one_and_a_streamed_session_is_armed_as_a_standby_again_only_by_its_owner():
+def test_a_standby_opens_as_one_and_a_streamed_session_is_armed_as_a_standby_again_only_by_its_owner():  # noqa: E501 - the test's id names what it checks
     sessions = SessionRegistry()
     waiting = decide_open(
         dataclasses.replace(ROBOT, standby=True),
@@ -90,10 +90,11 @@ def test_a_standby_opens_as_one_and_a_streamed_session_is_armed_as_a_standby_aga
         dataclasses.replace(ROBOT, client_id="arm_2"), "", CAPABILITIES, ROOM, sessions, SETTINGS
     ).session
     assert not ordinary.standby
+    # promoted by a hedged request the other replica won
     waiting.last_seq, waiting.standby = (
         1,
         False,
-    )  # promoted by a hedged request the other replica won
+    )
     stranger = decide_open(
         dataclasses.replace(ROBOT, standby=True),
         "",

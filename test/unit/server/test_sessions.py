@@ -234,9 +234,10 @@ def test_reset_episode_must_name_a_later_episode():
     current = session()
     registry.open(current)
     registry.claim_processor_reset(current)
-    reset = lambda episode: registry.reset_episode(
-        "arm", current.session_id, current.secret, episode
-    )  # noqa: E731
+
+    def reset(episode):
+        return registry.reset_episode("arm", current.session_id, current.secret, episode)
+
     assert reset(0) == EpisodeReset(False, 0, "episode 0 is not after the current episode 0")
     assert registry.claim_processor_reset(current) is False, "a refused reset resets nothing"
     assert reset(3) == EpisodeReset(True, 3)
@@ -439,9 +440,8 @@ def test_the_first_admitted_observation_promotes_a_standby_to_an_ordinary_sessio
 
 def test_a_reopen_with_the_owners_secret_arms_a_streamed_session_as_a_standby_again():
     registry = SessionRegistry()
-    used = streaming(
-        registry, now=1.0
-    )  # a promoted standby: it served a hedge the other replica won
+    # a promoted standby: it served a hedge the other replica won
+    used = streaming(registry, now=1.0)
     assert registry.claim(
         standby(opened=2.0), owner_secret="", now=2.0, idle_timeout_s=3.0
     ).refusal, "a streaming session is not re-armed without its secret"
@@ -457,14 +457,13 @@ def test_a_reopen_with_the_owners_secret_arms_a_streamed_session_as_a_standby_ag
     )
 
 
-def test_a_standby_is_replaceable_like_any_session_that_never_streamed_and_hands_on_no_opening_time():
+def test_a_standby_is_replaceable_like_any_session_that_never_streamed_and_hands_on_no_opening_time():  # noqa: E501 - the test's id names what it checks
     registry = SessionRegistry()
     waiting = standby(opened=0.0)
     registry.open(waiting)
     collect(registry, 1.0, {"arm": 1})
-    ordinary = session(
-        opened=100.0
-    )  # a robot re-placed here (a restarted executor, or a stranger)
+    # a robot re-placed here (a restarted executor, or a stranger)
+    ordinary = session(opened=100.0)
     assert (
         registry.claim(ordinary, owner_secret="", now=100.0, idle_timeout_s=3.0).replaced
         is waiting

@@ -1,4 +1,4 @@
-"""The package's shape stays readable: no import cycles, small modules, thin nodes.
+"""The package's shape stays readable: formatted and linted, no import cycles, thin nodes.
 
 Read from the source with ``ast``, so nothing is imported and every import
 counts, wherever it hides: inside a function, under ``if TYPE_CHECKING:``,
@@ -14,9 +14,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[3] / "lerobot_ros"
-# lerobot_ros/server/ is reshaped by the pipelined-server work, which owns its module sizes.
-SIZE_EXEMPT = ("server",)
-MAX_MODULE_LINES = 450
 MAX_NODE_METHOD_LINES = 40
 
 
@@ -130,18 +127,6 @@ def test_the_cycle_check_sees_imports_hidden_in_functions_and_type_checking(tmp_
     (package / "c.py").write_text("import lerobot_ros.a\n")
     found = cycles(import_graph(package))
     assert found == [["lerobot_ros.a", "lerobot_ros.inner.b", "lerobot_ros.a"]]
-
-
-def sized_modules():
-    for name, path in source_modules().items():
-        if name.split(".")[1:2] and name.split(".")[1] in SIZE_EXEMPT:
-            continue
-        yield name, len(path.read_text().splitlines())
-
-
-def test_no_module_outside_the_server_is_over_450_lines():
-    too_long = {name: lines for name, lines in sized_modules() if lines > MAX_MODULE_LINES}
-    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
 
 
 def node_classes():

@@ -140,8 +140,7 @@ def test_server_stats_count_outcomes_and_window_inference_times():
     assert p50 == pytest.approx(50.5) and p95 == pytest.approx(95.05)
     assert (stats.requests_served, stats.requests_rejected, stats.requests_failed) == (100, 1, 1)
     assert stats.observations_superseded == 100
-    assert stats.utilization(horizon_s=10.0) == pytest.approx(
-        0.505
-    )  # 5.05 s busy in the last 10 s
+    # 5.05 s busy in the last 10 s
+    assert stats.utilization(horizon_s=10.0) == pytest.approx(0.505)
     now[0] += 60.0
     assert stats.utilization(horizon_s=10.0) == 0.0

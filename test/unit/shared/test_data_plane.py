@@ -118,9 +118,8 @@ def test_cameras_decoded_side_by_side_keep_their_names_sizes_and_pixels(two_core
     assert list(decoded) == [*compressed, *raw]
     for name, rgb in sent.items():
         assert decoded[name].shape == (*sizes.get(name, (48, 64)), 3), name
-        assert np.abs(decoded[name].astype(int) - rgb[0, 0]).max() <= 3, (
-            name
-        )  # each camera got its own frame
+        # each camera got its own frame
+        assert np.abs(decoded[name].astype(int) - rgb[0, 0]).max() <= 3, name
 
 
 def test_side_by_side_decodes_really_overlap(two_cores):
@@ -369,7 +368,7 @@ def _scene(height, width):
     return np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
 
 
-def test_a_frame_larger_than_the_policy_is_shrunk_before_encoding_and_one_at_its_size_is_forwarded():
+def test_a_frame_larger_than_the_policy_is_shrunk_before_encoding_and_one_at_its_size_is_forwarded():  # noqa: E501 - the test's id names what it checks
     full = _scene(480, 640)
     kind, payload = camera_payload(images.rgb_to_raw(full), 90, (96, 128))
     assert kind == "compressed" and images.compressed_to_rgb(payload).shape == (96, 128, 3)
@@ -382,13 +381,11 @@ def test_a_frame_larger_than_the_policy_is_shrunk_before_encoding_and_one_at_its
         and payload is not jpeg
         and images.compressed_to_rgb(payload).shape == (96, 128, 3)
     )
-    assert (
-        camera_payload(jpeg, 90, (480, 640))[1] is jpeg
-    )  # the policy's own size: forwarded untouched
+    # the policy's own size: forwarded untouched
+    assert camera_payload(jpeg, 90, (480, 640))[1] is jpeg
     assert camera_payload(jpeg, 90, (960, 1280))[1] is jpeg  # never enlarged on the robot
-    assert (
-        camera_payload(jpeg, 90, (240, 960))[1] is jpeg
-    )  # larger in one dimension: the server resizes
+    # larger in one dimension: the server resizes
+    assert camera_payload(jpeg, 90, (240, 960))[1] is jpeg
     assert camera_payload(jpeg, 90, None)[1] is jpeg
 
 

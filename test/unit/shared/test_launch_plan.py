@@ -215,9 +215,10 @@ def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it
     ]
     assert servers_in(graph, spec) == tuple(sorted(replicas))
 
+    # nothing else changes: same nodes, same parameters but server_namespaces
     def without_list(
         plan,
-    ):  # nothing else changes: same nodes, same parameters but server_namespaces
+    ):
         return [
             (
                 node.name,
@@ -238,10 +239,11 @@ def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it
     [
         (["/fleet_a/gpu0/lerobot", "/fleet_a/gpu1/lerobot"], "auto:/fleet_a"),
         (["/a/b/x", "/a/b/y", "/a/c"], "auto:/a"),
+        # whole segments: /fleet_a would miss /fleet_ab
         (
             ["/fleet_a/gpu0/lerobot", "/fleet_ab/gpu1/lerobot"],
             "auto",
-        ),  # whole segments: /fleet_a would miss /fleet_ab
+        ),
         (["/gpu0/lerobot", "/gpu1/lerobot"], "auto"),
         (["/gpu0/lerobot"], "auto:/gpu0/lerobot"),
     ],
@@ -258,9 +260,8 @@ def test_discovery_entry_is_the_narrowest_prefix_the_executor_matches_every_name
 
 
 def test_fleet_launch_file_declares_discovery_off_by_default_and_passes_it_to_the_plan():
-    pytest.importorskip(
-        "launch_ros"
-    )  # fleet.launch.py imports launch_actions, which needs launch and launch_ros
+    # fleet.launch.py imports launch_actions, which needs launch and launch_ros
+    pytest.importorskip("launch_ros")
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(

@@ -111,9 +111,8 @@ def test_the_simulated_arm_follows_each_mode_and_a_trajectory_in_time():
         trajectory.read(trajectory.build(SO101_JOINT_NAMES, target + 0.2, 1.0), SO101_JOINT_NAMES),
         now_s=10.0,
     )
-    follower.step(
-        now_s=10.5, dt_s=0.01
-    )  # halfway: the target is interpolated from where the arm was
+    # halfway: the target is interpolated from where the arm was
+    follower.step(now_s=10.5, dt_s=0.01)
     np.testing.assert_allclose(arm.target, target + 0.1, atol=1e-6)
     with pytest.raises(ValueError, match="non-empty"):
         follower.follow(

@@ -27,9 +27,8 @@ def test_auto_serves_the_trained_act_only_once_it_is_whole_and_evaluated(tmp_pat
     assert auto_policy() == "trained_smolvla"
     target = trained_policy_path()
     target.mkdir(parents=True)
-    (target / CONTRACT_FILE).write_text(
-        "{}"
-    )  # an install interrupted before its evaluation was written
+    # an install interrupted before its evaluation was written
+    (target / CONTRACT_FILE).write_text("{}")
     assert installed_trained_policy() is None and auto_policy() == "trained_smolvla"
     (target / EVALUATION_FILE).write_text(json.dumps({"successes": 1}))
     assert installed_trained_policy() == target and auto_policy() == "trained"
