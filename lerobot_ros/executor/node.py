@@ -127,6 +127,14 @@ class ChunkExecutorNode(LifecycleNode):
         self.status_loop: ControlLoop | None = None
         self.link: RosServerLink | None = None
         self.sensors: SensorNode | None = None
+        self.goal_server: GoalServer | None = None
+        # Made by the configure transition (read_settings, create_entities), None until then.
+        self.robot: RobotDeclaration | None = None
+        self.output = None  # the output mode's OutputMode
+        self.command_pub = None
+        self.control_period_s = 0.0
+        self.status_pub = None
+        self.diagnostics_pub = None
         self._entities: list = []
         self.transition_failure = ""
         self._declare_problem = ""
@@ -400,14 +408,14 @@ class ChunkExecutorNode(LifecycleNode):
             self.link.destroy()
 
     def _stop_status(self) -> None:
-        status_loop = getattr(self, "status_loop", None)  # absent when the constructor failed
+        status_loop = self.status_loop
         if status_loop is not None:
             status_loop.stop()
             status_loop.join(timeout=CONTROL_JOIN_TIMEOUT_S)
             self.status_loop = None
 
     def _destroy_sensors(self) -> None:
-        sensors = getattr(self, "sensors", None)  # absent when the constructor failed
+        sensors = self.sensors
         if sensors is not None:
             sensors.destroy()
             self.sensors = None
@@ -512,15 +520,15 @@ class ChunkExecutorNode(LifecycleNode):
         # Also reached without a drain: never destroy entities under a running worker or control
         # loop.
         self.stop_streaming()
-        if getattr(self, "link", None) is not None:
+        if self.link is not None:
             self.link.stop_discovery()  # its thread reads the graph: it ends before the node does
         # The status thread must end before the interpreter does: finalization kills a thread
         # inside rclpy at its next GIL take, and that ends in std::terminate (exit -6).
         self._stop_status()
         self._destroy_sensors()
-        goal_server = getattr(self, "goal_server", None)  # absent when the constructor failed
-        if goal_server is not None:
-            goal_server.destroy()
+        # None when handshake_only ended the constructor before the goal server existed.
+        if self.goal_server is not None:
+            self.goal_server.destroy()
         super().destroy_node()
 
     def drain(self, spin_once) -> None:

@@ -44,7 +44,7 @@ from lerobot_ros.node_shell.node_support import (
     run_node,
 )
 from lerobot_ros.protocol import names
-from lerobot_ros.protocol.contract import shown
+from lerobot_ros.protocol.contract import ServerCapabilities, shown
 from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
 from lerobot_ros.protocol.telemetry import DIAGNOSTICS_PERIOD_S, ServerHealth, ServerStats
 from lerobot_ros.protocol.wire import control_plane
@@ -116,6 +116,23 @@ class PolicyServerNode(LifecycleNode):
         self.worker = None  # InferenceWorker or PipelinedWorker while serving
         # while a signal's drain runs: spins the executor, so requests are refused meanwhile
         self._drain_spin = None
+        # Made by the configure transition (read_settings, load_policy, _apply_settings,
+        # open_observability, create_entities) and activate (start_serving); None until then.
+        self.settings: ServerSettings | None = None
+        self.prefix = ""  # "~/", or "~/<service_name>/": where the services and topics are
+        self.limits: RequestLimits | None = None
+        self.runner = None  # the served policy (policy_seam.ServedPolicy)
+        self.capabilities: ServerCapabilities | None = None
+        self.capabilities_msg = None  # the same, as the wire's Capabilities message
+        self.capacity: CapacityGate | None = None
+        self.scheduler: RoundRobinScheduler | None = None
+        self.max_sessions = 0
+        self.max_batch_size = 1
+        self.arrivals: ArrivalDesk | None = None
+        self.observability: Observability | None = None
+        self.status_pub = None
+        self.diagnostics_pub = None
+        self.heartbeat_timer = None
 
     @property
     def ready(self) -> bool:

@@ -304,7 +304,9 @@ class FailSafe:
         if self._state is not ExecutorState.DEAD:
             self._last_heartbeat = self._active(now)
 
-    def on_server_restarted(self, now: float, reason: str) -> None:
+    def reconnect(self, now: float, reason: str) -> None:
+        """The session is gone (``reason``: a restart, a drain, a departure, a deactivate):
+        reconnect, from any state with a session open."""
         if self.offline_session:  # the session opened while OFFLINE is gone: look for another
             self._offline_session = False
             self._next_attempt = self._active(now)

@@ -13,7 +13,7 @@ Invariants:
 * a standby that saw a hedged request the serving replica answered first
   was made an ordinary session by its server: it is opened again as a
   standby on the same replica (the re-open presents its secret);
-* after a failed try the next waits (``failover_verbs.STANDBY_RETRY_S``); the reason
+* after a failed try the next waits (``failover.STANDBY_RETRY_S``); the reason
   is in ``~/status`` (``CoreSnapshot.standby_problem``) and the log.
 
 Plain Python: the ROS calls go through the ``SessionOpener`` of the

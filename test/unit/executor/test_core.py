@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sensor_msgs.msg import Image
 
-from lerobot_ros.executor.core import request_due
+from lerobot_ros.executor.requests.request_cycle import request_due
 from lerobot_ros.protocol.status import ExecutorState
 from support.executor_harness import CAMERA, connected, counts, feed
 

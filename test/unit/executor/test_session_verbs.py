@@ -1,6 +1,5 @@
-"""The core's session verbs (session_verbs.py): holds by name, the task, heartbeats, episode
-resets, the end of a
-session; on a real core with a fake server link."""
+"""The core's session verbs (``ExecutorCore``): holds by name, the task, heartbeats, episode
+resets, the end of a session; on a real core with a fake server link."""
 
 from __future__ import annotations
 

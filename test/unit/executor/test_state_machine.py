@@ -36,7 +36,7 @@ def streaming(now: float = 0.0) -> FailSafe:
 
 def reconnecting(now: float = 0.0) -> FailSafe:
     fail_safe = streaming(now)
-    fail_safe.on_server_restarted(now, "server instance changed")
+    fail_safe.reconnect(now, "server instance changed")
     assert fail_safe.state is S.RECONNECTING
     return fail_safe
 
@@ -162,7 +162,7 @@ def test_reconnecting_falls_back_once_the_queue_is_empty_or_stale():
 
 def test_server_restart_reconnects_and_a_new_handshake_streams_again():
     fail_safe = streaming()
-    fail_safe.on_server_restarted(1.0, "server instance id changed")
+    fail_safe.reconnect(1.0, "server instance id changed")
     assert fail_safe.state is S.RECONNECTING and fail_safe.reason == "server instance id changed"
     fail_safe.on_chunk_merged(1.1)  # a chunk of the abandoned session changes nothing
     assert fail_safe.state is S.RECONNECTING
@@ -192,14 +192,14 @@ def test_reconnect_backoff_doubles_up_to_its_cap_and_resets_on_success():
     assert not fail_safe.reconnect_due(now)
     # A session that never answered with a chunk does not reset the backoff: it keeps its doubled
     # wait.
-    fail_safe.on_server_restarted(now, "again")
+    fail_safe.reconnect(now, "again")
     assert "backing off 2 s" in fail_safe.reason
     assert not fail_safe.reconnect_due(now + 1.99) and fail_safe.reconnect_due(now + 2.0)
     # A merged chunk resets it.
     fail_safe.on_handshake_ok(now + 2.0)
     fail_safe.on_chunk_merged(now + 2.1)
     assert fail_safe.backoff_s == 0.5
-    fail_safe.on_server_restarted(now + 3.0, "again")
+    fail_safe.reconnect(now + 3.0, "again")
     assert not fail_safe.reconnect_due(now + 3.49) and fail_safe.reconnect_due(now + 3.5)
 
 
@@ -207,7 +207,7 @@ def test_with_several_replicas_losing_a_working_session_re_handshakes_at_once():
     fail_safe = FailSafe(dataclasses.replace(CONFIG, move_at_once=True), now=0.0)
     fail_safe.on_handshake_ok(0.0)
     fail_safe.on_chunk_merged(0.1)
-    fail_safe.on_server_restarted(1.0, "replica lost")
+    fail_safe.reconnect(1.0, "replica lost")
     assert fail_safe.reconnect_due(1.0)
     fail_safe.on_handshake_ok(1.0)  # the next replica grants a session but never answers
     fail_safe.on_request_timeout(2.0, refusal="camera broken")
@@ -280,7 +280,7 @@ def test_offline_reconnects_on_its_own_but_moves_only_on_an_explicit_resume():
 def test_auto_resume_restarts_motion_as_soon_as_a_session_opens():
     fail_safe = FailSafe(dataclasses.replace(CONFIG, auto_resume=True), now=0.0)
     fail_safe.on_handshake_ok(0.0)
-    fail_safe.on_server_restarted(0.0, "server gone")
+    fail_safe.reconnect(0.0, "server gone")
     fail_safe.tick(10.5, 0, None)
     assert fail_safe.state is S.OFFLINE
     fail_safe.on_handshake_ok(12.0)
@@ -291,7 +291,7 @@ def test_a_session_lost_while_offline_is_looked_for_again():
     fail_safe = reconnecting(now=0.0)
     fail_safe.tick(10.5, 0, None)
     fail_safe.on_handshake_ok(12.0)
-    fail_safe.on_server_restarted(13.0, "server restarted")
+    fail_safe.reconnect(13.0, "server restarted")
     assert (
         fail_safe.state is S.OFFLINE
         and not fail_safe.offline_session
@@ -347,7 +347,7 @@ def test_dead_is_terminal():
     fail_safe.on_chunk_merged(2.0)
     fail_safe.on_heartbeat(2.0)
     fail_safe.on_request_timeout(2.0)
-    fail_safe.on_server_restarted(2.0, "restart")
+    fail_safe.reconnect(2.0, "restart")
     fail_safe.on_handshake_failed(2.0, "no")
     fail_safe.on_model_changed(2.0, "another model")
     fail_safe.pause(2.0)
@@ -409,7 +409,7 @@ def test_the_transition_log_is_bounded_and_records_from_to_reason_and_time():
     fail_safe.on_handshake_ok(1.0)
     fail_safe.tick(1.1, 0, None)  # -> STALLED
     fail_safe.on_chunk_merged(1.2)  # -> STREAMING
-    fail_safe.on_server_restarted(1.3, "restart")  # -> RECONNECTING
+    fail_safe.reconnect(1.3, "restart")  # -> RECONNECTING
     log = fail_safe.transitions
     assert len(log) == 3
     assert [(t.from_state, t.to_state, t.at_s) for t in log] == [

@@ -157,8 +157,84 @@ def test_node_methods_are_at_most_40_lines(module, cls):
         method.name: method.end_lineno - method.lineno + 1
         for method in cls.body
         if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        # The constructor is the node's table of contents: it declares every attribute
+        # (test_every_attribute_of_a_node_is_declared_in_its_constructor), as long as that list.
+        and method.name != "__init__"
         and method.end_lineno - method.lineno + 1 > MAX_NODE_METHOD_LINES
     }
     assert not long_methods, (
         f"{module}.{cls.name}: methods over {MAX_NODE_METHOD_LINES} lines: {long_methods}"
     )
+
+
+def constructor_methods(cls: ast.ClassDef) -> set[str]:
+    """``__init__`` and the methods it calls on ``self`` (the steps of one construction)."""
+    init = next(
+        (m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None
+    )
+    if init is None:
+        return set()
+    return {"__init__"} | {
+        node.func.attr
+        for node in ast.walk(init)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and getattr(node.func.value, "id", None) == "self"
+    }
+
+
+def attributes_set_outside_init(cls: ast.ClassDef) -> dict[str, str]:
+    """``self.<name> = ...`` in a method outside the construction (``constructor_methods``) for
+    a name the construction never sets: {name: the method}. A lifecycle node declares what a
+    transition makes as None in its constructor."""
+    construction = constructor_methods(cls)
+    in_init, elsewhere = set(), {}
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(method):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                targets = [node.target]
+            else:
+                continue
+            for target in targets:
+                for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if (
+                        isinstance(element, ast.Attribute)
+                        and isinstance(element.value, ast.Name)
+                        and element.value.id == "self"
+                    ):
+                        if method.name in construction:
+                            in_init.add(element.attr)
+                        else:
+                            elsewhere.setdefault(element.attr, method.name)
+    return {name: method for name, method in elsewhere.items() if name not in in_init}
+
+
+@pytest.mark.parametrize(
+    "module, cls", list(node_classes()), ids=lambda value: getattr(value, "name", value)
+)
+def test_every_attribute_of_a_node_is_declared_in_its_constructor(module, cls):
+    late = attributes_set_outside_init(cls)
+    assert not late, f"{module}.{cls.name}: set outside __init__ (declare them there): {late}"
+    optional_reads = [
+        node.lineno
+        for node in ast.walk(cls)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "getattr"
+        and node.args
+        and getattr(node.args[0], "id", None) == "self"
+    ]
+    assert not optional_reads, f"{module}.{cls.name}: getattr(self, ...) at lines {optional_reads}"
+
+
+def test_the_attribute_check_sees_a_late_attribute():
+    tree = ast.parse(
+        "class N(Node):\n"
+        "    def __init__(self):\n        self.a = None\n        self._build()\n"
+        "    def _build(self):\n        self.d = 4\n"
+        "    def configure(self):\n        self.a, self.b = 1, 2\n        self.c: int = 3\n"
+    )
+    assert attributes_set_outside_init(tree.body[0]) == {"b": "configure", "c": "configure"}
