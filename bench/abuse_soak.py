@@ -12,8 +12,8 @@ watches, and 100 GetStatus calls). After every cycle it checks that no
 process has exited; at the end it stops them and counts crashes: a process
 that exited on its own, or that ended by a signal other than our stop's.
 
-usage: python -m bench.abuse_soak --minutes 5        # a row in docs/reliability.md (section
-abuse_soak)
+usage: python -m bench.abuse_soak --minutes 5        # a row in docs/reference/reliability.md
+                                                      # (section abuse_soak)
        python -m bench.abuse_soak --smoke             # one cycle, a temporary document
 Exit code 0 when nothing crashed; the last stdout line is a JSON summary.
 """
@@ -206,7 +206,9 @@ def main() -> int:
     )
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--smoke", action="store_true", help="one cycle; a temporary document")
-    parser.add_argument("--document", type=Path, default=None, help="default docs/reliability.md")
+    parser.add_argument(
+        "--document", type=Path, default=None, help="default docs/reference/reliability.md"
+    )
     args = parser.parse_args()
     from bench.report import RELIABILITY_MD, write_section
 

@@ -10,9 +10,9 @@ benchmark starts (nodes, stand-ins, its own fresh-process runs), whatever
 their working directory.
 
 Outputs: each script takes ``--smoke`` (tiny sizes, seconds), ``--document``
-(the Markdown file its section goes to; default docs/benchmarks.md, a
+(the Markdown file its section goes to; default docs/reference/benchmarks.md, a
 temporary file under ``--smoke``) and ``--plot-dir`` (where its PNG goes;
-default docs/, the document's folder under ``--smoke``), so a smoke run never
+default docs/reference/, the document's folder under ``--smoke``), so a smoke run never
 touches docs/.
 """
 
@@ -71,10 +71,10 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "--document",
         type=Path,
         default=None,
-        help="Markdown file for the section (default docs/benchmarks.md)",
+        help="Markdown file for the section (default docs/reference/benchmarks.md)",
     )
     parser.add_argument(
-        "--plot-dir", type=Path, default=None, help="folder for the PNG (default docs/)"
+        "--plot-dir", type=Path, default=None, help="folder for the PNG (default docs/reference/)"
     )
 
 

@@ -13,7 +13,8 @@ is open, and after it was closed; CPU used by processes outside the run
 before and during; and where the time of one refused observation goes
 (deserialisation, cheap checks, MAC, validation), measured in this process.
 
-usage: python -m bench.flood                 # writes the "flood" section of docs/reliability.md
+usage: python -m bench.flood                 # writes the "flood" section of
+                                             # docs/reference/reliability.md
        python -m bench.flood --smoke          # seconds, a temporary document
 Agents (used by the benchmark and by test/reliability/test_flood.py):
        python -m bench.flood --attack NAMESPACE CLIENT_ID --rate 2000 --seconds 8
@@ -507,7 +508,9 @@ def main() -> int:
     parser.add_argument("--flood-s", type=float, default=12.0)
     parser.add_argument("--attacker-core", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="seconds; a temporary document")
-    parser.add_argument("--document", type=Path, default=None, help="default docs/reliability.md")
+    parser.add_argument(
+        "--document", type=Path, default=None, help="default docs/reference/reliability.md"
+    )
     args = parser.parse_args()
     if args.attack:
         return attack(*args.attack, args.rate, args.seconds)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The batching benchmark on a GPU machine, ready to run (no GPU was available
-# when it was written; see docs/benchmarks.md, section "batching").
+# when it was written; see docs/reference/benchmarks.md, section "batching").
 #
 #   ACT (96x128), SmolVLA at its real size (SmolVLM2-500M shapes, random
 #   weights, built here without a download) and, when PI0_CHECKPOINT names a

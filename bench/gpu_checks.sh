@@ -10,7 +10,7 @@
 #    model on cuda, the full matrix of frame sizes, camera counts and both trained sizes, its section written to
 #    OUT_DIR/benchmarks.md (plot beside it), its console to OUT_DIR/latency.log.
 # 3. the compiled forward (the server's compile_mode) against eager on cuda, for ACT and the tiny SmolVLA without
-#    RTC (with RTC, torch recompiles per flow time and delay: minutes, see docs/benchmarks.md), in torch's default
+#    RTC (with RTC, torch recompiles per flow time and delay: minutes, see docs/reference/benchmarks.md), in torch's default
 #    mode and in reduce-overhead (CUDA graphs) -> OUT_DIR/compile_default.md and OUT_DIR/compile_reduce_overhead.md
 #    (plots beside them), consoles in OUT_DIR/compile_*.log.
 # The whole script is sized for a 10-minute device command: step timeouts add up to 540 s.

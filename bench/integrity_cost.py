@@ -87,7 +87,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument(
-        "--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone"
+        "--no-write",
+        action="store_true",
+        help="print only; leave docs/reference/benchmarks.md alone",
     )
     args = parser.parse_args()
     outside_load.watch()

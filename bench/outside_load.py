@@ -4,7 +4,7 @@ These machines are shared (2 cores), and a benchmark's ratio means nothing
 when something else took a core halfway through. So every benchmark records
 the cores used by processes that are not its own, before it starts and while
 it runs, and a goal is judged only from runs where that stayed under
-``QUIET_CORES`` (docs/benchmarks.md says so next to each result).
+``QUIET_CORES`` (docs/reference/benchmarks.md says so next to each result).
 
 "Its own" is this process and every descendant (nodes, stand-ins, fresh-
 process runs). A process's CPU time is found exactly once among the live

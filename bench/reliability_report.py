@@ -1,4 +1,4 @@
-"""Run the reliability suite and write its tables into docs/reliability.md.
+"""Run the reliability suite and write its tables into docs/reference/reliability.md.
 
 Runs the fast reliability tests (chaos, bad input, isolation, security, a
 hostile process; a file that does not exist yet is skipped and named as such) with
@@ -10,7 +10,8 @@ what was lost (actions executed that must not be, chunks, audit lines or
 sessions lost or crossed: must be 0), plus the pytest outcome of every file.
 Only its own section of the document is replaced; the soak's stays.
 
-usage: python -m bench.reliability_report [--document docs/reliability.md] [pytest args...]
+usage: python -m bench.reliability_report [--document docs/reference/reliability.md]
+           [pytest args...]
 Exit code: pytest's, or 1 when anything was lost or not survived.
 """
 

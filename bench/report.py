@@ -1,4 +1,5 @@
-"""Write a benchmark's results into docs/benchmarks.md (or docs/reliability.md), between markers.
+"""Write a benchmark's results into docs/reference/benchmarks.md (or
+docs/reference/reliability.md), between markers.
 
 Each benchmark owns one section, ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->``;
 re-running it replaces only that section, so the file keeps every result with
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from bench import outside_load
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+# The folder of the generated reference pages, and the default folder of their plots.
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
 BENCHMARKS_MD = DOCS / "benchmarks.md"
 RELIABILITY_MD = DOCS / "reliability.md"
 

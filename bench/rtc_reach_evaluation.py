@@ -88,8 +88,8 @@ def committed_evaluation_line(checkpoint: Path) -> str:
         f"The checkpoint's own evaluation.json (the demo's configuration: RTC "
         f"{'on' if evaluation.get('rtc_requested') else 'off'}, "
         f"{1000 * evaluation.get('inject_delay_s', 0.0):.0f} ms, "
-        f"seed {evaluation.get('seed')}), which docs/demo.md quotes, is an earlier run: success "
-        "in "
+        f"seed {evaluation.get('seed')}), which docs/tutorials/demo.md quotes, is an earlier run: "
+        "success in "
         f"{evaluation['successes']} of {evaluation['episodes']} (95 % {low:.2f}-{high:.2f})."
     )
 

@@ -1,5 +1,5 @@
-"""Regenerate every benchmark section of docs/benchmarks.md and its plot, one script after the
-other.
+"""Regenerate every benchmark section of docs/reference/benchmarks.md and its plot, one script
+after the other.
 
 Runs bench.server_request_latency, compiled_forward, executor_jitter, starvation,
 capacity, rtc_smoothness, batching, reach_evaluation (which needs the trained ACT

@@ -5,7 +5,7 @@ stand-in robot drivers (lerobot_ros/standins/robot_io.py: joint states and a JPE
 camera at 30 Hz) and four executors, all as separate processes, for
 ``--minutes`` after they stream. While they run it samples the resident
 memory (RSS) of every node and listens to the server's heartbeat and every
-executor's status. At the end it checks, and writes into docs/reliability.md:
+executor's status. At the end it checks, and writes into docs/reference/reliability.md:
 
 - memory: RSS of the server and of each executor at the start and end of the
   window, and its growth (a leak grows steadily);

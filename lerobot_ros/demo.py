@@ -234,7 +234,7 @@ def resolve_policy(policy: str, build_dir: Path) -> tuple[str, Path]:
     """The kind the demo serves for ``--policy`` and its checkpoint.
 
     "auto": ``policy_names.auto_policy``. Only an explicit "trained" builds
-    the trained ACT (record, train, evaluate: see docs/benchmarks.md for how
+    the trained ACT (record, train, evaluate: see docs/reference/benchmarks.md for how
     long that takes); "auto" never makes a first demo wait for a training.
     """
     trained = installed_trained_policy()

@@ -28,8 +28,8 @@ from lerobot_ros.sim.default_policy import cache_dir, default_checkpoint
 # changes,
 #: so caches rebuild.
 TRAINED_POLICY_NAME = "act_so101_reach_v1"
-#: The committed trained SmolVLA (``regenerate --policy smolvla`` made it; docs/benchmarks.md says
-# how).
+#: The committed trained SmolVLA (``regenerate --policy smolvla`` made it;
+# docs/reference/benchmarks.md says how).
 TRAINED_SMOLVLA_NAME = "smolvla_so101_reach_v1"
 COMMITTED_POLICIES = Path(__file__).resolve().parent / "sim" / "policies"
 #: The score a trained policy was accepted with, kept beside its checkpoint.

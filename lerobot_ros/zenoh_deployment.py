@@ -15,7 +15,7 @@ it writes, under ``--out``::
 
 Copy ``server/`` to the GPU machine and ``robots/<id>/`` to robot <id> (at
 the paths given by ``--server-dir`` / ``--robot-dir``; by default the configs
-name the files where they are written). Walkthrough: docs/two_machines.md.
+name the files where they are written). Walkthrough: docs/how-to/two_machines.md.
 
 Invariant: the router configs are the shipped templates
 (``config/zenoh/router_server.json5``, ``router_robot.json5``) parsed,

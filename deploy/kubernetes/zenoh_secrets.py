@@ -1,7 +1,8 @@
 """The Zenoh routers' Secrets for deploy/kubernetes, made from what
 ``lerobot_ros.zenoh_deployment`` generated.
 
-usage (from the repository root, after the generator; docs/deployment.md, section Kubernetes):
+usage (from the repository root, after the generator; docs/how-to/deployment.md, section
+Kubernetes):
 
     .venv/bin/python deploy/kubernetes/zenoh_secrets.py zenoh_deployment \
         --router-host zenoh-a.example.lan --router-host zenoh-b.example.lan
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"next: kubectl apply -k {HERE.relative_to(HERE.parents[1])}; copy each robots/<id>/ to "
         "its robot "
-        f"(docs/two_machines.md, step 3)"
+        f"(docs/how-to/two_machines.md, step 3)"
     )
     return 0
 

@@ -37,7 +37,7 @@ ROS entities (``~`` is the node's name, default chunk_executor):
                                          server_link.py)
   <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
 
-Threads (docs/architecture.md has the whole picture): the control loop
+Threads (docs/explanation/architecture.md has the whole picture): the control loop
 (``control_loop.ControlLoop``) ticks the core and publishes each command,
 and never waits on a callback, the network or a lock held across I/O;
 ~/status, goal feedback and /diagnostics go out from a second ``ControlLoop``;

@@ -4,7 +4,8 @@ Invariant: a node's parameters (name, type, default, description, checks,
 whether it may change while running) live in one table; its frozen settings dataclass is derived
 from
 that table, its validation reports every problem at once before the node does
-anything, and ``config/*.yaml`` and the node pages (docs/nodes/) are checked against it. Rules
+anything, and ``config/*.yaml`` and the node pages (docs/reference/nodes/) are checked against
+it. Rules
 that relate several parameters are named functions listed next to the table.
 A ``runtime`` entry may change while the node runs: ``runtime_change`` checks
 a change with the same checks and rules as at start-up, and refuses any other

@@ -2,8 +2,8 @@
 
 Invariant: the recorder starts only with parameters that describe one
 dataset it can write, each written once, in ``PARAMETERS``;
-``config/episode_recorder.yaml`` and docs/nodes/episode_recorder_node.md list the same names and
-defaults (a test checks both). Plain Python (no rclpy).
+``config/episode_recorder.yaml`` and docs/reference/nodes/episode_recorder_node.md list the
+same names and defaults (a test checks both). Plain Python (no rclpy).
 """
 
 from __future__ import annotations

@@ -623,7 +623,7 @@ def main(args: list[str] | None = None) -> None:
     # returns, so
     # the inference worker takes a deposited observation at once, where the Python executor first
     # walks back
-    # to its wait set (the queue wait of both: docs/benchmarks.md). It runs on the main
+    # to its wait set (the queue wait of both: docs/reference/benchmarks.md). It runs on the main
     # thread here, where it delivered every message (off the main thread, rclpy 9.1.2's dropped
     # some).
     sys.exit(

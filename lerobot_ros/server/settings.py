@@ -3,9 +3,8 @@
 Invariant: every parameter is checked, and every problem reported at once,
 before the seconds of loading a checkpoint. Each parameter is written once, in
 ``PARAMETERS``; ``ServerSettings`` is derived from it, and
-``config/server.yaml`` and docs/nodes/policy_server_node.md list the same names and defaults (a
-test
-checks both). ``runtime`` entries are settable while the server runs
+``config/server.yaml`` and docs/reference/nodes/policy_server_node.md list the same names and
+defaults (a test checks both). ``runtime`` entries are settable while the server runs
 (``ros2 param set``; the node's ``_apply_settings``). Plain Python: no rclpy, no torch. The node
 reads it with
 ``node_support.declare_settings(node, ServerSettings)``.
@@ -194,7 +193,7 @@ PARAMETERS = (
         "faster; "
         "on a GPU server the CPU threads only serve preprocessing, where a team per admission "
         "thread "
-        "oversubscribes the cores, so 1 stays the default (docs/benchmarks.md, "
+        "oversubscribes the cores, so 1 stays the default (docs/reference/benchmarks.md, "
         "server_request_latency). Try 0 "
         "on a CPU-only server with cores to itself and a large forward",
         (at_least(0),),
@@ -207,7 +206,7 @@ PARAMETERS = (
         "max-autotune or "
         "max-autotune-no-cudagraphs; the warm-up compiles (minutes on a CPU). Off by default: on "
         "a CPU only a "
-        "flow-matching policy without RTC gained (docs/benchmarks.md, compiled_forward)",
+        "flow-matching policy without RTC gained (docs/reference/benchmarks.md, compiled_forward)",
         (one_of(COMPILE_MODES),),
     ),
     Parameter(

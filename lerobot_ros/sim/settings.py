@@ -1,8 +1,9 @@
 """sim_robot_node's parameters: the table and the settings it makes.
 
 Invariant: the simulated arm starts only with parameters it can run, each
-written once, in ``PARAMETERS``; ``config/sim_robot.yaml`` and docs/nodes/sim_robot_node.md list
-the same names and defaults (a test checks both). Plain Python (no rclpy).
+written once, in ``PARAMETERS``; ``config/sim_robot.yaml`` and
+docs/reference/nodes/sim_robot_node.md list the same names and defaults (a test checks both).
+Plain Python (no rclpy).
 """
 
 from __future__ import annotations

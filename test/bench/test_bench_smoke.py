@@ -123,7 +123,9 @@ def test_benchmark_script_smoke(tmp_path, name):
     # Each script isolates its own ROS graph (a domain from its pid), as the suite does.
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     document = tmp_path / "benchmarks.md"
-    docs_before = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
+    docs_before = {
+        path: path.stat().st_mtime_ns for path in (REPO / "docs" / "reference").glob("bench_*.png")
+    }
     run = run_bench(
         [f"bench.{name}", "--smoke", "--document", str(document), "--plot-dir", str(tmp_path)], env
     )
@@ -140,7 +142,9 @@ def test_benchmark_script_smoke(tmp_path, name):
     png = tmp_path / SCRIPTS[name]
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"no plot {png}"
     assert f"]({SCRIPTS[name]})" in text, "the section does not show its plot"
-    docs_after = {path: path.stat().st_mtime_ns for path in (REPO / "docs").glob("bench_*.png")}
+    docs_after = {
+        path: path.stat().st_mtime_ns for path in (REPO / "docs" / "reference").glob("bench_*.png")
+    }
     assert docs_after == docs_before, "a smoke run wrote a plot into docs/"
 
 

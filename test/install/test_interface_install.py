@@ -3,7 +3,7 @@
 The set-up (and so the demo and test commands) reinstalls the generated
 interface libraries whenever its inputs change. It once wrote them over the
 files running nodes had mapped, and every node of the host died by SIGSEGV
-at once (docs/reliability.md, "simultaneous crash"), identical bytes or not.
+at once (docs/reference/reliability.md, "simultaneous crash"), identical bytes or not.
 This test runs the real install step under a live publisher of one of those
 messages and requires the publisher to outlive it.
 """

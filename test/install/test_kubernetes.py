@@ -1,7 +1,7 @@
 """deploy/kubernetes rendered by kubectl's kustomize and checked against the Kubernetes schemas and
 the server.
 
-The commands are read from docs/deployment.md (the block marked ``<!-- commands: run by
+The commands are read from docs/how-to/deployment.md (the block marked ``<!-- commands: run by
 test/install/test_kubernetes.py -->``) and run as written in a scratch copy of deploy/ (the
 certificate
 generator, zenoh_secrets.py, ``kubectl kustomize``; ``.venv/bin/python`` and ``kubectl`` are this
@@ -43,7 +43,7 @@ from lerobot_ros.json5_reader import read_json5
 from support.doc_commands import block_run_by, without, words
 from support.paths import REPO
 
-PAGE = REPO / "docs/deployment.md"
+PAGE = REPO / "docs/how-to/deployment.md"
 DEPLOY = REPO / "deploy"
 KUBECTL = Path(sys.executable).parent / "kubectl"
 #: The oldest Kubernetes the manifests need (the StatefulSet pod-index label, which names each

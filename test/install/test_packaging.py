@@ -154,8 +154,9 @@ def test_every_planned_executable_is_installed():
     ],
 )
 def test_node_page_parameter_tables_match_the_declarations(module, page):
-    # Each node's parameter table is in its page of the node reference, docs/nodes/<node>.md.
-    document = (REPO / "docs" / "nodes" / page).read_text()
+    # Each node's parameter table is in its page of the node reference,
+    # docs/reference/nodes/<node>.md.
+    document = (REPO / "docs" / "reference" / "nodes" / page).read_text()
     table = importlib.import_module(module).PARAMETERS
     for parameter in table:
         settable = "*runtime:* " if parameter.runtime else ""  # settable while the node runs
@@ -163,4 +164,4 @@ def test_node_page_parameter_tables_match_the_declarations(module, page):
             f"| `{parameter.name}` | `{json.dumps(parameter.default)}` | "
             f"{settable}{parameter.description} |"
         )
-        assert row in document, f"docs/nodes/{page} lacks or misstates the row: {row}"
+        assert row in document, f"docs/reference/nodes/{page} lacks or misstates the row: {row}"

@@ -152,7 +152,7 @@ def test_qos_puts_action_chunks_ahead_of_observations():
 
 
 def test_the_deployment_docs_explain_how_rmw_zenoh_finds_these_files():
-    deployment = (REPO / "docs" / "deployment.md").read_text()
+    deployment = (REPO / "docs" / "how-to" / "deployment.md").read_text()
     for needle in (
         "ZENOH_ROUTER_CONFIG_URI",
         "ZENOH_SESSION_CONFIG_URI",

@@ -1,5 +1,5 @@
-"""docs/my_robot.md run as written: a checkpoint without lerobot_ros.json on a robot with its own
-joint names (issue 33).
+"""docs/tutorials/my_robot.md run as written: a checkpoint without lerobot_ros.json on a robot with
+its own joint names (issue 33).
 
 The page is the specification. Its parameter files (the ``# my_server.yaml``
 and ``# my_robot.yaml`` blocks) and every shell block marked "run by" this
@@ -49,7 +49,7 @@ from support.paths import REPO
 from support.ros import spin_until
 from support.ros2_cli import ROS2, echoed_messages, process_group_alive, requires_ros2_tools
 
-PAGE = REPO / "docs" / "my_robot.md"
+PAGE = REPO / "docs" / "tutorials" / "my_robot.md"
 #: The page's placeholder for the user's checkpoint directory.
 CHECKPOINT = "/path/to/pretrained_model"
 #: Bound of one foreground block; the server's readiness wait includes its load and warm-up on a
@@ -97,7 +97,7 @@ def parameter_file(name: str) -> str:
         if block.language == "yaml" and block.body.startswith(f"# {name}")
     ]
     assert len(found) == 1, (
-        f"docs/my_robot.md needs one yaml block starting '# {name}', found {len(found)}"
+        f"docs/tutorials/my_robot.md needs one yaml block starting '# {name}', found {len(found)}"
     )
     return found[0]
 
@@ -390,7 +390,7 @@ def test_the_walkthrough_serves_a_checkpoint_without_sidecar_to_a_robot_with_its
     assert shown, "the page shows the inspection's output in an untagged block right after it"
     for line in shown:
         assert line in output.splitlines(), (
-            f"docs/my_robot.md shows {line!r}; the real output:\n{output}"
+            f"docs/tutorials/my_robot.md shows {line!r}; the real output:\n{output}"
         )
 
     # 2. The sidecar the page writes names the actions the server parameter names.

@@ -5,7 +5,7 @@ episode_recorder_node as processes), trains ACT for two steps with LeRobot's
 training loop, evaluates the checkpoint on one episode through server,
 executor and sim, and installs it with that score; the demo then picks it
 as its default policy. Two steps teach the policy nothing, so the test
-checks the loop and its bookkeeping, not the score (docs/benchmarks.md has
+checks the loop and its bookkeeping, not the score (docs/reference/benchmarks.md has
 the trained policy's). A tiny SmolVLA then trains on the same recorded
 dataset and serves one episode with real-time chunking and an injected
 delay: the path of the RTC comparison (bench/rtc_reach_evaluation.py).

@@ -1,10 +1,11 @@
-"""The data plane MAC written from docs/protocol.md alone, with the standard library only.
+"""The data plane MAC written from docs/reference/protocol.md alone, with the standard library
+only.
 
 What a client that is not ours implements: it imports nothing from
 ``lerobot_ros`` (a test checks its imports), reads the field lists of the
 package's messages from the repository's ``msg/*.msg`` files, spells out the
 standard nested messages as the document does, and walks plain values (the
-JSON of docs/protocol_mac_vectors.json, or a client's own dicts) by the
+JSON of docs/reference/protocol_mac_vectors.json, or a client's own dicts) by the
 document's rules:
 
 * key: the ASCII bytes of the session secret as OpenSession returned it
@@ -53,7 +54,8 @@ ELEMENT_FORMATS = {
 }
 FLOAT_FORMATS = {"float32": "<f", "float64": "<d"}
 
-#: The standard nested messages, as docs/protocol.md spells them (type, name) in declaration order.
+#: The standard nested messages, as docs/reference/protocol.md spells them (type, name) in
+#: declaration order.
 STANDARD_MESSAGES: dict[str, list[tuple[str, str]]] = {
     "builtin_interfaces/Time": [("int32", "sec"), ("uint32", "nanosec")],
     "builtin_interfaces/Duration": [("int32", "sec"), ("uint32", "nanosec")],
@@ -100,7 +102,7 @@ class FieldType:
         text = re.sub(r"<=\d+$", "", text)  # bounded string: string<=N
         if text in {"byte", "char", "wstring"}:
             raise NotImplementedError(
-                f"{text} appears in no signed message; docs/protocol.md leaves it out"
+                f"{text} appears in no signed message; docs/reference/protocol.md leaves it out"
             )
         if text in INTEGER_TYPES or text in FLOAT_FORMATS or text in {"bool", "string"}:
             return text

@@ -1,4 +1,5 @@
-"""Regenerate docs/protocol_mac_vectors.json: the data plane MAC test vectors of docs/protocol.md.
+"""Regenerate docs/reference/protocol_mac_vectors.json: the data plane MAC test vectors of
+docs/reference/protocol.md.
 
     cd <repo> && .venv/bin/python test/protocol/make_mac_vectors.py
 
@@ -338,8 +339,8 @@ def build_case(case: dict) -> dict:
 def document() -> dict:
     return {
         "description": (
-            "Test vectors of the lerobot_ros data plane MAC (docs/protocol.md, section 'The MAC, "
-            "byte for byte'). "
+            "Test vectors of the lerobot_ros data plane MAC (docs/reference/protocol.md, section "
+            "'The MAC, byte for byte'). "
             "For each case: mac = HMAC-SHA256(key = ASCII bytes of secret, message = "
             "hashed_bytes), where "
             "hashed_bytes is the domain prefix, the type's short name, a zero byte, then the walk "

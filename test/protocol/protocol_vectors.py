@@ -1,4 +1,5 @@
-"""The MAC test vectors (docs/protocol_mac_vectors.json) as real generated messages, and back.
+"""The MAC test vectors (docs/reference/protocol_mac_vectors.json) as real generated messages, and
+back.
 
 Product side of the vectors: the generator (make_mac_vectors.py) and the
 agreement test (test_mac_product_agrees.py) turn a case's JSON values into
@@ -17,7 +18,7 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-VECTORS = REPO / "docs" / "protocol_mac_vectors.json"
+VECTORS = REPO / "docs" / "reference" / "protocol_mac_vectors.json"
 MAC_FIELD = "mac"
 
 

@@ -1,7 +1,7 @@
 """The product's MAC (lerobot_ros.protocol.wire.data_plane.integrity) against the vectors and the
 independent implementation.
 
-Each case of docs/protocol_mac_vectors.json is built as the real generated
+Each case of docs/reference/protocol_mac_vectors.json is built as the real generated
 message: ``mac_of`` must give the expected MAC and ``verify`` accept it; a
 change to any one field (one byte of a string or a frame, one bit of a
 number, one bool, one element added to an empty sequence) must make

@@ -1,5 +1,5 @@
-"""docs/protocol_mac_vectors.json against a MAC written from docs/protocol.md alone (standard
-library only).
+"""docs/reference/protocol_mac_vectors.json against a MAC written from docs/reference/protocol.md
+alone (standard library only).
 
 independent_mac.py imports nothing from lerobot_ros (checked below): it
 reads the field lists from msg/*.msg and the standard nested messages from
@@ -27,8 +27,10 @@ sys.path.insert(0, str(HERE))
 import independent_mac  # noqa: E402
 
 REPO = HERE.parents[1]
-DOC = REPO / "docs" / "protocol.md"
-VECTORS = json.loads((REPO / "docs" / "protocol_mac_vectors.json").read_text(encoding="utf-8"))
+DOC = REPO / "docs" / "reference" / "protocol.md"
+VECTORS = json.loads(
+    (REPO / "docs" / "reference" / "protocol_mac_vectors.json").read_text(encoding="utf-8")
+)
 CASES = VECTORS["cases"]
 SIGNED = [
     case
@@ -84,8 +86,8 @@ def test_the_independent_implementation_uses_the_standard_library_only():
 
 
 def test_the_documents_nested_message_definitions_are_the_ones_implemented():
-    """The ``msg`` blocks of docs/protocol.md that spell out a standard message are what the walk
-    uses."""
+    """The ``msg`` blocks of docs/reference/protocol.md that spell out a standard message are what
+    the walk uses."""
     blocks = re.findall(r"```msg\n# (\S+)\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
     documented = {
         name: [

@@ -1,5 +1,5 @@
-"""A client that is not ours, written from docs/protocol.md and the interface files, against a real
-server.
+"""A client that is not ours, written from docs/reference/protocol.md and the interface files,
+against a real server.
 
 It uses plain rclpy, the generated interfaces (lerobot_ros.msg,
 lerobot_ros.srv) and the independent MAC (independent_mac.py, standard
@@ -38,7 +38,7 @@ CALL_TIMEOUT_S = 20.0
 MATCH_TIMEOUT_S = 10.0
 CHUNK_TIMEOUT_S = 30.0
 SILENCE_S = 0.5
-# docs/protocol.md, "Topics and QoS".
+# docs/reference/protocol.md, "Topics and QoS".
 OBSERVATION_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,

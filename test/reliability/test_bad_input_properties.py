@@ -8,7 +8,7 @@ checkpoint, ``RequestHandler``) and the executor's real chunk validation
 depth runs across processes: malformed observations into the suite's
 ``policy_server_node`` while a second robot streams, and forged chunks onto
 a running ``chunk_executor_node``'s chunk topic while the real server
-serves it. Each class records its figures for docs/reliability.md
+serves it. Each class records its figures for docs/reference/reliability.md
 (``test/reliability_log.py``).
 
 Hypothesis runs derandomized (the same examples every run, so CI is

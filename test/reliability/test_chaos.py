@@ -12,7 +12,7 @@ Server start-up (importing torch) dominates the run time on small machines,
 so one story test walks one pair of executors through kill -9, restart,
 SIGTERM drain, a killed executor and a model swap against one server name;
 the hung worker needs a server of its own. Each fault records its figures
-with ``reliability_log.record`` for docs/reliability.md.
+with ``reliability_log.record`` for docs/reference/reliability.md.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ BASELINE_S, FLOOD_S = 5.0, 8.0
 AFTER_FLOOD_S = 3.0
 # Shares of each robot's own baseline rate. The flood, the robots and the server share 2 cores in
 # CI,
-# so the bounds are looser than the benchmark's goals (80 % / 95 %, docs/reliability.md#flood).
+# so the bounds are looser than the benchmark's goals (80 % / 95 %,
+# docs/reference/reliability.md#flood).
 BEFORE_BOUND, AFTER_BOUND = 0.5, 0.75
 
 

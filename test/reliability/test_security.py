@@ -507,9 +507,9 @@ def test_refusals_of_close_and_reset_do_not_echo_oversize_ids(policy_server, ros
 
 
 def test_the_deployment_security_section_explains_sros2_and_zenoh_acl_deployment():
-    deployment = (REPO / "docs" / "deployment.md").read_text()
+    deployment = (REPO / "docs" / "how-to" / "deployment.md").read_text()
     section = re.search(r"^### Security\n(.*?)(?=^#{2,3} |\*\*What CI)", deployment, re.S | re.M)
-    assert section, "docs/deployment.md has no '### Security' section"
+    assert section, "docs/how-to/deployment.md has no '### Security' section"
     text = section.group(1)
     needed = [
         "SROS2",
@@ -529,7 +529,7 @@ def test_the_deployment_security_section_explains_sros2_and_zenoh_acl_deployment
     missing = [word for word in needed if word not in text]
     record(
         CATEGORY,
-        "docs/deployment.md security section: SROS2 and rmw_zenoh mTLS + ACL deployment",
+        "docs/how-to/deployment.md security section: SROS2 and rmw_zenoh mTLS + ACL deployment",
         tried=len(needed),
         survived=len(needed) - len(missing),
         lost=len(missing),

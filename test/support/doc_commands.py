@@ -28,7 +28,7 @@ from support.paths import REPO
 SHELL_LANGUAGES = ("bash", "sh", "console")
 #: Pages the bench/ generators write (their commands are the generators'): read, but their blocks
 # need no marker.
-GENERATED = ("docs/benchmarks.md", "docs/reliability.md")
+GENERATED = ("docs/reference/benchmarks.md", "docs/reference/reliability.md")
 
 MARKER = re.compile(r"^\s*<!--\s*commands:(.*?)-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")

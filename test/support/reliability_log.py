@@ -1,9 +1,9 @@
-"""Figures for docs/reliability.md, recorded by the reliability tests themselves.
+"""Figures for docs/reference/reliability.md, recorded by the reliability tests themselves.
 
 When ``LEROBOT_ROS_RELIABILITY_LOG`` names a file, each call to ``record``
 appends one JSON line to it; otherwise it does nothing, so the tests run the
 same in CI. ``bench/reliability_report.py`` runs the tests with the variable
-set and turns the lines into the tables of docs/reliability.md.
+set and turns the lines into the tables of docs/reference/reliability.md.
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ the tests):
   block's marker), or its paragraph is marked: the same marker line right
   before the paragraph covers its command spans, and a ``run by`` test reads
   that paragraph through ``block_run_by`` (``language == "inline"``) and runs them.
-* docs/benchmarks.md and docs/reliability.md are written by bench/ (their
+* docs/reference/benchmarks.md and docs/reference/reliability.md are written by bench/ (their
   commands are the generators', whose smoke runs test/bench covers); their
   blocks carry no marker and their spans are not checked. Every other page is:
-  README.md, docs/*.md and docs/nodes/*.md, the reference pages included.
+  README.md and every page under docs/ (docs/**/*.md), the reference pages included.
 
 Every fenced command and every inline command span is also held to three
 as-written rules:

@@ -1,7 +1,8 @@
 """The README's two commands, the test command's pytest arguments and the demo's SmolVLA, run as
 written (issue 33).
 
-Read from README.md, docs/setup.md and docs/demo.md through support/doc_commands.py:
+Read from README.md, docs/reference/setup.md and docs/tutorials/demo.md through
+support/doc_commands.py:
 
 * the demo command (``./scripts/run_demo.sh``) runs as written with
   ``--duration 5 --output-dir <tmp>`` appended (the demo's 30 s and its
@@ -12,7 +13,7 @@ Read from README.md, docs/setup.md and docs/demo.md through support/doc_commands
   of its tests);
 * ``./scripts/run_tests.sh -k contract -x`` (the pytest arguments example of
   both pages) runs as written: a set-up check and the contract tests;
-* docs/demo.md's ``.venv/bin/python -m lerobot_ros.demo --policy smolvla``
+* docs/tutorials/demo.md's ``.venv/bin/python -m lerobot_ros.demo --policy smolvla``
   runs as written with the same ``--duration 5 --output-dir <tmp>`` appended,
   and serves the tiny SmolVLA.
 
@@ -43,7 +44,7 @@ TESTS = next(command for command in QUICKSTART.commands if "run_tests.sh" in com
 ARGUMENTS = sorted(
     {
         span
-        for page in ("README.md", "docs/setup.md")
+        for page in ("README.md", "docs/reference/setup.md")
         for block in block_run_by(page, __file__)
         if block.language == "inline"
         for span in block.commands
@@ -74,7 +75,7 @@ def setup_is_current() -> None:
 
 SMOLVLA = [
     span
-    for block in block_run_by("docs/demo.md", __file__)
+    for block in block_run_by("docs/tutorials/demo.md", __file__)
     for span in block.commands
     if is_complete(span)
 ]

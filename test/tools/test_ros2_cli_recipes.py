@@ -1,5 +1,5 @@
-"""The "Command-line tools" recipes of docs/command_line.md, run as written against one `ros2
-launch` demo.
+"""The "Command-line tools" recipes of docs/how-to/command_line.md, run as written against one
+`ros2 launch` demo.
 
 That page is the specification, read through support/doc_commands.py (the
 blocks it marks ``run by`` this file): its ``ros2 launch`` line starts the demo
@@ -11,9 +11,9 @@ echo of its joint states). The demo reaching STREAMING and its clean stop on
 SIGINT are checked here too, so one demo serves them all.
 
 The same demo runs the command spans of the paragraphs two node pages mark
-``run by`` this file: docs/nodes/policy_server_node.md's typed
+``run by`` this file: docs/reference/nodes/policy_server_node.md's typed
 ``ros2 param set /lerobot batch_window_ms 5.0`` and
-docs/nodes/sim_robot_node.md's ``ros2 topic hz /tf`` (stopped with SIGINT once
+docs/reference/nodes/sim_robot_node.md's ``ros2 topic hz /tf`` (stopped with SIGINT once
 it prints a rate, as a terminal's Ctrl-C) and latched ``robot_description`` echo.
 """
 
@@ -29,9 +29,9 @@ from support.ros2_cli import Ros2Process, echo_once, requires_ros2_tools, ros2, 
 
 pytestmark = requires_ros2_tools
 
-# Every block of docs/command_line.md marked `run by` this file: the demo launch, the console
-# recipes, `ros2 run`.
-BLOCKS = block_run_by("docs/command_line.md", __file__)
+# Every block of docs/how-to/command_line.md marked `run by` this file: the demo launch, the
+# console recipes, `ros2 run`.
+BLOCKS = block_run_by("docs/how-to/command_line.md", __file__)
 LAUNCH = next(
     command for block in BLOCKS for command in block.commands if command.startswith("ros2 launch ")
 )
@@ -45,7 +45,10 @@ RECIPES = [recipe for block in BLOCKS if block.language == "console" for recipe 
 # the demo.
 NODE_PAGE_COMMANDS = [
     (page, span)
-    for page in ("docs/nodes/policy_server_node.md", "docs/nodes/sim_robot_node.md")
+    for page in (
+        "docs/reference/nodes/policy_server_node.md",
+        "docs/reference/nodes/sim_robot_node.md",
+    )
     for block in block_run_by(page, __file__)
     for span in block.commands
     if is_complete(span)
@@ -81,7 +84,9 @@ def test_the_readme_has_the_recipes():
         ["ros2", "service", "call"],
         ["ros2", "interface", "show"],
     ):
-        assert verb in commands, f"recipe for {' '.join(verb)} missing in docs/command_line.md"
+        assert verb in commands, (
+            f"recipe for {' '.join(verb)} missing in docs/how-to/command_line.md"
+        )
     assert LAUNCH.startswith("ros2 launch lerobot_ros demo.launch.py") and RUN.startswith(
         "ros2 run lerobot_ros "
     )
@@ -115,7 +120,7 @@ def test_readme_recipe_runs_as_written(demo, command, shown):
     for line in shown:
         if line.strip() != "...":
             assert line.rstrip() in real, (
-                f"docs/command_line.md shows {line!r} for `{command}`; the real output "
+                f"docs/how-to/command_line.md shows {line!r} for `{command}`; the real output "
                 f"was:\n{printed}"
             )
 

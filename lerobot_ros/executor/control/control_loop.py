@@ -22,7 +22,7 @@ Invariants:
 The executor also publishes its status on one of these (``name`` tells them
 apart): a thread on the clock costs nothing between periods, where a timer
 on the node's MultiThreadedExecutor woke its Python loop several times a
-period (the cost is in docs/benchmarks.md).
+period (the cost is in docs/reference/benchmarks.md).
 
 Plain Python: the clock and the wait are injectable for tests.
 """

@@ -13,7 +13,7 @@ SO-100/SO-101 follower works in degrees, its gripper 0-100 (older datasets
 and ``policy_joint_names[i]`` is the policy's name for ``joint_names[i]``
 (the handshake checks the policy's action names against these). Empty lists
 mean no mapping (the same names, scale 1, offset 0), and then nothing is
-computed at all. Documented presets: docs/nodes/chunk_executor_node.md.
+computed at all. Documented presets: docs/reference/nodes/chunk_executor_node.md.
 
 Plain numpy; validated with the other parameters (``mapping_problem``).
 """

@@ -6,7 +6,7 @@ a few times a second, while cameras and joint-state drivers publish much
 faster. Taking every message costs the process for data that a newer one
 replaces unread: a camera frame is copied out of the middleware into Python
 while holding the GIL the control loop needs, and any rclpy executor adds
-its own cost per wake-up (docs/benchmarks.md has the measured cost of each
+its own cost per wake-up (docs/reference/benchmarks.md has the measured cost of each
 way of reading them). Here they cost nothing until read: the subscriptions
 keep the newest sample (keep-last 1, qos.SENSOR_QOS) in the middleware, and
 ``newest`` takes it when the observation assembler asks

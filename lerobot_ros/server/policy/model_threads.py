@@ -11,8 +11,8 @@ keeps its pool; the worker then opens a second one. With more pool threads
 alive than cores, libgomp stops spinning between regions and puts its
 helpers to sleep after each one, and each of the thousands of small regions
 in one forward pays a futex wake-up: the same ACT forward measured clearly
-slower on the worker (docs/benchmarks.md, "model time"). A thread that ends takes its pool with
-it, so loading and warming up on a passing thread leave only the worker's.
+slower on the worker (docs/reference/benchmarks.md, "model time"). A thread that ends takes its
+pool with it, so loading and warming up on a passing thread leave only the worker's.
 (CUDA's caching allocator and cuDNN's autotuning caches are per process, so
 a warm-up on another thread still warms the worker's requests.)
 
@@ -20,7 +20,7 @@ How many threads one forward uses is the ``torch_threads`` parameter, set
 once for the process before loading (``use_torch_threads``): on a machine
 whose cores are shared with other work, a pool as wide as the cores waits on
 descheduled helpers at every region (torch's default measured several times
-slower than 1 thread on the project's loaded 2-core machines: docs/benchmarks.md).
+slower than 1 thread on the project's loaded 2-core machines: docs/reference/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def load_runner(settings: ServerSettings, log):
                 "request's delay as "
                 "Python numbers, so torch compiles a graph per value until its recompile limit, "
                 "then runs "
-                "those steps eager: a long warm-up for little gain (docs/benchmarks.md, "
+                "those steps eager: a long warm-up for little gain (docs/reference/benchmarks.md, "
                 "compiled_forward)"
             )
     return runner

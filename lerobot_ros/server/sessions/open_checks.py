@@ -114,8 +114,8 @@ def admit(
             f"{low}..{high} "
             "(the robot speaks lerobot_ros interfaces of schema version "
             f"{request.schema_version}, this server "
-            f"{_versions(low, high)}: upgrade the older side; docs/protocol.md, Versions and "
-            "changelog)",
+            f"{_versions(low, high)}: upgrade the older side; docs/reference/protocol.md, "
+            "Versions and changelog)",
         )
     # Sizes first: an oversize list or string is refused before it is compared or echoed in a
     # message.

@@ -1,5 +1,5 @@
 """The trained SmolVLA committed with the package loads, and its quoted score is the one
-docs/benchmarks.md has."""
+docs/reference/benchmarks.md has."""
 
 from __future__ import annotations
 
@@ -81,13 +81,13 @@ def test_its_recipe_and_its_evaluation_are_the_ones_the_numbers_quote(evaluation
 
 def test_docs_quote_the_committed_evaluation(evaluation):
     section = (
-        (REPO / "docs" / "benchmarks.md")
+        (REPO / "docs" / "reference" / "benchmarks.md")
         .read_text()
         .split("<!-- bench:rtc_reach_evaluation -->")[1]
     )
     quoted = re.search(
         r"evaluation\.json \(the demo's configuration: RTC on, 0 ms, seed (\d+)\), which "
-        r"docs/demo\.md "
+        r"docs/tutorials/demo\.md "
         r"quotes, is an earlier run: success in (\d+) of (\d+)",
         section,
     )
@@ -101,5 +101,5 @@ def test_docs_quote_the_committed_evaluation(evaluation):
     )
     assert (
         f"{evaluation['successes']} of {evaluation['episodes']}"
-        in (REPO / "docs" / "demo.md").read_text()
+        in (REPO / "docs" / "tutorials" / "demo.md").read_text()
     )

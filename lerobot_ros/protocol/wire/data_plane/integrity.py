@@ -12,8 +12,8 @@ use this module: the executor signs observations and verifies chunks, the
 server verifies observations and signs chunks.
 
 What it cannot do: whoever learns the secret (a sniffer of the OpenSession
-reply on an unencrypted network) can sign too; see docs/deployment.md, Security, and
-docs/protocol.md.
+reply on an unencrypted network) can sign too; see docs/how-to/deployment.md, Security, and
+docs/reference/protocol.md.
 """
 
 from __future__ import annotations
