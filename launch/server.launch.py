@@ -1,8 +1,8 @@
 """Start policy_server_node on the GPU machine.
 
     ros2 launch lerobot_ros server.launch.py checkpoint:=/path/to/checkpoint
-    ros2 launch lerobot_ros server.launch.py checkpoint:=lerobot/act_aloha start_router:=true
-    device:=cuda
+    ros2 launch lerobot_ros server.launch.py checkpoint:=lerobot/act_aloha start_router:=true \\
+        device:=cuda
 
 Uses rmw_zenoh by default (rmw_implementation:=rmw_fastrtps_cpp for DDS);
 start_router:=true also starts rmw_zenohd, with router_config if given

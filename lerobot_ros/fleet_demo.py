@@ -16,7 +16,7 @@ robot that was on the killed replica moved to another, so a fleet that
 survived by luck (the victim served nobody) or stalled is never a pass.
 
 usage: python -m lerobot_ros.fleet_demo [--servers 2] [--robots 3] [--kill-server-after 10]
-[--drain] [--discovery]
+           [--drain] [--discovery]
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
-"""Certificates and router configs for a robot fleet and one GPU server over rmw_zenoh, mutual TLS
-and per-robot ACLs.
+"""Certificates and router configs for a robot fleet and one GPU server over rmw_zenoh,
+mutual TLS and per-robot ACLs.
 
 For a list of robots (client ids) and the GPU server's host name(s) / IP(s)
 it writes, under ``--out``::
 
-    ca/ca.pem, ca/ca.key            the private CA (keep it here: it signs robots added later;
-    never copy it)
-    server/router.json5             the GPU machine's router: loopback TCP for local nodes, an mTLS
-                                    listener for robots, one access-control entry per robot
+    ca/ca.pem, ca/ca.key
+        the private CA (keep it here: it signs robots added later; never copy it)
+    server/router.json5
+        the GPU machine's router: loopback TCP for local nodes, an mTLS listener for robots,
+        one access-control entry per robot
     server/tls/ca.pem, server-router.pem, server-router.key
-    robots/<id>/router.json5        robot <id>'s router: connects out over mTLS with its
-    certificate
-    robots/<id>/tls/ca.pem, <id>.pem, <id>.key   (certificate common name = the client id)
+    robots/<id>/router.json5
+        robot <id>'s router: connects out over mTLS with its certificate
+    robots/<id>/tls/ca.pem, <id>.pem, <id>.key
+        (certificate common name = the client id)
 
 Copy ``server/`` to the GPU machine and ``robots/<id>/`` to robot <id> (at
 the paths given by ``--server-dir`` / ``--robot-dir``; by default the configs
@@ -26,8 +28,8 @@ placeholder ({tls_dir}, {server_host}, {robot_id}) left unfilled is an
 error, not a file written. Certificates are made with the ``openssl``
 command line tool (EC P-256 keys).
 
-usage: python -m lerobot_ros.zenoh_deployment --robots arm_1,arm_2 --server-host gpu.example.lan
---out DIR
+usage: python -m lerobot_ros.zenoh_deployment --robots arm_1,arm_2 \\
+           --server-host gpu.example.lan --out DIR
 """
 
 from __future__ import annotations

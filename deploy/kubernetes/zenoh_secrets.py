@@ -7,50 +7,38 @@ Kubernetes):
     .venv/bin/python deploy/kubernetes/zenoh_secrets.py zenoh_deployment \
         --router-host zenoh-a.example.lan --router-host zenoh-b.example.lan
 
-It reads DIR/server/router.json5 and DIR/server/tls/ (the generator's GPU-router files) and writes
-into
-deploy/kubernetes/secrets/ (git-ignored, kept out of the image; the kustomization's secretGenerator
-reads it):
+It reads DIR/server/router.json5 and DIR/server/tls/ (the generator's GPU-router files)
+and writes into deploy/kubernetes/secrets/ (git-ignored, kept out of the image; the
+kustomization's secretGenerator reads it):
 
-    router.json5                    the config of both routers: the generated one with five changes
-    and no other
-    ca.pem, server-router.pem, server-router.key   the TLS files (the key readable by its owner
-    only)
+    router.json5
+        the config of both routers: the generated one with five changes and no other
+    ca.pem, server-router.pem, server-router.key
+        the TLS files (the key readable by its owner only)
 
-and rewrites each DIR/robots/<id>/router.json5 to dial every ``--router-host``, so a robot keeps
-its route to
-the servers when one router goes.
+and rewrites each DIR/robots/<id>/router.json5 to dial every ``--router-host``, so a robot
+keeps its route to the servers when one router goes.
 
 The five changes, each forced by running in a cluster instead of on one GPU machine:
 
 - listen: plain TCP on the pod network (port 7447: the policy servers and the other router; the
-  NetworkPolicy
-  of zenoh-routers.yaml admits no one else) and the generated TLS port for robots, on every
-  interface;
+  NetworkPolicy of zenoh-routers.yaml admits no one else) and the generated TLS port for robots, on
+  every interface;
 - connect: none; each router's Deployment names the other router on the command line (a router
-  given its own
-  address connects to itself, and Zenoh then delivers every message twice);
+  given its own address connects to itself, and Zenoh then delivers every message twice);
 - the trusted subject (plain TCP over loopback) becomes plain TCP on any interface: in a cluster
-  the servers
-  reach the routers from other pods. Robots still come over TLS with their certificate, held to
-  their own
-  policy, which is the generated one unchanged;
+  the servers reach the routers from other pods. Robots still come over TLS with their certificate,
+  held to their own policy, which is the generated one unchanged;
 - the replicas' keys: every server in the cluster serves under a namespace of its own
-  (/gpu0/lerobot,
-  /gpu1/lerobot, ...), so each ACL key of the one server at /lerobot, ``*/lerobot/...`` (domain,
-  then the
-  topic), becomes ``*/*/lerobot/...``, as config/zenoh/router_fleet_server.json5 writes them: a
-  robot's
-  rights hold on every replica;
+  (/gpu0/lerobot, /gpu1/lerobot, ...), so each ACL key of the one server at /lerobot,
+  ``*/lerobot/...`` (domain, then the topic), becomes ``*/*/lerobot/...``, as
+  config/zenoh/router_fleet_server.json5 writes them: a robot's rights hold on every replica;
 - the certificate paths: /etc/zenoh/tls/, where the pods mount the Secret.
 
 Invariant: the access-control rules, subjects and policies are the generator's, unchanged but for
-the
-replicas' keys and the trusted subject's interface restriction. A generated file that is not what
-this
-expects (another TLS port than the Services expose, no trusted loopback subject, no key of
-/lerobot) is
-refused, not converted.
+the replicas' keys and the trusted subject's interface restriction. A generated file that is not
+what this expects (another TLS port than the Services expose, no trusted loopback subject, no key
+of /lerobot) is refused, not converted.
 """
 
 from __future__ import annotations

@@ -10,32 +10,33 @@ configures and activates at start-up: a refused or failed first handshake
 then prints ``{"handshake": "refused", "reason": ...}`` on stdout and exits 1
 before any command is published; an accepted one prints ``{"handshake":
 "accepted", ...}`` and streams until SIGINT/SIGTERM, which closes the session.
-``handshake_only:=true``
-only checks the robot against the server and exits. RunPolicy goals (``goals.py``) run the policy
-for one task.
+``handshake_only:=true`` only checks the robot against the server and exits.
+RunPolicy goals (``goals/``) run the policy for one task.
 
 ROS entities (``~`` is the node's name, default chunk_executor):
-  <state_topic>                          sensor_msgs/JointState (sub, on _<name>_sensors: read when
-  needed; by joint name)
-  <camera_topics[i]>                     sensor_msgs/Image or CompressedImage (sub, on
-  _<name>_sensors: read when needed)
-  <output_topic>                         Float64MultiArray | JointTrajectory | JointState (pub, at
-  control_rate_hz)
-  ~/status                               lerobot_ros/ExecutorStatus (pub, every status_period_s,
-  and at once
-                                         when a goal starts or ends or the episode changes)
-  /diagnostics                           diagnostic_msgs/DiagnosticArray (pub, every second)
-  ~/pause, ~/resume, ~/reset_episode     std_srvs/Trigger (services)
-  ~/run_policy                           lerobot_ros/RunPolicy (action server)
-  ~/start_policy, ~/stop_policy          lerobot_ros/StartPolicy, StopPolicy (the action's mirror
-  services)
-  ~/change_state, ~/get_state, ...       lifecycle_msgs (rclpy's lifecycle services)
-  <replica>/status                       lerobot_ros/ServerStatus (sub, per replica; heartbeat
-  watchdog, drains)
-  <replica>/get_status, open_session, close_session, reset_episode   (service clients, per replica)
-                                         ([auto]: replicas found on the graph; a warm standby:
-                                         server_link.py)
-  <server>/clients/<client_id>/observation, action_chunk   (pub/sub, the session's data plane)
+  <state_topic>           sensor_msgs/JointState (sub, on _<name>_sensors: read when needed;
+                          by joint name)
+  <camera_topics[i]>      sensor_msgs/Image or CompressedImage (sub, on _<name>_sensors: read
+                          when needed)
+  <output_topic>          Float64MultiArray | JointTrajectory | JointState (pub, at
+                          control_rate_hz)
+  ~/status                lerobot_ros/ExecutorStatus (pub, every status_period_s, and at once
+                          when a goal starts or ends or the episode changes)
+  /diagnostics            diagnostic_msgs/DiagnosticArray (pub, every second)
+  ~/pause, ~/resume, ~/reset_episode
+                          std_srvs/Trigger (services)
+  ~/run_policy            lerobot_ros/RunPolicy (action server)
+  ~/start_policy, ~/stop_policy
+                          lerobot_ros/StartPolicy, StopPolicy (the action's mirror services)
+  ~/change_state, ~/get_state, ...
+                          lifecycle_msgs (rclpy's lifecycle services)
+  <replica>/status        lerobot_ros/ServerStatus (sub, per replica; heartbeat watchdog,
+                          drains)
+  <replica>/get_status, open_session, close_session, reset_episode
+                          service clients, per replica ([auto]: replicas found on the graph;
+                          a warm standby: session/server_link.py)
+  <server>/clients/<client_id>/observation, action_chunk
+                          pub/sub, the session's data plane
 
 Threads (docs/explanation/architecture.md has the whole picture): the control loop
 (``control_loop.ControlLoop``) ticks the core and publishes each command,
@@ -45,10 +46,11 @@ the sensors are read when needed, never spun (``sensor_node.py``); a
 MultiThreadedExecutor runs chunks, heartbeats, operator services and
 transitions in one mutually exclusive group, the server's answers in their
 own, goals in a reentrant one (``goal_server.py``); the network worker
-(``worker.NetworkWorker``) keeps one request in flight.
+(``network_worker.NetworkWorker``) keeps one request in flight.
 
-joint_trajectory mode publishes one single-point trajectory per tick, never the queued chunk: every
-point passes the same fail-safe tick and safety envelope as the other modes (output_modes.py).
+joint_trajectory mode publishes one single-point trajectory per tick, never the queued chunk:
+every point passes the same fail-safe tick and safety envelope as the other modes
+(output_modes.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The next chunk is requested once the queued playback time falls to
 
-    threshold = max(buffer_time_s, min(max(p95 round trip x margin, hedge allowance) + one policy
-    step, cap))
+    threshold = max(buffer_time_s,
+                    min(max(p95 round trip x margin, hedge allowance) + one policy step, cap))
     cap = chunk duration, and in append mode also max_action_age_s - chunk duration
     hedge allowance = hedge deadline + p95 round trip while a standby is armed (hedging.py), else 0
 

@@ -1,8 +1,7 @@
 """Evaluate a policy on the simulated reach task through the whole ROS loop.
 
     python -m lerobot_ros.recording.evaluate --checkpoint CHECKPOINT --episodes 20
-    python -m lerobot_ros.recording.evaluate --policy act --episodes 20     # the random-weight
-    default
+    python -m lerobot_ros.recording.evaluate --policy act --episodes 20   # random-weight ACT
 
 Starts policy_server_node, sim_robot_node and chunk_executor_node as
 separate processes (the demo's wiring, ``launch_plan.demo_plan``), optionally

@@ -1,19 +1,15 @@
 """episode_recorder_node: records task episodes of a robot as a LeRobot v3 dataset.
 
 ROS entities (in the node's namespace):
-  <state_topic>                 sensor_msgs/JointState              (sub) -> observation.state, by
-  joint name
-  <camera_topics[i]>            sensor_msgs/Image or CompressedImage (sub) -> <camera_names[i]>;
-  the first one samples frames
-  <command_topic>               the command_mode's message          (sub) -> action: what the arm
-  was told to do
-  <task_status_topic>           lerobot_ros/TaskStatus              (sub, episode_source task) ->
-  episode
-                                                                    boundaries, outcome, task text
-  <executor_status_topic>       lerobot_ros/ExecutorStatus          (sub, episode_source run_policy
-  or
-                                                                    executor_episode) -> the same,
-                                                                    from an executor
+  <state_topic>           sensor_msgs/JointState (sub) -> observation.state, by joint name
+  <camera_topics[i]>      sensor_msgs/Image or CompressedImage (sub) -> <camera_names[i]>;
+                          the first one samples frames
+  <command_topic>         the command_mode's message (sub) -> action: what the arm was told
+                          to do
+  <task_status_topic>     lerobot_ros/TaskStatus (sub, episode_source task) -> episode
+                          boundaries, outcome, task text
+  <executor_status_topic> lerobot_ros/ExecutorStatus (sub, episode_source run_policy or
+                          executor_episode) -> the same, from an executor
 
 Expert demonstrations (sim_robot_node with ``expert``) and policy rollouts
 (chunk_executor_node publishing the commands) are recorded alike; on a real

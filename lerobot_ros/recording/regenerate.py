@@ -1,9 +1,9 @@
 """Regenerate a trained policy from scratch: record expert demonstrations, then train on them.
 
-    python -m lerobot_ros.recording.regenerate --work-dir DIR [--episodes 100] [--steps 6000]
-    [--seed 0] [--install]
-    python -m lerobot_ros.recording.regenerate --work-dir DIR --policy smolvla --steps 8000   # the
-    committed SmolVLA's
+    python -m lerobot_ros.recording.regenerate --work-dir DIR [--episodes 100] [--steps 6000] \\
+        [--seed 0] [--install]
+    # the committed SmolVLA's recipe:
+    python -m lerobot_ros.recording.regenerate --work-dir DIR --policy smolvla --steps 8000
 
 1. Record: sim_robot_node with its scripted expert (``expert:=true``) and
    episode_recorder_node (``max_episodes``) run as separate processes; the

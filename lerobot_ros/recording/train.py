@@ -1,8 +1,8 @@
 """Train a small ACT or the tiny SmolVLA on a recorded dataset with LeRobot's own training loop,
 offline, on a CPU.
 
-    python -m lerobot_ros.recording.train --dataset DIR --output CHECKPOINT [--policy act|smolvla]
-    [--steps N] [--seed S]
+    python -m lerobot_ros.recording.train --dataset DIR --output CHECKPOINT
+        [--policy act|smolvla] [--steps N] [--seed S]
 
 Invariant: the training is LeRobot's (``lerobot.scripts.lerobot_train.train``
 with its dataset loading, normalisation statistics, optimizer preset and

@@ -1,8 +1,7 @@
 """Replay a capture (``capture_dir``) through a policy offline and compare the actions.
 
-    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu] [--noise-seed
-    N]
-                                        [--default-task TEXT]
+    python -m lerobot_ros.server.replay CAPTURE_DIR --checkpoint CKPT [--device cpu]
+        [--noise-seed N] [--default-task TEXT]
 
 Every captured request is rebuilt into the Observation message the robot
 sent (images exactly as they arrived) and run through the same request path

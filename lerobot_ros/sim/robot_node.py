@@ -1,24 +1,17 @@
 """sim_robot_node: a simulated arm with cameras, for trying lerobot_ros without hardware.
 
 ROS entities (in the node's namespace):
-  joint_states                                sensor_msgs/JointState       (pub, rate_hz)
-  <camera_topics[i]>                          sensor_msgs/Image or CompressedImage (pub,
-  camera_rate_hz)
-  <sim_topic of every output mode>            that mode's message (sub), e.g.
+  joint_states            sensor_msgs/JointState (pub, rate_hz)
+  <camera_topics[i]>      sensor_msgs/Image or CompressedImage (pub, camera_rate_hz)
+  <sim_topic of every output mode>
+                          that mode's message (sub), e.g. forward_position_controller/commands
+                          std_msgs/Float64MultiArray; see lerobot_ros.protocol.wire.output_modes
+  ~/status                lerobot_ros/TaskStatus (pub, 10 Hz and at every episode start/end)
   forward_position_controller/commands
-                                              std_msgs/Float64MultiArray; see
-                                              lerobot_ros.protocol.wire.output_modes
-  ~/status                                    lerobot_ros/TaskStatus (pub, 10 Hz and at every
-  episode start/end)
-  forward_position_controller/commands        (pub, 30 Hz, only with ``expert``: the scripted
-  expert's commands)
-  robot_description                           std_msgs/String (pub once, transient local: the arm's
-  URDF)
-  /tf                                         tf2_msgs/TFMessage (pub, rate_hz: the moving links
-  and the cube)
-  /tf_static                                  tf2_msgs/TFMessage (pub once, transient local: the
-  fixed links)
-                                              (/tf and /tf_static only where tf2_msgs is installed)
+                          (pub, 30 Hz, only with ``expert``: the scripted expert's commands)
+  robot_description       std_msgs/String (pub once, transient local: the arm's URDF)
+  /tf                     tf2_msgs/TFMessage (pub, rate_hz: the moving links and the cube)
+  /tf_static              tf2_msgs/TFMessage (pub once, transient local: the fixed links)
 
 It accepts every command form chunk_executor_node can publish, tracks the
 latest one with first-order dynamics under velocity and position limits

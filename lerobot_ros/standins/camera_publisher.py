@@ -8,10 +8,8 @@ CompressedImage, at --fps with the sensor QoS.
 Invariant: the frames are made once; each tick only restamps and publishes
 them, so encoding never slows the rate the executor is measured at.
 
-usage: python -m lerobot_ros.standins.camera_publisher --topic /t/cam0 [--topic /t/cam1] [--height
-480 --width 640]
-                                                       [--transport raw|compressed] [--fps 30]
-                                                       [--run-s 120]
+usage: python -m lerobot_ros.standins.camera_publisher --topic /t/cam0 [--topic /t/cam1]
+           [--height 480 --width 640] [--transport raw|compressed] [--fps 30] [--run-s 120]
 """
 
 import argparse

@@ -15,10 +15,8 @@ nothing (a ros2_control controller's subscription queues too). The joints
 stand still at fixed positions (given in SO-101 order), so "hold" is
 recognisable.
 
-usage: python -m lerobot_ros.standins.robot_io --prefix /t1 --out commands.jsonl [--transport
-raw|compressed]
-                                               [--command forward_command:/t1/cmd] ... [--run-s
-                                               120]
+usage: python -m lerobot_ros.standins.robot_io --prefix /t1 --out commands.jsonl
+           [--transport raw|compressed] [--command forward_command:/t1/cmd] ... [--run-s 120]
 """
 
 import argparse

@@ -3,11 +3,10 @@ only runs forwards.
 
 ```
  scheduler ─► admission pool ─► prepared ─► forward thread ─► finished ─► finish thread ─► chunk
- topics
- (newest wins,  decode, validate,  queue       every prepared      queue      postprocess, check,
- sign,
-  round robin)  preprocess                     request, batched               publish, audit,
-  release
+ (newest wins, decode, validate, queue      every prepared     queue      postprocess,    topics
+  round robin) preprocess                   request, batched              check, sign,
+                                                                          publish, audit,
+                                                                          release
 ```
 
 Invariants (each pinned by test/unit/server/test_pipeline.py):
