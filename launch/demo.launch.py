@@ -5,11 +5,10 @@
     ros2 launch lerobot_ros demo.launch.py policy:=act   # a random-weight ACT, not the SmolVLA
     ros2 launch lerobot_ros demo.launch.py rviz:=true   # and watch the arm in rviz2
 
-Without a checkpoint it serves the trained reach SmolVLA committed with the
-package (it does real-time chunking), or with policy:=act / policy:=smolvla
-a random-weight policy matched to the simulated arm, built once. Uses
-rmw_zenoh and starts its router by
-default. The wiring lives in lerobot_ros.launch_plan.demo_plan.
+Without a checkpoint it serves the trained reach SmolVLA committed with the package (it does
+real-time chunking), or with policy:=act / policy:=smolvla a random-weight policy matched to the
+simulated arm, built once. Uses rmw_zenoh and starts its router by default. The wiring lives in
+lerobot_ros.launch_plan.demo_plan.
 """
 
 from lerobot_ros.launch_actions import launch_description

@@ -5,13 +5,11 @@ replica.
     ros2 launch lerobot_ros fleet.launch.py servers:=3 robots:=4 checkpoint:=/path/to/act
     ros2 launch lerobot_ros fleet.launch.py discovery:=true
 
-Replicas run as /gpu<i>/lerobot, robots as /sim_arm_<j>; every executor's
-server_namespaces names all replicas (with discovery:=true it is ["auto"]
-and each executor finds them on the ROS graph: launch_plan.discovery_entry), so
-stopping one replica (Ctrl-C in its terminal, or kill) moves its robots to
-the others. On real hardware run one
-server.launch.py per GPU instead (namespace:=gpu<i> device:=cuda:<i>). The
-wiring lives in lerobot_ros.launch_plan.fleet_plan.
+Replicas run as /gpu<i>/lerobot, robots as /sim_arm_<j>; every executor's server_namespaces names
+all replicas (with discovery:=true it is ["auto"] and each executor finds them on the ROS graph:
+launch_plan.discovery_entry), so stopping one replica (Ctrl-C in its terminal, or kill) moves its
+robots to the others. On real hardware run one server.launch.py per GPU instead (namespace:=gpu<i>
+device:=cuda:<i>). The wiring lives in lerobot_ros.launch_plan.fleet_plan.
 """
 
 from lerobot_ros.launch_actions import launch_description

@@ -86,8 +86,7 @@ class Recording:
 
     def in_reset_refill(self, t: float) -> bool:
         """Whether ``t`` falls within RESET_REFILL_S after an episode reset: an empty queue then is
-        the
-        new episode's first chunk on its way, not starvation."""
+        the new episode's first chunk on its way, not starvation."""
         return any(reset <= t <= reset + RESET_REFILL_S for reset in self.resets)
 
     def refilling_after_reset(self) -> bool:
@@ -335,9 +334,8 @@ def run(args) -> int:
 
     def on_task(msg) -> None:
         # A new cube: drop the queue planned for the last one, as the evaluation does (without it
-        # the
-        # rest of the last episode plays first, closed gripper included, and the policy succeeds
-        # far less).
+        # the rest of the last episode plays first, closed gripper included, and the policy
+        # succeeds far less).
         if recording.on_task(msg):
             reset_episode.call_async(Trigger.Request())
 

@@ -34,8 +34,7 @@ def launch_description(
     arguments: Mapping[str, tuple[str, str]], plan_of: Callable[[dict[str, str]], Plan]
 ) -> LaunchDescription:
     """A launch file's whole description: ``arguments`` maps each launch argument to (default,
-    description);
-    ``plan_of`` gets every argument's value, as text, and returns the plan to run."""
+    description); ``plan_of`` gets every argument's value, as text, and returns the plan to run."""
 
     def run(context) -> list:
         plan = plan_of({name: LaunchConfiguration(name).perform(context) for name in arguments})

@@ -434,10 +434,9 @@ def fleet_plan(
     discovery: bool = False,
 ) -> Plan:
     """A small fleet on one machine: ``servers`` replicas of one policy (/gpu<i>/lerobot) and
-    ``robots``
-    simulated arms (/sim_arm_<j>), each executor listing every replica in order (with
-    ``discovery``, finding
-    them on the ROS graph instead: ``server_namespaces`` [``discovery_entry`` of the replicas]).
+    ``robots`` simulated arms (/sim_arm_<j>), each executor listing every replica in order (with
+    ``discovery``, finding them on the ROS graph instead: ``server_namespaces``
+    [``discovery_entry`` of the replicas]).
 
     On real hardware each replica runs on its own GPU (``server_plan`` with
     namespace gpu<i> and device cuda:<i>, one per machine or per GPU).
@@ -459,9 +458,8 @@ def fleet_plan(
     ]
     namespaces = [server_namespace_of(replica) for replica in replicas]
     # Two or more /gpu<i>/lerobot share only the root, so discovery is "auto": every server on the
-    # ROS domain (one of
-    # another model is skipped at its handshake, as in a list); any narrower prefix would miss a
-    # replica.
+    # ROS domain (one of another model is skipped at its handshake, as in a list); any narrower
+    # prefix would miss a replica.
     fleet = [discovery_entry(namespaces)] if discovery else namespaces
     arms = [
         robot_plan(

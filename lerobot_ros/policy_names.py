@@ -67,9 +67,8 @@ def installed_trained_policy() -> Path | None:
 
 def auto_policy() -> str:
     """What the demo's ``--policy auto`` serves: the trained ACT when installed, else the committed
-    trained
-    SmolVLA, else (an install that left it out) the random ACT. Never a name that needs training
-    first."""
+    trained SmolVLA, else (an install that left it out) the random ACT. Never a name that needs
+    training first."""
     if installed_trained_policy() is not None:
         return "trained"
     return "trained_smolvla" if committed_trained_smolvla() else "act"
@@ -77,8 +76,7 @@ def auto_policy() -> str:
 
 def checkpoint_or_default(checkpoint: str, policy: str) -> str:
     """``checkpoint``, or when empty the default ``policy``: act or smolvla (random weights, built
-    once and
-    cached) or trained_smolvla (the trained reach SmolVLA committed with the package)."""
+    once and cached) or trained_smolvla (the trained reach SmolVLA committed with the package)."""
     if checkpoint:
         return checkpoint
     if policy == "trained_smolvla":

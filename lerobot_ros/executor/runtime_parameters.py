@@ -18,7 +18,6 @@ from lerobot_ros.node_shell.node_support import parameter_table
 
 def accept_runtime_parameters(node, core: ExecutorCore, configuring: Callable[[], bool]) -> None:
     """Apply accepted runtime changes of ``node``'s parameter table to ``core`` (call on every
-    configure, once
-    the core exists); while ``configuring()`` (unconfigured: no core) every entry is settable for
-    the next configure."""
+    configure, once the core exists); while ``configuring()`` (unconfigured: no core) every entry
+    is settable for the next configure."""
     parameter_table(node).on_change(core.change_settings, configuring)

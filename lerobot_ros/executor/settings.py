@@ -1,14 +1,12 @@
 """chunk_executor_node's parameters: the table, its rules, the settings they make.
 
-Invariant: the node does nothing (no handshake, no subscription, no command)
-until every parameter is valid, and an operator with a broken configuration
-sees every problem at once, each saying what was expected and what arrived.
-Each parameter is written once, in ``PARAMETERS``; ``ExecutorSettings`` is
-derived from it, and ``config/robot.yaml`` and
-docs/reference/nodes/chunk_executor_node.md list the same names
-and defaults (a test checks both). ``runtime`` entries (the safety limits and
-the fallback) are settable while streaming (``executor/runtime_parameters.py``).
-Plain Python (no rclpy).
+Invariant: the node does nothing (no handshake, no subscription, no command) until every parameter
+is valid, and an operator with a broken configuration sees every problem at once, each saying what
+was expected and what arrived. Each parameter is written once, in ``PARAMETERS``;
+``ExecutorSettings`` is derived from it, and ``config/robot.yaml`` and
+docs/reference/nodes/chunk_executor_node.md list the same names and defaults (a test checks both).
+``runtime`` entries (the safety limits and the fallback) are settable while streaming
+(``executor/runtime_parameters.py``). Plain Python (no rclpy).
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Declarative parameter tables: each node parameter is written once, as one entry.
 
-Invariant: a node's parameters (name, type, default, description, checks,
-whether it may change while running) live in one table; its frozen settings dataclass is derived
-from
-that table, its validation reports every problem at once before the node does
-anything, and ``config/*.yaml`` and the node pages (docs/reference/nodes/) are checked against
-it. Rules
-that relate several parameters are named functions listed next to the table.
-A ``runtime`` entry may change while the node runs: ``runtime_change`` checks
-a change with the same checks and rules as at start-up, and refuses any other
-entry with "takes effect only at start-up". Plain Python (no rclpy):
-``node_support`` declares a table on a node and routes ``ros2 param set`` here.
+Invariant: a node's parameters (name, type, default, description, checks, whether it may change
+while running) live in one table; its frozen settings dataclass is derived from that table, its
+validation reports every problem at once before the node does anything, and ``config/*.yaml`` and
+the node pages (docs/reference/nodes/) are checked against it. Rules that relate several parameters
+are named functions listed next to the table. A ``runtime`` entry may change while the node runs:
+``runtime_change`` checks a change with the same checks and rules as at start-up, and refuses any
+other entry with "takes effect only at start-up". Plain Python (no rclpy): ``node_support``
+declares a table on a node and routes ``ros2 param set`` here.
 """
 
 from __future__ import annotations

@@ -39,9 +39,8 @@ class ServerHealth:
     batch_size_mean: float = 0.0
     forwards: int = 0
     # The capacity model (server/capacity_gate.py): robots like the probe that still fit
-    # latency_budget_ms
-    # (-1: unknown: no budget, or nothing measured yet) and the p95 round trip it predicts for the
-    # sessions now.
+    # latency_budget_ms (-1: unknown: no budget, or nothing measured yet) and the p95 round trip it
+    # predicts for the sessions now.
     headroom_robots: int = -1
     predicted_p95_ms: float = 0.0
     latency_budget_ms: float = 0.0

@@ -134,13 +134,10 @@ class EpisodeBuffer:
         self.abandon()
         # The newest command is the previous episode's last (an expert repeats it through the reset
         # delay): frame 0 waits for a command commanded in this episode, or it would learn that
-        # jump. An
-        # expert's repeat of it can still arrive after the start (commands and status are separate
-        # topics,
-        # not ordered across each other on a loaded machine): no command of this episode either. A
-        # policy
-        # rollout's first commands are its own hold until the first chunk, whatever the one before
-        # was.
+        # jump. An expert's repeat of it can still arrive after the start (commands and status are
+        # separate topics, not ordered across each other on a loaded machine): no command of this
+        # episode either. A policy rollout's first commands are its own hold until the first chunk,
+        # whatever the one before was.
         self._before_start, self._action = (self._action if expert else None), None
         self._current = FinishedEpisode(source, episode, "", expert, 0.0, task, goal_id)
 

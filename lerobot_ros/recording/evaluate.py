@@ -105,9 +105,8 @@ def evaluation_plan(
     sim's namespace) if asked.
 
     ``rtc`` False: the executor never asks for real-time chunking (append mode even for a policy
-    that could);
-    ``inject_delay_s``: the server adds that much to every inference, standing in for a slower
-    model.
+    that could); ``inject_delay_s``: the server adds that much to every inference, standing in for
+    a slower model.
     """
     plan = demo_plan(
         checkpoint,

@@ -620,12 +620,10 @@ class PolicyServerNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> None:
     # rclpy's events executor dispatches from C++ and lets go of the GIL as soon as a callback
-    # returns, so
-    # the inference worker takes a deposited observation at once, where the Python executor first
-    # walks back
-    # to its wait set (the queue wait of both: docs/reference/benchmarks.md). It runs on the main
-    # thread here, where it delivered every message (off the main thread, rclpy 9.1.2's dropped
-    # some).
+    # returns, so the inference worker takes a deposited observation at once, where the Python
+    # executor first walks back to its wait set (the queue wait of both:
+    # docs/reference/benchmarks.md). It runs on the main thread here, where it delivered every
+    # message (off the main thread, rclpy 9.1.2's dropped some).
     sys.exit(
         run_node(lambda: run_autostart(PolicyServerNode()), args, make_executor=EventsExecutor)
     )

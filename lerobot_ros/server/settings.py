@@ -1,13 +1,11 @@
 """policy_server_node's parameters: the table, its rules, the settings they make.
 
-Invariant: every parameter is checked, and every problem reported at once,
-before the seconds of loading a checkpoint. Each parameter is written once, in
-``PARAMETERS``; ``ServerSettings`` is derived from it, and
-``config/server.yaml`` and docs/reference/nodes/policy_server_node.md list the same names and
-defaults (a test checks both). ``runtime`` entries are settable while the server runs
-(``ros2 param set``; the node's ``_apply_settings``). Plain Python: no rclpy, no torch. The node
-reads it with
-``node_support.declare_settings(node, ServerSettings)``.
+Invariant: every parameter is checked, and every problem reported at once, before the seconds of
+loading a checkpoint. Each parameter is written once, in ``PARAMETERS``; ``ServerSettings`` is
+derived from it, and ``config/server.yaml`` and docs/reference/nodes/policy_server_node.md list the
+same names and defaults (a test checks both). ``runtime`` entries are settable while the server
+runs (``ros2 param set``; the node's ``_apply_settings``). Plain Python: no rclpy, no torch. The
+node reads it with ``node_support.declare_settings(node, ServerSettings)``.
 """
 
 from __future__ import annotations

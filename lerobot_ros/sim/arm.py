@@ -1,11 +1,10 @@
 """A simulated N-joint arm: joint dynamics and a camera view, no ROS.
 
-The arm tracks its commanded positions with first-order dynamics under
-velocity and position limits, like a position-controlled servo. The camera
-renders the arm from a fixed viewpoint with the task's cube, so frames change
-whenever the joints move or a new episode places the cube. Everything is deterministic given the
-seed and the
-sequence of commands and steps (no wall clock is read here).
+The arm tracks its commanded positions with first-order dynamics under velocity and position
+limits, like a position-controlled servo. The camera renders the arm from a fixed viewpoint with
+the task's cube, so frames change whenever the joints move or a new episode places the cube.
+Everything is deterministic given the seed and the sequence of commands and steps (no wall clock is
+read here).
 """
 
 from __future__ import annotations

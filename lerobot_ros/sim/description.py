@@ -129,9 +129,8 @@ class ArmDescription:
             (0.0, 0.0, hand * 0.5),
         )
         # pan turns about z; lift, elbow and wrist pitch about y (positive tilts the arm forward,
-        # as the
-        # side view's angles do); roll turns the hand about its own axis; the gripper opens the jaw
-        # about x.
+        # as the side view's angles do); roll turns the hand about its own axis; the gripper opens
+        # the jaw about x.
         axes = (_Z, _Y, _Y, _Y, _Z, _X)
         moving = tuple(
             Joint(

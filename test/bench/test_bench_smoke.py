@@ -102,8 +102,7 @@ def smoke_section(
     tmp_path, name: str, document: str = "benchmarks.md", timeout_s: float = TIMEOUT_S
 ) -> str:
     """``python -m bench.<name> --smoke`` writing into a document of its own; its section, once the
-    script exited
-    0 and wrote the section with the command that made it."""
+    script exited 0 and wrote the section with the command that made it."""
     # Each script isolates its own ROS graph (a domain from its pid), as the suite does.
     env = {key: value for key, value in os.environ.items() if key != "LEROBOT_ROS_TEST_DOMAIN_ID"}
     path = tmp_path / document
@@ -151,9 +150,8 @@ def test_benchmark_script_smoke(tmp_path, name):
 @pytest.mark.timeout(TIMEOUT_S + 30)
 def test_flood_benchmark_smoke(tmp_path):
     """bench.flood --smoke: two robots, a short flood pinned to one core; its section says the
-    flooding session
-    was closed and its re-open refused, with a share before and after the closure for each
-    robot."""
+    flooding session was closed and its re-open refused, with a share before and after the closure
+    for each robot."""
     text = smoke_section(tmp_path, "flood", "reliability.md")
     assert re.search(r"\| robot_a \| [0-9.]+ \| \d+% \| \d+% \|", text), text
     assert "re-open was refused with code 12" in text, text
@@ -165,9 +163,8 @@ FLEET_TIMEOUT_S = 480  # three servers load at once, and each fault restarts one
 @pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
 def test_fleet_failover_smoke(tmp_path):
     """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9
-    and one drain
-    of its serving replica; the section has a row per fault with the move, and the requests per
-    chunk."""
+    and one drain of its serving replica; the section has a row per fault with the move, and the
+    requests per chunk."""
     text = smoke_section(tmp_path, "fleet_failover", timeout_s=FLEET_TIMEOUT_S)
     assert re.search(r"\| RTC replace \| kill -9 \| 1 \| [01] \|", text), text
     assert re.search(r"\| RTC replace \| SIGTERM drain \| 1 \| [01] \|.*drain 1", text), text

@@ -3,26 +3,19 @@ the server.
 
 The commands are read from docs/how-to/deployment.md (the block marked ``<!-- commands: run by
 test/install/test_kubernetes.py -->``) and run as written in a scratch copy of deploy/ (the
-certificate
-generator, zenoh_secrets.py, ``kubectl kustomize``; ``.venv/bin/python`` and ``kubectl`` are this
-venv's).
-Every rendered document is validated, strictly (no field the schema does not know), with
-kubernetes-validate's offline schemas of the oldest Kubernetes the manifests need and the newest it
-ships.
-Then what the manifests say is held to what the server does: the probes' paths answer as the probes
-expect on a real endpoint, the ConfigMap's parameters are the server's parameter table and pass its
-checks,
-the termination grace covers its drain, one GPU per pod, two routers peered with each other,
-disruption
-budgets, and only the mTLS port leaves the cluster. The routers' generated config is run in the
-real Zenoh
-engine: a server session (client mode, plain TCP, as in a pod) behind one router reaches a robot
-behind the
-other over mTLS, and the robot's ACL still holds.
+certificate generator, zenoh_secrets.py, ``kubectl kustomize``; ``.venv/bin/python`` and
+``kubectl`` are this venv's). Every rendered document is validated, strictly (no field the schema
+does not know), with kubernetes-validate's offline schemas of the oldest Kubernetes the manifests
+need and the newest it ships. Then what the manifests say is held to what the server does: the
+probes' paths answer as the probes expect on a real endpoint, the ConfigMap's parameters are the
+server's parameter table and pass its checks, the termination grace covers its drain, one GPU per
+pod, two routers peered with each other, disruption budgets, and only the mTLS port leaves the
+cluster. The routers' generated config is run in the real Zenoh engine: a server session (client
+mode, plain TCP, as in a pod) behind one router reaches a robot behind the other over mTLS, and the
+robot's ACL still holds.
 
 What this cannot show: a cluster (scheduling, the GPU device plugin, probes and drains timed by a
-kubelet),
-GPUs, several machines, and the image, which is not built here (no container runtime).
+kubelet), GPUs, several machines, and the image, which is not built here (no container runtime).
 """
 
 from __future__ import annotations

@@ -76,8 +76,7 @@ def test_rerun_with_unchanged_inputs_does_nothing():
 
 def test_the_interpreter_path_that_reaches_the_set_up_does_not_change_its_hash(tmp_path):
     # Issue 33: with the venv's bin/ on PATH (as the README has users do for `ros2`), python3.12 is
-    # the
-    # venv's own; its path changed the hash and every run reinstalled (35-40 s, into the live
+    # the venv's own; its path changed the hash and every run reinstalled (35-40 s, into the live
     # venv).
     base = subprocess.run(
         [sys.executable, "-c", "import sys; print(sys._base_executable)"],

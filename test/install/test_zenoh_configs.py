@@ -244,9 +244,8 @@ ROUTERS = (
 @pytest.mark.parametrize("name", ROUTERS)
 def test_shipped_routers_are_templates_without_host_names_or_system_paths(name):
     """Certificate paths and the hosts a router dials are placeholders ({tls_dir}, {server_host},
-    ...), filled in
-    by lerobot_ros.zenoh_deployment or by hand: nothing of one site (a host name, /etc) is baked
-    in."""
+    ...), filled in by lerobot_ros.zenoh_deployment or by hand: nothing of one site (a host name,
+    /etc) is baked in."""
     config = load(name)
     tls = json_of(config, "transport/link/tls")
     for field in (
@@ -269,8 +268,8 @@ def test_shipped_routers_are_templates_without_host_names_or_system_paths(name):
 @pytest.mark.parametrize("name", ["router_server.json5", "router_fleet_server.json5"])
 def test_robots_learn_where_the_services_are_but_cannot_declare_them(name):
     """A robot behind its own router routes service calls by the server's queryable declarations
-    (egress to it);
-    it must never declare one itself (ingress), or it could answer in the server's place."""
+    (egress to it); it must never declare one itself (ingress), or it could answer in the server's
+    place."""
     acl = json_of(load(name), "access_control")
     policy = next(policy for policy in acl["policies"] if policy["subjects"] == ["robot_arm_1"])
     rules = [rule for rule in acl["rules"] if rule["id"] in policy["rules"]]

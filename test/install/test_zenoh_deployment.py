@@ -470,13 +470,12 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
     (a, b), robot_a, robot_b = robots, on_robot[robots[0]], on_robot[robots[1]]
 
     # The ROS graph (rmw_zenoh's liveliness tokens, under @ros2_lv, which "**" does not match)
-    # crosses both ways:
-    # without it a robot would not discover the server's services and would wait for them forever.
+    # crosses both ways: without it a robot would not discover the server's services and would wait
+    # for them forever.
     on_server_graph, on_robot_graph = Inbox(), Inbox()
     # With history, as rmw_zenoh's graph cache subscribes: tokens that exist already come by a
-    # liveliness query
-    # (which the ACL must let through too), so the order in which the two reach the routers does
-    # not matter.
+    # liveliness query (which the ACL must let through too), so the order in which the two reach
+    # the routers does not matter.
     robot_a.liveliness().declare_subscriber("@ros2_lv/**", on_robot_graph, history=True)
     local.liveliness().declare_subscriber("@ros2_lv/**", on_server_graph, history=True)
     tokens = [
@@ -533,8 +532,7 @@ def test_robots_with_their_certificates_use_their_own_topics_only(deployment, se
 
 def answered(session, selector) -> list[bytes]:
     """The first non-empty answers to ``selector`` within DELIVERY_BOUND_S (a robot behind its own
-    router learns
-    where a service is once the declaration crossed both routers), or []."""
+    router learns where a service is once the declaration crossed both routers), or []."""
     deadline = time.monotonic() + DELIVERY_BOUND_S
     while time.monotonic() < deadline:
         replies = answers(session, selector)
@@ -615,10 +613,8 @@ def test_a_robot_the_acl_does_not_list_gets_nothing_through(deployment, sessions
     ), "the control failed"
     assert deliver(local, chunk_key(listed), at_listed), "the control failed"
     # A token declared before the robot's liveliness subscriber has reached the server's router can
-    # be missed
-    # (its history query raced the routers' interest exchange, as after any fresh link): declare
-    # fresh ones until
-    # one arrives, within the bound; arm_9 must see none of them.
+    # be missed (its history query raced the routers' interest exchange, as after any fresh link):
+    # declare fresh ones until one arrives, within the bound; arm_9 must see none of them.
     tokens, deadline = [], time.monotonic() + 3 * DELIVERY_BOUND_S
     while time.monotonic() < deadline:
         tokens.append(local.liveliness().declare_token(f"@ros2_lv/0/server_entity_{len(tokens)}"))

@@ -34,8 +34,7 @@ def test_demo_streams_the_committed_trained_policy_and_a_random_one_is_built_onc
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["final_state"] == "STREAMING"
     # An empty cache has no trained ACT: the default (auto) serves the trained SmolVLA committed
-    # with the
-    # package, quotes its evaluation and says how to build the ACT.
+    # with the package, quotes its evaluation and says how to build the ACT.
     assert summary["policy"] == "trained_smolvla" and "--policy trained" in result.stdout
     assert "serving the trained reach SmolVLA: success in" in result.stdout
     assert summary["checkpoint"] == str(committed_trained_smolvla())
@@ -47,8 +46,7 @@ def test_demo_streams_the_committed_trained_policy_and_a_random_one_is_built_onc
     assert open(summary["plot"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert "STREAMING" in result.stdout and "latency p50" in result.stdout  # the live status line
     # Issue 33: "fallback ticks" rising next to "0 after warm-up" read as a failure; they are the
-    # holds of
-    # start-up and episode resets, and a dropped chunk says why.
+    # holds of start-up and episode resets, and a dropped chunk says why.
     assert "holds (start-up, resets)" in result.stdout and "fallback ticks" not in result.stdout
     assert "last_drop_reason" in summary and bool(summary["last_drop_reason"]) == bool(
         summary["chunks_dropped"]

@@ -140,9 +140,8 @@ def test_expert_episodes_are_recorded_whole_and_an_interrupted_recorder_leaves_a
         "the last frame has the gripper closing"
     )
     # Episode by episode, frame 0 included: the action is a command of that episode, never the one
-    # the
-    # expert kept repeating at the end of the episode before (frame 0 carried it: jumps of up to
-    # 1.6 rad).
+    # the expert kept repeating at the end of the episode before (frame 0 carried it: jumps of up
+    # to 1.6 rad).
     first = 0
     for record in records:
         episode = record["task_episode"]

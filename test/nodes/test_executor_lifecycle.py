@@ -166,8 +166,8 @@ def test_goals_complete_cancel_and_preempt_and_their_feedback_is_the_status(
     assert executor.status.requests_sent == 0, "no goal: nothing requested"
     assert all(is_hold(c["values"]) for c in robot.commands()), "no goal: holding"
 
-    # A goal runs for its max duration and completes.
-    # (Long enough for a first chunk on a loaded machine: the goal opens a fresh session first.)
+    # A goal runs for its max duration and completes. (Long enough for a first chunk on a loaded
+    # machine: the goal opens a fresh session first.)
     run = GoalRun(client, ros_node, max_duration_s=5.0, new_episode=True)
     assert run.handle.accepted
     result = run.result()

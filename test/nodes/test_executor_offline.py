@@ -102,8 +102,8 @@ def test_ctrl_c_on_ros2_action_send_goal_cancels_the_goal(
     policy_server, launched, ros_node, tmp_path
 ):
     # Issue 33: the tool prints "Exception while canceling goal: None" at Ctrl-C; the docs say the
-    # goal is
-    # cancelled all the same (chunk_executor_node.md): this checks it on what the executor reports.
+    # goal is cancelled all the same (chunk_executor_node.md): this checks it on what the executor
+    # reports.
     import os
     import signal
     import subprocess

@@ -230,9 +230,8 @@ def test_a_latency_budget_refuses_the_robot_it_cannot_hold_and_status_shows_the_
     policy_server, ros_node
 ):
     """The capacity model across processes: a budget below one forward refuses even the first robot
-    with the
-    predicted p95 against the budget; a generous one admits it; status shows budget, headroom and
-    prediction."""
+    with the predicted p95 against the budget; a generous one admits it; status shows budget,
+    headroom and prediction."""
     from lerobot_ros.srv import OpenSession
     from support.lifecycle import set_parameters
     from support.robot_client import RobotClient

@@ -147,9 +147,8 @@ def test_changing_any_field_makes_verify_refuse_and_both_implementations_agree(c
 @pytest.mark.parametrize("case", SIGNED, ids=_ids(SIGNED))
 def test_the_readings_of_the_old_documentation_do_not_verify(case):
     """The issue's three readings: HMAC over the CDR serialisation with an empty mac, keyed by the
-    secret's
-    UTF-8 bytes or by the hex-decoded secret, and over the CDR serialisation without the mac
-    field."""
+    secret's UTF-8 bytes or by the hex-decoded secret, and over the CDR serialisation without the
+    mac field."""
     from rclpy.serialization import serialize_message
 
     msg = to_message(case["type"], case["fields"])

@@ -69,16 +69,14 @@ def fleet_parameters(robot, replicas) -> dict:
         reconnect_backoff_initial_s=0.5,
         reconnect_backoff_max_s=1.0,
         # Among five servers on 2 cores one GetStatus can take longer than the default 1 s. Also
-        # the
-        # bound of the first placement's discovery wait (4 replicas: 12 s): CI once saw A still
+        # the bound of the first placement's discovery wait (4 replicas: 12 s): CI once saw A still
         # unknown to a fresh executor after 3 s, and the robot placed past it.
         replica_status_timeout_s=3.0,
         fallback="hold",
         # This story is placement's: each move here is a placement after a detected loss. The warm
-        # standby,
-        # which moves without one (and hedges), has its own test (test_fleet_standby.py); so has
-        # rebalancing (test_fleet_rebalancing.py), whose moves for load would blur the ones told
-        # here.
+        # standby, which moves without one (and hedges), has its own test (test_fleet_standby.py);
+        # so has rebalancing (test_fleet_rebalancing.py), whose moves for load would blur the ones
+        # told here.
         standby_session=False,
         rebalance_period_s=0.0,
     )
@@ -348,8 +346,8 @@ def test_fleet_places_moves_and_ends_offline_when_nothing_is_left(
             ends=ends,
         )
         # Robot 2 tried the hung H again (the only replica left that answers), and still ended
-        # OFFLINE.
-        # (Its first session on H was the start-up handshake, which is not a re-handshake.)
+        # OFFLINE. (Its first session on H was the start-up handshake, which is not a
+        # re-handshake.)
         assert f"re-handshake: accepted: session opened on {ns(HUNG)}" in exec2.log.read_text()
     finally:
         for name, server in servers.items():

@@ -2,21 +2,16 @@
 
 Real processes: two policy_server_node replicas of the tiny SmolVLA (RTC-capable), a stand-in robot
 driver and one chunk_executor_node per merge mode (append: ``rtc_requested`` false; RTC replace:
-true)
-at 30 Hz with the default buffer_time_s (0.5 s) and heartbeat timeout (2 s), ``server_namespaces``
-naming both replicas and ``standby_session`` on (the default).
+true) at 30 Hz with the default buffer_time_s (0.5 s) and heartbeat timeout (2 s),
+``server_namespaces`` naming both replicas and ``standby_session`` on (the default).
 
 Per mode: the executor streams on one replica and holds a warm standby session on the other (its
 ~/status names it, and the standby's server counts it in ``standby_sessions``); once its hedge
-deadline
-is measured, the serving replica is killed with SIGKILL (never SIGTERM, which says goodbye). Its
-request
-in flight (or the next one) is hedged to the standby, whose answer is merged first: the robot is on
-the
-other replica with NO control tick that found the queue empty, no request timeout, and no policy
-command ever paused (the driver's record). The killed replica is started again between the modes,
-and
-the robot's new standby goes there.
+deadline is measured, the serving replica is killed with SIGKILL (never SIGTERM, which says
+goodbye). Its request in flight (or the next one) is hedged to the standby, whose answer is merged
+first: the robot is on the other replica with NO control tick that found the queue empty, no
+request timeout, and no policy command ever paused (the driver's record). The killed replica is
+started again between the modes, and the robot's new standby goes there.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A session flooding its own observation topic is throttled and closed while two legitimate robots
-keep their
-rate; why observations were refused on arrival is readable in the server's status; a robot of the
-previous
-schema version is refused naming both versions. Real processes: the suite's shared
-policy_server_node, two
-robot processes and a flooding process (``python -m bench.flood --robot/--attack``, none of the
-executor's code).
+keep their rate; why observations were refused on arrival is readable in the server's status; a
+robot of the previous schema version is refused naming both versions. Real processes: the suite's
+shared policy_server_node, two robot processes and a flooding process (``python -m bench.flood
+--robot/--attack``, none of the executor's code).
 """
 
 from __future__ import annotations
@@ -28,12 +25,10 @@ ATTACKER = "flood_attacker"
 ROBOTS = ("flood_robot_a", "flood_robot_b")
 BASELINE_S, FLOOD_S = 5.0, 8.0
 # The robots stream this long past the flood, so the rate after the closure is measured over ~8 s,
-# not ~5 (one
-# 1-2 s dip on a loaded 2-core machine took a 5 s window under the bound once in CI).
+# not ~5 (one 1-2 s dip on a loaded 2-core machine took a 5 s window under the bound once in CI).
 AFTER_FLOOD_S = 3.0
 # Shares of each robot's own baseline rate. The flood, the robots and the server share 2 cores in
-# CI,
-# so the bounds are looser than the benchmark's goals (80 % / 95 %,
+# CI, so the bounds are looser than the benchmark's goals (80 % / 95 %,
 # docs/reference/reliability.md#flood).
 BEFORE_BOUND, AFTER_BOUND = 0.5, 0.75
 

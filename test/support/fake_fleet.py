@@ -1,8 +1,6 @@
 """A fleet of fake replicas /a, /b, /c of one model, for the executor's failover and rebalancing in
-plain
-Python: the product's own core, worker, standby keeper and rebalancer run against it; only the
-servers are
-fake (each answers at once, late, or never)."""
+plain Python: the product's own core, worker, standby keeper and rebalancer run against it; only
+the servers are fake (each answers at once, late, or never)."""
 
 from __future__ import annotations
 

@@ -120,11 +120,10 @@ def ros2(
 
 def echo_once(topic: str, message_type: str, condition: str = "", timeout_s: float = 20.0) -> dict:
     """``ros2 topic echo --once [--filter CONDITION] TOPIC TYPE``: the first (matching) message,
-    parsed from
-    the YAML the tool prints. The type is given so that a topic not yet discovered is waited for.
-    ``--no-lost-messages``: otherwise a dropped sample (a loaded machine, a best-effort status
-    topic) prints
-    "A message was lost!!!" with tab-indented counts into the same stdout, which is not YAML."""
+    parsed from the YAML the tool prints. The type is given so that a topic not yet discovered is
+    waited for. ``--no-lost-messages``: otherwise a dropped sample (a loaded machine, a best-effort
+    status topic) prints "A message was lost!!!" with tab-indented counts into the same stdout,
+    which is not YAML."""
     arguments = [
         "topic",
         "echo",

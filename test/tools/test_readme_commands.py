@@ -83,8 +83,7 @@ SMOLVLA = [
 
 def own_domain() -> dict:
     # A domain of its own: the suite's shared server (the run's domain) and the launch tests' demo
-    # (run's + 50)
-    # answer at /lerobot; test/nodes/test_demo.py takes the run's + 51.
+    # (run's + 50) answer at /lerobot; test/nodes/test_demo.py takes the run's + 51.
     return {**os.environ, "ROS_DOMAIN_ID": str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 51) % 100)}
 
 

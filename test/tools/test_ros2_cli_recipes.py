@@ -10,11 +10,10 @@ lines left out). Its ``ros2 run`` block runs as written (the node, then the
 echo of its joint states). The demo reaching STREAMING and its clean stop on
 SIGINT are checked here too, so one demo serves them all.
 
-The same demo runs the command spans of the paragraphs two node pages mark
-``run by`` this file: docs/reference/nodes/policy_server_node.md's typed
-``ros2 param set /lerobot batch_window_ms 5.0`` and
-docs/reference/nodes/sim_robot_node.md's ``ros2 topic hz /tf`` (stopped with SIGINT once
-it prints a rate, as a terminal's Ctrl-C) and latched ``robot_description`` echo.
+The same demo runs the command spans of the paragraphs two node pages mark ``run by`` this file:
+docs/reference/nodes/policy_server_node.md's typed ``ros2 param set /lerobot batch_window_ms 5.0``
+and docs/reference/nodes/sim_robot_node.md's ``ros2 topic hz /tf`` (stopped with SIGINT once it
+prints a rate, as a terminal's Ctrl-C) and latched ``robot_description`` echo.
 """
 
 from __future__ import annotations

@@ -85,9 +85,8 @@ def test_a_launch_without_its_middleware_fails_before_any_node_starts_and_says_w
     tmp_path,
 ):
     # Issue 33: the default rmw_zenoh is not installed here; every node exited 102 and `ros2
-    # launch` returned 0.
-    # The params file sets output_topic: command_topic:= used to abort with "set output_topic in
-    # the params file".
+    # launch` returned 0. The params file sets output_topic: command_topic:= used to abort with
+    # "set output_topic in the params file".
     from lerobot_ros.launch_plan import ZENOH_RMW, package_installed
 
     if package_installed(ZENOH_RMW):

@@ -266,8 +266,8 @@ class FailSafe:
 
     def revive(self, now: float, by: str) -> None:
         """The operator asks for another try after DEAD (lifecycle activate): OFFLINE without a
-        session, an
-        attempt due now. A changed model is found again by that handshake and goes DEAD again."""
+        session, an attempt due now. A changed model is found again by that handshake and goes DEAD
+        again."""
         if self._state is ExecutorState.DEAD:
             self._go_offline(f"{by} after DEAD ({self._reason})", now)
             self._next_attempt = self._active(now)

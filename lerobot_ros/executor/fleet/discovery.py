@@ -124,8 +124,7 @@ def heartbeat_namespace(topic: str, types: Sequence[str]) -> str | None:
 
 def heartbeat_topics(graph: Iterable[tuple[str, Sequence[str]]], spec: FleetSpec) -> list[str]:
     """The topics of ``graph`` (every topic, with or without publishers) that may be a server of
-    ``spec``:
-    the only ones whose publishers are worth counting."""
+    ``spec``: the only ones whose publishers are worth counting."""
     return [
         topic
         for topic, types in graph

@@ -94,8 +94,7 @@ class Move:
 
 def moves_needed(source: Load, target: Load, hysteresis: float = 0.0) -> int:
     """The most robots that can go from ``source`` to ``target`` with the source left at least as
-    loaded
-    (plus ``hysteresis``); 0 when none can."""
+    loaded (plus ``hysteresis``); 0 when none can."""
     capacities = (source.capacity, target.capacity)
     c_s, c_t = capacities if None not in capacities and min(capacities) > 0 else (1.0, 1.0)
     moved = 0
@@ -185,8 +184,7 @@ def rebalance_once(
     stopping: Callable[[], bool] = lambda: False,
 ) -> str:
     """One look (``core``: the executor core's rebalancing verbs, ``link``: the server link); what
-    happened,
-    "" when nothing was done."""
+    happened, "" when nothing was done."""
     settings = core.settings
     current = core.rebalance_wanted(clock())
     if not current:

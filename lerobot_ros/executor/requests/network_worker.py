@@ -47,8 +47,7 @@ IDLE_WAIT_S = 1.0
 
 class ServerLink(SessionOpener, Protocol):
     """The handshake's calls, publishing one pending request's observation (an error is returned as
-    text),
-    and closing a session that no longer serves the robot (bounded, best effort)."""
+    text), and closing a session that no longer serves the robot (bounded, best effort)."""
 
     def send_observation(self, pending: PendingRequest) -> str | None: ...
 
@@ -130,12 +129,10 @@ class NetworkWorker(threading.Thread):
 
     def move(self, move: PlannedMove) -> str:
         """Carry out a rebalancing move (``rebalancing.py``): the robot's standby on the target is
-        re-opened
-        as a serving session (so its server counts it as serving at once, not at its first
-        observation),
-        becomes the session, and the session left is closed at once (its server's load drops now).
-        All in
-        the worker's gap between two requests: other robots' looks see the move as one step."""
+        re-opened as a serving session (so its server counts it as serving at once, not at its
+        first observation), becomes the session, and the session left is closed at once (its
+        server's load drops now). All in the worker's gap between two requests: other robots' looks
+        see the move as one step."""
         settings, current = self.core.settings, self.core.identity.replica
         # The look that planned it may be a request's time old: another robot may have moved
         # meanwhile.

@@ -40,8 +40,7 @@ from lerobot_ros.protocol.status import ExecutorState
 
 class SessionOpener(Protocol):
     """What the handshake needs from ROS, per replica namespace (in ``namespaces``: the configured
-    order, or
-    the replicas discovery knows now, read afresh by every placement).
+    order, or the replicas discovery knows now, read afresh by every placement).
 
     Each call is bounded by ``timeout_s``; errors are returned as text.
     """
@@ -57,8 +56,7 @@ class SessionOpener(Protocol):
 
     def wait_for_discovery(self, timeout_s: float) -> None:
         """Return once every replica's services are known to this process (discovering: once some
-        replica is
-        and the set stopped changing), or after ``timeout_s``."""
+        replica is and the set stopped changing), or after ``timeout_s``."""
 
     def open_session(
         self, namespace: str, timeout_s: float, check: Callable[[SessionGrant], str | None]

@@ -1,21 +1,17 @@
 """The executor's end of the conversation with its policy server replicas: one session client each.
 
-Implements ``worker.ServerLink``: the open request is built once from the
-executor's parameters; status and session calls name their replica; every
-chunk goes to the core (which matches it against its request in flight);
-an observation goes to the replica the latest session was opened on, as
-the pending request made it (``PendingRequest.outgoing``: the core's task,
-JPEG quality, the policy's camera sizes, the RTC prefix when RTC is on).
-Invariant: observations go only to the current replica, and a hedged
-request to the standby's (``PendingRequest.replica``); a chunk of a
-replica the robot moved away from still reaches the core, whose session and
-epoch checks drop it. In a fleet the link also opens the warm standby
-(``open_standby``, for ``standby_keeper.py``) and watches the serving and
-standby replicas on the graph (``watch_graph``). The old replica's data plane is kept, not
-destroyed:
-destroying entities from the worker thread while the executor spins them has
-crashed rclpy, and the old server closes the session after its
-``session_idle_timeout_s`` without observations.
+Implements ``worker.ServerLink``: the open request is built once from the executor's parameters;
+status and session calls name their replica; every chunk goes to the core (which matches it against
+its request in flight); an observation goes to the replica the latest session was opened on, as the
+pending request made it (``PendingRequest.outgoing``: the core's task, JPEG quality, the policy's
+camera sizes, the RTC prefix when RTC is on). Invariant: observations go only to the current
+replica, and a hedged request to the standby's (``PendingRequest.replica``); a chunk of a replica
+the robot moved away from still reaches the core, whose session and epoch checks drop it. In a
+fleet the link also opens the warm standby (``open_standby``, for ``standby_keeper.py``) and
+watches the serving and standby replicas on the graph (``watch_graph``). The old replica's data
+plane is kept, not destroyed: destroying entities from the worker thread while the executor spins
+them has crashed rclpy, and the old server closes the session after its ``session_idle_timeout_s``
+without observations.
 
 With ``server_namespaces: [auto]`` the replicas are discovered
 (``discovery.py``): a thread of its own reads the graph every
@@ -285,11 +281,9 @@ class RosServerLink:
 
     def close_session_at(self, namespace: str, session_id: str) -> None:
         """Close a session that does not serve the robot (a standby no longer wanted, the session a
-        move
-        left), bounded and best effort: its server collects it otherwise. Called from the worker
-        and keeper
-        threads, so the replica's data plane is kept (never destroyed under the spinning
-        executor)."""
+        move left), bounded and best effort: its server collects it otherwise. Called from the
+        worker and keeper threads, so the replica's data plane is kept (never destroyed under the
+        spinning executor)."""
         with self._lock:
             client = self._clients.get(namespace)
         if client is not None:
@@ -344,8 +338,8 @@ class RosServerLink:
 
     def watch_graph(self) -> None:
         """Look for the serving and standby replicas' heartbeat publishers every
-        ``graph_watch_period_s``;
-        one that was there and is gone is a lost replica (``core.replica_left_graph``) at once."""
+        ``graph_watch_period_s``; one that was there and is gone is a lost replica
+        (``core.replica_left_graph``) at once."""
         if not self.settings.is_fleet or self._graph_poll is not None:
             return
         self._graph_poll = ControlLoop(

@@ -149,8 +149,7 @@ class SessionClient:
 
     def get_status(self, timeout_s: float, wait_only: bool = False) -> ServerView | str:
         """The server's status, or why there is none. ``wait_only``: another thread spins the node
-        meanwhile
-        (a status round of several replicas), so this one only waits for the answer."""
+        meanwhile (a status round of several replicas), so this one only waits for the answer."""
         response = self._call(
             self._get_status, GetStatus.Request(), timeout_s, idempotent=True, wait_only=wait_only
         )
@@ -258,10 +257,9 @@ class SessionClient:
         keep_data_plane: bool = False,
     ) -> CloseSession.Response | str:
         """Close the session; its data plane goes first, unless ``keep_data_plane`` (a thread other
-        than the
-        spinning executor's closes it: entities are not destroyed under a spin; a later session
-        reuses them).
-        ``spin_once``: how to spin a node whose executor no longer runs (a drain)."""
+        than the spinning executor's closes it: entities are not destroyed under a spin; a later
+        session reuses them). ``spin_once``: how to spin a node whose executor no longer runs (a
+        drain)."""
         if not keep_data_plane:
             self.disconnect()
         return self._call(

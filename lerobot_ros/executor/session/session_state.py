@@ -203,9 +203,8 @@ class SessionState:
 
     def let_go(self, holder: str, now_s: float) -> str | None:
         """``holder`` lets go. None while another holder is left; otherwise why the session must be
-        re-opened
-        ("" when it need not: the server heard from it within its idle timeout, or it was never
-        held)."""
+        re-opened ("" when it need not: the server heard from it within its idle timeout, or it was
+        never held)."""
         self._holders.discard(holder)
         if self._holders:
             return None

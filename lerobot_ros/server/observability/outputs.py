@@ -60,8 +60,7 @@ class Observability:
 
     def standby_promoted(self, session, now_s: float, log) -> None:
         """A standby's first observation was admitted: it is an ordinary session now (sessions.py);
-        logged and
-        audited with how long it waited."""
+        logged and audited with how long it waited."""
         from lerobot_ros.server.requests.request_records import standby_promotion_record
 
         waited_s = now_s - session.opened_at

@@ -41,11 +41,9 @@ def batched_rtc_kwargs(
     """``predict_action_chunk`` keyword arguments for a batch of RTC requests.
 
     One sample gets LeRobot's scalar form. Otherwise prefixes are right-padded with zeros to the
-    longest one; each sample's
-    horizon is its own prefix length capped to ``execution_horizon`` (what
-    LeRobot's processor does for a single prefix), 0 without a prefix, so the
-    padding always gets weight 0. With no prefix in the batch, the call is
-    LeRobot's unguided one.
+    longest one; each sample's horizon is its own prefix length capped to ``execution_horizon``
+    (what LeRobot's processor does for a single prefix), 0 without a prefix, so the padding always
+    gets weight 0. With no prefix in the batch, the call is LeRobot's unguided one.
     """
     if len(samples) == 1:  # LeRobot's own call: a scalar delay, the prefix as it is
         prefix = samples[0].prefix

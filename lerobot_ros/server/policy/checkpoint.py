@@ -215,8 +215,8 @@ def load_policy(
 
     try:
         # The policy runs in ``dtype``: its inputs must reach it in that dtype too (LeRobot's
-        # device step casts
-        # floating tensors), or a float16/bfloat16 model meets float32 inputs at its first matmul.
+        # device step casts floating tensors), or a float16/bfloat16 model meets float32 inputs at
+        # its first matmul.
         overrides = {
             "device_processor": {"device": device, "float_dtype": dtype},
             **_vlm_overrides(checkpoint_dir, config),

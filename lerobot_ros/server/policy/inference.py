@@ -178,11 +178,9 @@ class PolicyRunner:
             if rgb.shape[:2] != (camera.height, camera.width):
                 rgb = images.resize_rgb(rgb, camera.height, camera.width)
             # Channels first while still uint8 (a quarter of the bytes), then one float conversion
-            # into a
-            # contiguous tensor, as LeRobot's own path feeds the policy: a float tensor permuted
-            # from HxWx3
-            # keeps channels-last strides, which made the normalizer 2.4x and the ACT forward 7-30
-            # % slower.
+            # into a contiguous tensor, as LeRobot's own path feeds the policy: a float tensor
+            # permuted from HxWx3 keeps channels-last strides, which made the normalizer 2.4x and
+            # the ACT forward 7-30 % slower.
             channels_first = np.ascontiguousarray(rgb.transpose(2, 0, 1))
             observation[camera.name] = torch.from_numpy(channels_first).float().div_(255.0)
         return observation
@@ -232,9 +230,8 @@ class PolicyRunner:
 
     def _request_noise(self, seed: int | None) -> torch.Tensor | None:
         """Flow-matching noise for one request, as the policy itself draws it (standard normal,
-        float32), from a
-        generator of its own: an admission thread never touches the global RNG another thread may
-        be drawing from."""
+        float32), from a generator of its own: an admission thread never touches the global RNG
+        another thread may be drawing from."""
         if seed is None or self._noise_shape is None:
             return None
         device = torch.device(self.capabilities.device)
@@ -281,8 +278,8 @@ class PolicyRunner:
         as it is.
 
         The weights and the inputs are in that dtype already (``load_policy``); autocast covers the
-        tensors
-        LeRobot's models create themselves in float32 (ACT's latent, flow-matching noise and time).
+        tensors LeRobot's models create themselves in float32 (ACT's latent, flow-matching noise
+        and time).
         """
         if self._autocast_device is None:
             return contextlib.nullcontext()

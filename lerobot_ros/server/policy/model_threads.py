@@ -36,8 +36,7 @@ _JOIN_POLL_S = 0.1
 
 def use_torch_threads(count: int) -> None:
     """torch's intra-op thread count for the threads that first run torch after this call (the
-    inference
-    worker among them); 0 keeps torch's default (one per core)."""
+    inference worker among them); 0 keeps torch's default (one per core)."""
     if count > 0:
         import torch
 

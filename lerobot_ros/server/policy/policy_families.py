@@ -26,16 +26,15 @@ class PolicyFamily:
     # one session).
     shared: bool
     # Several sessions' requests can share one forward pass, each chunk unchanged: ACT is
-    # deterministic; the
-    # flow-matching ones take each request's noise and per-request RTC inputs (batched_rtc.py).
+    # deterministic; the flow-matching ones take each request's noise and per-request RTC inputs
+    # (batched_rtc.py).
     batchable: bool
     # Real-time chunking where the loaded policy declares it (checkpoint.supports_rtc has the last
     # word).
     rtc: bool
     # Flow-matching noise is drawn per request (its own generator) and passed to the forward as
-    # ``noise``;
-    # without it the policy draws its own randomness inside the forward (seeded there, one request
-    # at a time).
+    # ``noise``; without it the policy draws its own randomness inside the forward (seeded there,
+    # one request at a time).
     noise_input: bool
     # Keeps observations between calls (Diffusion's queues): fed by the server, never shared.
     observation_history: bool

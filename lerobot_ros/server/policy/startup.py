@@ -31,8 +31,7 @@ class StartupFailed(RuntimeError):
 
 
 # Bench-only: a benchmark that models an accelerator replaces the forward of the runner this
-# process
-# builds, and nothing else (bench/modeled_accelerator.py). Never set by the product.
+# process builds, and nothing else (bench/modeled_accelerator.py). Never set by the product.
 _forward_override = None
 
 
@@ -40,9 +39,8 @@ def override_forward(make_forward) -> None:
     """Bench-only hook: ``make_forward(runner)`` returns the ``infer`` the runner serves with.
 
     Called before the server starts (bench/modeled_accelerator.py runs the product's server main
-    after it);
-    decoding, the checkpoint's pre- and postprocessors, signing and publishing stay the product's
-    own.
+    after it); decoding, the checkpoint's pre- and postprocessors, signing and publishing stay the
+    product's own.
     """
     global _forward_override
     _forward_override = make_forward
@@ -52,9 +50,8 @@ def ready_runner(settings: ServerSettings, log, on_forward=None):
     """The policy loaded as ``settings`` say and warmed up: a PolicyRunner ready to serve.
 
     ``log`` has ``info`` and ``warning`` taking one string (the node's rclpy logger);
-    ``on_forward(batch_size,
-    seconds)`` hears each warm-up forward.
-    Both steps run on a passing thread, never on the caller's (see the module docstring).
+    ``on_forward(batch_size, seconds)`` hears each warm-up forward. Both steps run on a passing
+    thread, never on the caller's (see the module docstring).
     """
     problem = local_checkpoint_problem(settings.checkpoint)
     # before torch is imported: a mistyped path fails at once, not after seconds of imports

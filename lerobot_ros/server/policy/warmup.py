@@ -73,9 +73,9 @@ def synthetic_observation(
 
 def warm_up(runner, count: int, task: str = "", on_forward=None) -> list[float]:
     """Run ``count`` requests through the full request path, then, for a compiled forward that
-    batches,
-    forward passes of two sessions (see the module docstring); return each round's duration (s).
-    ``on_forward(batch_size, seconds)`` hears each forward (the capacity model's first samples)."""
+    batches, forward passes of two sessions (see the module docstring); return each round's
+    duration (s). ``on_forward(batch_size, seconds)`` hears each forward (the capacity model's
+    first samples)."""
     batched = (
         (2 if runner.rtc_active else 1) if count and runner.compiled and runner.batchable else 0
     )
@@ -91,11 +91,9 @@ def synthetic_rounds(
     runner, count: int, task: str = "", batched: int = 0
 ) -> Iterator[tuple[float, list]]:
     """``count`` synthetic requests of one session, then ``batched`` forward passes of that session
-    and a second
-    one, through the full request path; per round, its duration (s) and outcomes. Under RTC each
-    request carries
-    its session's previous chunk as the prefix. Raises RuntimeError at the first request not
-    answered OK."""
+    and a second one, through the full request path; per round, its duration (s) and outcomes.
+    Under RTC each request carries its session's previous chunk as the prefix. Raises RuntimeError
+    at the first request not answered OK."""
     sessions = SessionRegistry()
     handler = RequestHandler(
         runner,

@@ -164,8 +164,7 @@ class ServedRequest:
 @dataclass
 class Forward:
     """One forward pass's requests and what it returned: actions [n, chunk, dim] and seconds; no
-    actions
-    where its lone request failed (the failure is on the request)."""
+    actions where its lone request failed (the failure is on the request)."""
 
     requests: list[ServedRequest]
     actions: object | None

@@ -24,8 +24,7 @@ DRAINING = "the server is shutting down: this observation was not run"
 
 def report_outcome(stats, logger, key, outcome: Outcome) -> None:
     """Count one answered request; warn about a refused or failed one. A superseded one is counted
-    with the
-    next request of its session (the mailbox carries the count), not here."""
+    with the next request of its session (the mailbox carries the count), not here."""
     reply = outcome.reply
     if outcome.outcome == "superseded":
         return

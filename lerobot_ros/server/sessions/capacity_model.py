@@ -40,17 +40,14 @@ Server p95 round trip at R requests per second in all (``CapacityModel.load``):
     rho = R*h_mean / S,  S = min(usable_cores, admission_workers + 1 finish thread)
     p95 = h_p95 + 2*t(B95) + rho/(1 - rho) * h_mean
 
-A request waits at most one forward in progress, then runs in the next, both
-taken at the tail batch: 2*t(B95). With the mean batch instead (2*t(B)) the
-model admitted twice the robots the modeled pi0.5 accelerator held within
-200 ms (bench accelerator_capacity: 34 against 16). The host term is the M/M/1 mean queue wait
-(twice M/D/1's), a rough
-allowance for the p95 with S servers. Saturated (p95 infinite): R*k >= 1,
-R*t0/(1 - R*k) > max_batch_size, or rho >= 1. Assumed: robots' requests
-arrive independently (Poisson counts per forward); the GIL shows only through the ``usable_cores``
-passed;
-transport is not included. Every term grows with R, so adding a robot never
-lowers a prediction; robots share one queue, hence one p95 for all.
+A request waits at most one forward in progress, then runs in the next, both taken at the tail
+batch: 2*t(B95). With the mean batch instead (2*t(B)) the model admitted twice the robots the
+modeled pi0.5 accelerator held within 200 ms (bench accelerator_capacity: 34 against 16). The host
+term is the M/M/1 mean queue wait (twice M/D/1's), a rough allowance for the p95 with S servers.
+Saturated (p95 infinite): R*k >= 1, R*t0/(1 - R*k) > max_batch_size, or rho >= 1. Assumed: robots'
+requests arrive independently (Poisson counts per forward); the GIL shows only through the
+``usable_cores`` passed; transport is not included. Every term grows with R, so adding a robot
+never lowers a prediction; robots share one queue, hence one p95 for all.
 
 The rate depends on L, so ``predict`` solves L = p95(sum of rates at L) by
 climbing from L = 0; both sides only grow, so the climb reaches the least

@@ -113,8 +113,7 @@ class Session:
     # When its recent accepted observations arrived: the rate it really asks at (capacity_gate.py).
     arrivals: deque = field(default_factory=lambda: deque(maxlen=ARRIVALS_KEPT), repr=False)
     # A warm standby waiting for its first observation (opened with OpenSession's standby); the
-    # first
-    # admitted observation clears it (promotion).
+    # first admitted observation clears it (promotion).
     standby: bool = False
 
     def __post_init__(self) -> None:
@@ -342,14 +341,11 @@ class SessionRegistry:
         self, client_id: str, msg, now: float, promoted: Callable[[Session], None] | None = None
     ) -> ArrivalRefusal | None:
         """Why the Observation ``msg`` on the client's topic must not be queued, or None (then it
-        keeps
-        the session from going idle). The cheap checks (session, epoch, seq) run first, so a
-        replayed,
-        stale or misaddressed message never costs a MAC; the MAC runs outside the lock (it reads
-        the
-        whole message) and the cheap checks run again under it before anything is committed. An
-        admitted observation promotes a standby; ``promoted(session)`` is then called, outside the
-        lock."""
+        keeps the session from going idle). The cheap checks (session, epoch, seq) run first, so a
+        replayed, stale or misaddressed message never costs a MAC; the MAC runs outside the lock
+        (it reads the whole message) and the cheap checks run again under it before anything is
+        committed. An admitted observation promotes a standby; ``promoted(session)`` is then
+        called, outside the lock."""
         session = self.get(client_id)
         if session is None:
             return ArrivalRefusal("no_session", f"client {shown(client_id)} has no open session")
@@ -402,8 +398,7 @@ class SessionRegistry:
     ) -> list[tuple[Session, str]]:
         """Sessions to end now and why: never streamed within ``first_observation_timeout_s`` of
         opening, idle, or their observation publisher left the graph; a standby only for the last,
-        or
-        when its publisher never appeared within ``first_observation_timeout_s`` of opening.
+        or when its publisher never appeared within ``first_observation_timeout_s`` of opening.
 
         ``publisher_count(client_id)`` is asked outside the lock (it queries the ROS graph).
         """

@@ -1,8 +1,6 @@
 """Zero-gap failover in plain Python: the hedge deadline, the race of a hedged request, the warm
-standby's
-arming, promotion and replacement, against a fake fleet (``HedgeFleet``) and the product's own
-core, worker
-and standby keeper."""
+standby's arming, promotion and replacement, against a fake fleet (``HedgeFleet``) and the
+product's own core, worker and standby keeper."""
 
 from __future__ import annotations
 

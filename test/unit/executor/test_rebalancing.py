@@ -1,8 +1,7 @@
 """Rebalancing in plain Python: the move rules (no oscillation, a move from an overloaded replica,
-capacity
-from the server's model), staggering across a fleet of robots, and a move carried out by the
-product's own
-core and worker between two requests, against a fake fleet (``support.fake_fleet``)."""
+capacity from the server's model), staggering across a fleet of robots, and a move carried out by
+the product's own core and worker between two requests, against a fake fleet
+(``support.fake_fleet``)."""
 
 from __future__ import annotations
 
@@ -143,9 +142,8 @@ def test_no_move_from_a_lost_or_draining_replica_nor_to_a_draining_full_or_unans
 
 def test_a_new_replica_receives_robots_one_after_another_never_the_whole_fleet():
     """Six robots on /a, /b comes up empty. Each robot looks at its own random phase, on the counts
-    the earlier
-    moves left, and moves with the chance that makes one look's expected movers the moves
-    needed."""
+    the earlier moves left, and moves with the chance that makes one look's expected movers the
+    moves needed."""
     for seed in range(50):
         rng = random.Random(seed)
         where = ["/a"] * 6

@@ -117,8 +117,8 @@ def test_opening_a_dataset_and_training_configs_do_not_print_torchcodecs_load_er
     tmp_path, caplog, capfd
 ):
     # Issue 33: about 100 lines of FFmpeg library attempts (torchcodec's load error, logged by
-    # LeRobot's default
-    # video backend) came before every training where FFmpeg's shared libraries are absent.
+    # LeRobot's default video backend) came before every training where FFmpeg's shared libraries
+    # are absent.
     import logging
 
     from lerobot.configs.default import DatasetConfig

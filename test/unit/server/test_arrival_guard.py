@@ -1,6 +1,5 @@
 """The flood rule and the aggregated audit of refusals on arrival (server/arrival_guard.py): plain
-Python,
-a fake clock, real audit records collected in a list."""
+Python, a fake clock, real audit records collected in a list."""
 
 import pytest
 

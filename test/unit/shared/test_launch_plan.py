@@ -180,8 +180,7 @@ def _replicas_and_executors(plan):
 @pytest.mark.parametrize("servers", [1, 2, 3])
 def test_fleet_plan_with_discovery_lets_every_robot_find_exactly_the_replicas_it_starts(servers):
     # Checked with the executor's own parser and matcher (executor.discovery), so the plan and the
-    # executor
-    # cannot disagree on what the entry means.
+    # executor cannot disagree on what the entry means.
     from lerobot_ros.executor.fleet.discovery import (
         HEARTBEAT_TYPE,
         fleet_problem,
