@@ -46,6 +46,7 @@ import enum
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,6 +83,13 @@ class InFlightFate(enum.Enum):
     GIVEN_UP_UNLESS_HEDGED = "given up unless hedged"
     #: the standby answered a hedged race first: its session becomes the robot's
     ANSWERED_BY_STANDBY = "answered by the standby"
+
+
+class Offline(NamedTuple):
+    """Where the way back from OFFLINE stands."""
+
+    holding: bool  # OFFLINE or DEAD: motion restarts only through ``recovery.resume``
+    session_open: bool  # a session was opened again meanwhile (a resume needs no handshake)
 
 
 @dataclass(frozen=True)
@@ -578,13 +586,12 @@ class ExecutorCore:
             self._failsafe.revive(now_s, by)
 
     @property
-    def offline(self) -> tuple[bool, bool]:
-        """(OFFLINE or DEAD, a session open again): whether a resume must go through
-        ``recovery.resume``."""
+    def offline(self) -> Offline:
+        """Whether a resume must go through ``recovery.resume``, and with a session open or not."""
         with self._lock:
             state = self._failsafe.state
-            offline = state in (ExecutorState.OFFLINE, ExecutorState.DEAD)
-            return offline, self._failsafe.offline_session
+            holding = state in (ExecutorState.OFFLINE, ExecutorState.DEAD)
+            return Offline(holding, self._failsafe.offline_session)
 
     def reopen(self, now_s: float, reason: str) -> None:
         """Open a new session now (activation after a deactivation): the worker

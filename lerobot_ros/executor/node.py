@@ -357,7 +357,7 @@ class ChunkExecutorNode(LifecycleNode):
 
     def resume(self) -> None:
         # OFFLINE or DEAD: a handshake now, or a failed activate with the reason
-        if self.core.offline[0]:
+        if self.core.offline.holding:
             problem = self._recover("lifecycle activate")
             if problem:
                 raise TransitionFailed(problem)
