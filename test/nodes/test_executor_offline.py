@@ -15,7 +15,7 @@ from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState
 
 from support.executor_processes import is_hold, trigger
-from support.ros import call_service
+from support.ros import call_service, spin_until
 from support.servers import start_server
 
 
@@ -130,11 +130,21 @@ def test_ctrl_c_on_ros2_action_send_goal_cancels_the_goal(
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "RMW_IMPLEMENTATION": RMW},
+            # Unbuffered: the test reads what the tool printed while it runs.
+            env={**os.environ, "RMW_IMPLEMENTATION": RMW, "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
         )
     try:
         goal = executor.wait(lambda s: s.goal_id != "", 30, "the tool's goal running")
+        # The tool cancels at Ctrl-C only a goal it knows is running: its accept response and a
+        # status update must have reached it (send_goal.py keeps no handle before the response,
+        # and cancels only an ACCEPTED or EXECUTING one). Under load the executor reports the
+        # goal before the tool has heard back: wait for the tool's own word, then give its spin
+        # a second for the status message that follows.
+        assert spin_until(ros_node, lambda: "Goal accepted with ID" in log.read_text(), 30), (
+            log.read_text()
+        )
+        spin_until(ros_node, lambda: False, 1.0)
         os.killpg(tool.pid, signal.SIGINT)
         tool.wait(timeout=30)
     finally:
