@@ -261,7 +261,8 @@ class ScriptedRobot:
     answer into an ``ActionQueue`` (replace mode when the server grants RTC, append otherwise);
     ``plays(queued)``: rows played before each request given the rows queued (default none).
     ``spinning``: another thread spins ``node`` (a load client's spinner); otherwise each request
-    spins it while it waits.
+    spins it while it waits. ``session``: a session client made already (node and namespace are
+    then not used).
     """
 
     def __init__(
@@ -282,13 +283,17 @@ class ScriptedRobot:
         plays: Callable[[int], int] | None = None,
         spinning: bool = False,
         request_timeout_s: float = 60.0,
+        session=None,
     ) -> None:
         from lerobot_ros.executor.session.session_client import SessionClient
 
         self.client_id, self.state, self.cameras = client_id, state, cameras
         self.action_names, self.fps, self.rtc_requested = tuple(action_names), fps, rtc
         self.plays, self.request_timeout_s = plays, request_timeout_s
-        self.session = SessionClient(node, namespace, client_id)
+        # ``session``: a client made already (a subclass a test records with, or a fake)
+        self.session = (
+            session if session is not None else SessionClient(node, namespace, client_id)
+        )
         self.session.spinning = spinning
         self.requests = ScriptedRequests(
             client_id,
