@@ -153,7 +153,6 @@ class LoadRobot:
             fps=FPS,
             task=TASK,
             rtc=rtc,
-            queue=rtc,  # without RTC nothing of the queue is sent: no merge to pay for
             delay_steps=delay,
             resize_to_policy=False,
             plays=lambda queued: delay,
@@ -161,6 +160,9 @@ class LoadRobot:
             request_timeout_s=60.0,
         )
         self.robot.open(attempts=3)
+        if not self.robot.requests.rtc:
+            # without RTC granted nothing of the queue is sent: no merge for the load client to pay
+            self.robot.requests.queue = None
         # (received_ns, round trip s, batch size)
         self.answers: list[tuple[int, float, int]] = []
         self.failures = self.robot.failures
