@@ -9,9 +9,11 @@ window. For each robot count the two
 are measured back to back, so both see the same machine load.
 
 Robots: many robots on 2 cores cannot each be a full executor process, so a
-load client runs N sessions in ONE process, each through the product's
-session client (``executor/session_client.py``: OpenSession with its data
-plane matched, every chunk matched to its request), one thread per robot,
+load client runs N sessions in ONE process, each a scripted robot on the
+executor's own request path (bench/scripted_robot.py: the product's session
+client, OpenSession with its data plane matched, every chunk matched to its
+request; each request a ``PendingRequest``, with RTC its prefix cut from the
+executor's ``ActionQueue``), one thread per robot,
 one request in flight each, and the next observation sent as soon as the
 chunk arrives (closed loop, no think time): the server is always saturated,
 so chunks/s is its capacity. Round trip = the robot's send -> its chunk
@@ -34,18 +36,17 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from bench import common  # first: it isolates the ROS graph and keeps the Hub offline
-from bench.common import Spinner, median, open_session_retrying, percentile
-from lerobot_ros.msg import Observation
-from lerobot_ros.protocol.contract import SCHEMA_VERSION, OpenRequest
+from bench.common import Spinner, median, percentile
+from bench.scripted_robot import ScriptedRobot
+from lerobot_ros.protocol.contract import SCHEMA_VERSION
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
+from lerobot_ros.protocol.wire.data_plane import RequestId
 from lerobot_ros.sim.default_policy import default_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
 
@@ -116,8 +117,14 @@ def build_real_size_smolvla(directory: Path) -> Path:
     return directory
 
 
-class LoadRobot(threading.Thread):
-    """One robot of the load client: its own session, one request in flight, closed loop."""
+class LoadRobot:
+    """One robot of the load client: a ``ScriptedRobot`` with its own session, one request in
+    flight, closed loop (or one request per ``period_s``).
+
+    With RTC it keeps the executor's replace-mode queue: each answer is merged into it, and before
+    each request the robot plays its RTC delay's rows (mixed delays across robots), so the prefix
+    sent is the rows of the previous chunk after that delay, cut by the executor's own snapshot.
+    """
 
     def __init__(
         self,
@@ -129,84 +136,47 @@ class LoadRobot(threading.Thread):
         cameras,
         period_s: float = 0.0,
     ) -> None:
-        super().__init__(name=client_id, daemon=True)
-        from lerobot_ros.executor.session.session_client import SessionClient
-
-        # mixed delays across robots
-        self.client_id, self.rtc, self.delay = (
-            client_id,
-            rtc,
-            1 + index % 4,
-        )
-        self.session = SessionClient(node, namespace, client_id)
-        self.session.spinning = True  # the load client's executor thread spins the node
-        request = OpenRequest(
-            client_id=client_id,
-            schema_version=Observation.CURRENT_SCHEMA_VERSION,
-            action_names=SO101_JOINT_NAMES,
-            state_dim=len(SO101_JOINT_NAMES),
-            camera_names=tuple(cameras),
-            fps=FPS,
-            task=TASK,
-            rtc_requested=rtc,
-        )
-        self.session_id = open_session_retrying(self.session, request, client_id).session_id
+        self.client_id, self.period_s = client_id, period_s
+        delay = 1 + index % 4  # mixed delays across robots
         rng = np.random.default_rng(index)
         height, width = DEFAULT_IMAGE_SHAPE
-        self.frames = {
+        frames = {
             name: images.rgb_to_compressed(rng.integers(0, 256, (height, width, 3), np.uint8), 90)
             for name in cameras
         }
-        self.state = rng.uniform(-0.5, 0.5, len(SO101_JOINT_NAMES)).astype(np.float32)
-        self.period_s = period_s  # 0: closed loop; else one request per period (a paced robot)
-        self.stop = threading.Event()
-        self.answers: list[tuple[int, float, int]] = []  # (received_ns, round trip s, batch size)
-        self.failures: list[str] = []
+        self.robot = ScriptedRobot(
+            node,
+            namespace,
+            client_id,
+            state=rng.uniform(-0.5, 0.5, len(SO101_JOINT_NAMES)).astype(np.float32),
+            cameras=frames,  # encoded once, forwarded untouched: the load client stays cheap
+            fps=FPS,
+            task=TASK,
+            rtc=rtc,
+            delay_steps=delay,
+            resize_to_policy=False,
+            plays=lambda queued: delay,
+            spinning=True,  # the load client's executor thread spins the node
+            request_timeout_s=60.0,
+        )
+        self.robot.open(attempts=3)
+        if not self.robot.requests.rtc:
+            # without RTC granted nothing of the queue is sent: no merge for the load client to pay
+            self.robot.requests.queue = None
+        # (received_ns, round trip s, batch size)
+        self.answers: list[tuple[int, float, int]] = []
+        self.failures = self.robot.failures
 
-    def run(self) -> None:
-        seq, previous = 0, None
-        next_send = time.monotonic()
-        while not self.stop.is_set():
-            if self.period_s:
-                if self.stop.wait(max(0.0, next_send - time.monotonic())):
-                    break
-                next_send = max(next_send + self.period_s, time.monotonic())
-            seq += 1
-            sent = time.monotonic_ns()
-            request = RequestId(self.session_id, self.client_id, seq, 0, 0, sent)
-            prefix_model = prefix_robot = None
-            # the rows after the delay, as the executor would send them
-            if self.rtc and previous is not None:
-                prefix_model = previous.actions_model[self.delay : self.delay + HORIZON]
-                prefix_robot = previous.actions_robot[self.delay : self.delay + HORIZON]
-            msg = observation_to_msg(
-                OutgoingObservation(
-                    request,
-                    TASK,
-                    self.state,
-                    self.frames,
-                    {},
-                    self.delay if self.rtc else 0,
-                    prefix_model,
-                    prefix_robot,
-                )
-            )
-            answer = self.session.request_chunk(request, msg, timeout_s=60.0)
-            if answer.chunk is None:
-                self.failures.append(answer.refusal or "no chunk within 60 s")
-                continue
-            previous = answer.chunk
-            self.answers.append(
-                (answer.received_ns, (answer.received_ns - sent) / 1e9, answer.chunk.batch_size)
-            )
+    def _answered(self, exchange) -> None:
+        self.answers.append(
+            (exchange.received_ns, exchange.round_trip_s, exchange.chunk.batch_size)
+        )
+
+    def start(self) -> None:
+        self.robot.start(self.period_s, on_exchange=self._answered)
 
     def close(self, spinner: Spinner) -> None:
-        self.stop.set()
-        self.join(timeout=70)
-        self.session.close_session(self.session_id, timeout_s=10.0)
-        # rclpy refuses entities destroyed while another thread waits on them
-        with spinner.paused():
-            self.session.destroy()
+        self.robot.close(timeout_s=10.0, paused=spinner.paused)
 
 
 def sweep_point(

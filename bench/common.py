@@ -391,20 +391,6 @@ def counters(status) -> dict:
     return values
 
 
-def open_session_retrying(session, request, client_id: str, attempts: int = 3):
-    """``session.open_session`` (a SessionClient), asked again while unanswered: on an overloaded
-    machine an
-    OpenSession can go unanswered, and a re-open replaces it. The grant; RuntimeError with the
-    refusal otherwise."""
-    for _ in range(attempts):
-        grant = session.open_session(request, timeout_s=30.0)
-        if not isinstance(grant, str) or "did not reply" not in grant:
-            break
-    if isinstance(grant, str):
-        raise RuntimeError(f"{client_id}: no session: {grant}")
-    return grant
-
-
 def load_average() -> float:
     """The 1-minute load average: how busy the shared machine was (2 cores)."""
     return os.getloadavg()[0]

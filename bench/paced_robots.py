@@ -21,9 +21,10 @@ arrives. ``ReplaceModeQueue`` keeps this as time arithmetic, with no control
 loop to tick; ``request_rate`` is the formula.
 
 Many robots on 2 cores cannot each be an executor process, so ``Fleet`` runs
-them as threads of ONE process, each through the product's session client
-(``executor/session_client.py``: OpenSession with its data plane matched,
-every observation signed, every chunk matched to its request), sending the
+them as threads of ONE process, each a scripted robot on the executor's own
+request path (bench/scripted_robot.py: the product's session client, OpenSession
+with its data plane matched, every observation a ``PendingRequest`` signed,
+every chunk matched to its request), sending the
 same pre-encoded JPEG frames each time so the clients stay cheap. Each robot
 starts streaming at a random phase within one chunk's duration, as
 independent robots would, not in lock step.
@@ -42,18 +43,11 @@ import time
 
 import numpy as np
 
-from bench.common import open_session_retrying
+from bench.scripted_robot import ScriptedRobot
 from lerobot_ros.executor.requests.latency import WindowedLatencyTracker, control_steps
-from lerobot_ros.msg import Observation
-from lerobot_ros.protocol.contract import OpenRequest
 from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import (
-    OutgoingObservation,
-    RequestId,
-    camera_payloads,
-    observation_to_msg,
-)
+from lerobot_ros.protocol.wire.data_plane import camera_payloads
 
 FPS = 30.0
 CHUNK = 50
@@ -140,31 +134,32 @@ def encoded_cameras(
 
 
 class PacedRobot(threading.Thread):
-    """One robot of the fleet: its own session, one request in flight, asking when its trigger
-    says."""
+    """One robot of the fleet: a ``ScriptedRobot`` with its own session, one request in flight,
+    asking when its trigger says."""
 
     def __init__(
         self, node, namespace: str, client_id: str, index: int, cameras: dict, action_names
     ) -> None:
         super().__init__(name=client_id, daemon=True)
-        from lerobot_ros.executor.session.session_client import SessionClient
-
         self.client_id, self.cameras = client_id, cameras
-        self.session = SessionClient(node, namespace, client_id)
-        self.session.spinning = True  # the fleet's spinner thread spins the node
-        request = OpenRequest(
-            client_id=client_id,
-            schema_version=Observation.CURRENT_SCHEMA_VERSION,
-            action_names=tuple(action_names),
-            state_dim=len(action_names),
-            camera_names=tuple(cameras),
+        self.rng = np.random.default_rng(index)
+        self.robot = ScriptedRobot(
+            node,
+            namespace,
+            client_id,
+            state=self.rng.uniform(-0.5, 0.5, len(action_names)).astype(np.float32),
+            cameras=cameras,  # encoded once at the policy's size, forwarded untouched
+            action_names=action_names,
             fps=FPS,
             task=TASK,
-            rtc_requested=False,
+            rtc=False,
+            # the replace-mode queue is kept as times (ReplaceModeQueue): no rows to merge
+            queue=False,
+            resize_to_policy=False,
+            spinning=True,  # the fleet's spinner thread spins the node
+            request_timeout_s=REQUEST_TIMEOUT_S,
         )
-        self.session_id = open_session_retrying(self.session, request, client_id).session_id
-        self.rng = np.random.default_rng(index)
-        self.state = self.rng.uniform(-0.5, 0.5, len(action_names)).astype(np.float32)
+        self.robot.open(attempts=3)
         self.halt, self.go, self.idle, self.stopped = (
             threading.Event(),
             threading.Event(),
@@ -173,11 +168,18 @@ class PacedRobot(threading.Thread):
         )
         self.idle.set()
         self.phase_s = 0.0
-        self.seq = 0
         # (received monotonic ns, round trip s, batch size, steps the queue was empty before this
         # merge)
         self.answers: list[tuple[int, float, int, int]] = []
-        self.failures: list[tuple[int, str]] = []
+        self.failures: list[tuple[int, str]] = self.robot.failures
+
+    @property
+    def session_id(self) -> str:
+        return self.robot.session_id
+
+    @property
+    def seq(self) -> int:
+        return self.robot.requests.seq
 
     def run(self) -> None:
         while not self.stopped:
@@ -195,31 +197,15 @@ class PacedRobot(threading.Thread):
         if self.halt.wait(self.phase_s):
             return
         queue.start(time.monotonic())
-        while not self.halt.wait(max(0.0, queue.due_at() - time.monotonic())):
-            self.seq += 1
-            sent = time.monotonic_ns()
-            request = RequestId(self.session_id, self.client_id, self.seq, 0, 0, sent)
-            msg = observation_to_msg(
-                OutgoingObservation(request, TASK, self.state, self.cameras, {}, 0)
-            )
-            answer = self.session.request_chunk(request, msg, timeout_s=REQUEST_TIMEOUT_S)
-            if answer.chunk is None:
-                self.failures.append(
-                    (
-                        time.monotonic_ns(),
-                        answer.refusal or f"no chunk within {REQUEST_TIMEOUT_S:g} s",
-                    )
-                )
-                continue  # still due: the next observation leaves at once
-            _, starved = queue.merge(sent / 1e9, answer.received_ns / 1e9)
+
+        def merged(exchange) -> None:
+            _, starved = queue.merge(exchange.sent_ns / 1e9, exchange.received_ns / 1e9)
             self.answers.append(
-                (
-                    answer.received_ns,
-                    (answer.received_ns - sent) / 1e9,
-                    answer.chunk.batch_size,
-                    starved,
-                )
+                (exchange.received_ns, exchange.round_trip_s, exchange.chunk.batch_size, starved)
             )
+
+        # an unanswered request leaves the robot still due: the next observation leaves at once
+        self.robot.send_loop(self.halt, due=queue.due_at, on_exchange=merged)
 
     def resume(self, phase_s: float) -> None:
         self.phase_s = phase_s
@@ -275,7 +261,5 @@ class Fleet:
         for robot in self.robots:
             robot.stopped = True
             robot.join(timeout=5)
-            robot.session.close_session(robot.session_id, timeout_s=5.0)
             # rclpy refuses entities destroyed while another thread waits on them
-            with self.spinner.paused():
-                robot.session.destroy()
+            robot.robot.close(timeout_s=5.0, paused=self.spinner.paused)

@@ -8,14 +8,14 @@ three servers run side by side on this machine, each an OS process of its
 own, started once per checkpoint, on the same checkpoint, frames and state:
 
 * ours: policy_server_node with an audit log; the client in this process
-  plays the executor's request path with the executor's own code: the
-  product's ``SessionClient`` opens the session and matches each chunk to its
-  request, the camera frames arrive as raw rgb8 ``sensor_msgs/Image`` (as a
-  USB camera driver publishes them) and the data plane's ``camera_payloads``
-  and ``observation_to_msg`` (what the executor's request path calls)
-  JPEG-encode them (q90) into the Observation; the client's chunk callback
-  decodes the answer (as the executor's does) and it is merged into the
-  executor's ``ActionQueue``
+  plays the executor's request path with the executor's own code
+  (bench/scripted_robot.py): the product's ``SessionClient`` opens the
+  session and matches each chunk to its request, the camera frames arrive as
+  raw rgb8 ``sensor_msgs/Image`` (as a USB camera driver publishes them) and
+  each request is the executor's ``PendingRequest``, whose ``outgoing()``
+  shrinks them to the policy's size and JPEG-encodes them (q90) into the
+  Observation; the client's chunk callback decodes the answer (as the
+  executor's does) and it is merged into the executor's ``ActionQueue``
   (append mode, 15 rows still queued, as at 30 Hz with buffer_time_s 0.5);
 * theirs: ``python -m lerobot.async_inference.policy_server`` with
   ``inference_latency=0``, driven with RobotClient's calls (bench/grpc_peer.py):
@@ -69,20 +69,13 @@ from bench import (
 from bench.bare_model import in_fresh_process
 from bench.common import median, percentile
 from bench.grpc_peer import GrpcPeer
+from bench.scripted_robot import ScriptedRobot
 from bench.zenoh_peer import ZenohPeer
-from lerobot_ros.executor.control.action_queue import ActionQueue
-from lerobot_ros.executor.session.session_client import SPIN_POLL_S, SessionClient
+from lerobot_ros.executor.session.session_client import SPIN_POLL_S
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.processes import stop
-from lerobot_ros.protocol.contract import OpenRequest
 from lerobot_ros.protocol.qos import ACTION_CHUNK_QOS, OBSERVATION_QOS
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import (
-    OutgoingObservation,
-    RequestId,
-    camera_payloads,
-    observation_to_msg,
-)
 from lerobot_ros.sim.default_policy import build_act_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, SO101_JOINT_NAMES
 
@@ -136,69 +129,52 @@ def scene(height: int, width: int, seed: int) -> np.ndarray:
 class OurClient:
     """The executor's request path against one policy_server_node, one request in flight.
 
-    The product's session client opens the session, matches its data plane and
-    matches each chunk to its request; the executor's encoder builds the
-    message; the executor's ActionQueue merges the answer.
+    A ``ScriptedRobot`` (bench/scripted_robot.py): the product's session client opens the
+    session, matches its data plane and matches each chunk to its request; each request is the
+    executor's ``PendingRequest`` (resized to the policy's camera sizes, JPEG q90) and its
+    ``outgoing()`` the message; the answer is merged into the executor's ActionQueue (append mode,
+    the robot having played the queue down to ``QUEUED_ROWS`` rows before it asks).
     """
 
-    def __init__(self, node, namespace: str, cameras: list[str], policy_sizes: dict) -> None:
-        self.session = SessionClient(node, namespace, "bench")
-        grant = self.session.open_session(
-            OpenRequest(
-                client_id="bench",
-                schema_version=Observation.CURRENT_SCHEMA_VERSION,
-                action_names=SO101_JOINT_NAMES,
-                state_dim=6,
-                camera_names=tuple(cameras),
-                fps=float(FPS),
-            ),
-            timeout_s=30.0,
+    def __init__(self, node, namespace: str, cameras: list[str]) -> None:
+        self.robot = ScriptedRobot(
+            node,
+            namespace,
+            "bench",
+            state=np.zeros(6, np.float32),
+            cameras={name: None for name in cameras},  # each request brings its frames
+            fps=FPS,
+            # untimed in the executor's life: the control timer pops these
+            plays=lambda queued: max(0, queued - QUEUED_ROWS),
+            request_timeout_s=120.0,
         )
-        if isinstance(grant, str):
-            raise RuntimeError(f"no session: {grant}")
-        self.session_id = grant.session_id
-        self.policy_sizes = policy_sizes  # the executor's resize_to_policy (default on)
-        self.queue = ActionQueue(rtc_enabled=False, action_dim=6)
+        self.robot.open(timeout_s=30.0)
+        self.session = self.robot.session
 
     def request(self, seq: int, state: np.ndarray, frames: dict) -> dict:
-        started = time.monotonic_ns()
-        request = RequestId(self.session_id, "bench", seq, 0, 0, started)
-        compressed, raw = camera_payloads(frames, 90, self.policy_sizes)
-        msg = self.last_message = observation_to_msg(
-            OutgoingObservation(request, "", state, compressed, raw)
-        )
-        encoded = time.monotonic_ns()
-        answer = self.session.request_chunk(request, msg, timeout_s=120.0)
-        if answer.chunk is None:
+        exchange = self.robot.request(state, frames)
+        if exchange.request.seq != seq:
+            raise RuntimeError(f"request numbered {exchange.request.seq}, expected {seq}")
+        self.last_message = exchange.message
+        if exchange.chunk is None:
             raise RuntimeError(
-                f"no chunk for request {seq}: {answer.refusal or 'none within 120 s'}"
+                f"no chunk for request {seq}: {exchange.answer.refusal or 'none within 120 s'}"
             )
         # Measured from the chunk callback, where the message is decoded: what
         # ServerLink's chunk callback + ExecutorCore.merge do with an answer.
-        arrived_wall = time.time() - (time.monotonic_ns() - answer.received_ns) / 1e9
-        # untimed in the executor's life: the control timer pops these
-        while self.queue.qsize() > QUEUED_ROWS:
-            self.queue.get()
-        chunk = answer.chunk
-        self.queue.merge(
-            chunk.actions_model,
-            chunk.actions_robot,
-            real_delay=0,
-            action_index_before_inference=None,
-            source_time_s=time.monotonic(),
-        )
-        merged = time.monotonic_ns()
+        arrived_wall = time.time() - (time.monotonic_ns() - exchange.received_ns) / 1e9
+        chunk = exchange.chunk
         row = {
             name: chunk.server_durations_s[name]
             for name in ("queue_wait", "preprocess", "inference", "postprocess")
         }
         row.update(
-            encode=(encoded - started) / 1e9,
-            wire=(answer.received_ns - encoded) / 1e9,
-            merge=(merged - answer.received_ns) / 1e9,
-            round_trip=(merged - started) / 1e9,
+            encode=exchange.encode_s,
+            wire=(exchange.received_ns - exchange.encoded_ns) / 1e9,
+            merge=(exchange.merged_ns - exchange.received_ns) / 1e9,
+            round_trip=(exchange.merged_ns - exchange.sent_ns) / 1e9,
             arrived_wall=arrived_wall,
-            jpeg_bytes=sum(len(c.data) for c in msg.compressed_images),
+            jpeg_bytes=sum(len(c.data) for c in exchange.message.compressed_images),
         )
         return row
 
@@ -302,9 +278,8 @@ def run_group(
     ours_client = None
     measured = []  # per frame size: (its sequence numbers, ours, theirs, draft, the ROS 2 floor)
     try:
-        ours_client = OurClient(
-            node, f"/bench_latency_{tag}", cameras, {name: trained for name in cameras}
-        )
+        # the policy's camera sizes come with the grant, as the executor's resize_to_policy reads
+        ours_client = OurClient(node, f"/bench_latency_{tag}", cameras)
         # LeRobot's server reads the camera keys from these features and resizes each frame to the
         # policy's
         # size whatever its own: one load serves every frame size.

@@ -11,14 +11,10 @@ import time
 
 import numpy as np
 
+from bench.scripted_robot import message_of, plain_request
 from lerobot_ros.msg import ActionChunk
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import (
-    OutgoingObservation,
-    RequestId,
-    RequestLimits,
-    observation_to_msg,
-)
+from lerobot_ros.protocol.wire.data_plane import RequestId, RequestLimits
 from lerobot_ros.server.requests.request_path import RequestHandler
 from lerobot_ros.server.requests.scheduler import Ready
 from lerobot_ros.server.sessions.registry import Session, SessionRegistry
@@ -75,16 +71,15 @@ class Harness:
         )
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         prefix_robot = None if prefix is None else np.asarray(prefix, np.float32) * 0.3 + 1.0
-        msg = observation_to_msg(
-            OutgoingObservation(
+        # built where the executor builds it (a PendingRequest's outgoing()); ``fields`` then bend
+        # it as the test wants
+        msg = message_of(
+            plain_request(
                 request,
-                "",
                 state,
                 {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)},
-                {},
-                delay,
-                prefix,
-                prefix_robot,
+                inference_delay_steps=delay,
+                prefix=None if prefix is None else (prefix, prefix_robot),
             )
         )
         for name, value in fields.items():

@@ -5,6 +5,9 @@ It runs in the test process on the shared test node, so every exchange
 crosses a real process boundary to the server under test. Unlike the
 executor it may send anything (a test builds malformed observations on
 purpose) and it keeps every chunk message as it arrived, refusals included.
+The observation it starts from is a well-behaved robot's, built on the
+executor's request path (``bench/scripted_robot.py``: a ``PendingRequest``'s
+``outgoing()``); only the seq and episode are the test's to choose.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import time
 
 import numpy as np
 
+from bench.scripted_robot import message_of, plain_request
 from lerobot_ros.executor.session.session_client import SessionClient, grant_of
 from lerobot_ros.msg import ActionChunk, Observation
 from lerobot_ros.protocol.wire import images
-from lerobot_ros.protocol.wire.data_plane import OutgoingObservation, RequestId, observation_to_msg
+from lerobot_ros.protocol.wire.data_plane import RequestId
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
 from lerobot_ros.srv import CloseSession, OpenSession, ResetEpisode
 from support.ros import spin_until
@@ -82,10 +86,10 @@ class RobotClient:
         state = np.zeros(6, np.float32) if state is None else np.asarray(state, np.float32)
         rgb = np.full((96, 128, 3), 90, np.uint8) if rgb is None else rgb
         request = RequestId(self.session_id, self.client_id, seq, episode, 0, time.monotonic_ns())
-        msg = observation_to_msg(
-            OutgoingObservation(
-                request, "", state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)}, {}
-            )
+        # A well-behaved robot's message, built where the executor builds it; ``fields`` then
+        # bend it as the test wants.
+        msg = message_of(
+            plain_request(request, state, {FRONT_CAMERA: images.rgb_to_compressed(rgb, 90)})
         )
         for name, value in fields.items():
             setattr(msg, name, value)
