@@ -51,11 +51,9 @@ The bound it is compared with, N* = min(N*_acc, N*_host):
   N*_host = cores / (c * r(B)), c = the server's host CPU seconds per request (at the largest N
   within B)
 
-usage: python -m bench.accelerator_capacity [--profiles act-gpu smolvla-gpu pi05-gpu] [--gils 0
-0.5]
-           [--modes serial pipeline] [--seconds 20] [--settle-s 4] [--max-robots 256] [--growth
-           1.5]
-           [--counts N ...] [--tolerance 0.1] [--max-batch-size 64] [--smoke]
+usage: python -m bench.accelerator_capacity [--profiles act-gpu smolvla-gpu pi05-gpu]
+       [--gils 0 0.5] [--modes serial pipeline] [--seconds 20] [--settle-s 4] [--max-robots 256]
+       [--growth 1.5] [--counts N ...] [--tolerance 0.1] [--max-batch-size 64] [--smoke]
 """
 
 from __future__ import annotations
@@ -401,9 +399,8 @@ def admission_check(
     cameras: dict,
 ) -> dict:
     """A pipelined server with ``latency_budget_ms`` = the budget: robots join one at a time, all
-    streaming, until
-    OpenSession refuses one; the count refused first and the server's message (compare: the sweep's
-    largest N)."""
+    streaming, until OpenSession refuses one; the count refused first and the server's message
+    (compare: the sweep's largest N)."""
     budget_ms = round(budget_s * 1000)
     servers = start_servers(
         directory,

@@ -29,8 +29,8 @@ parent's CPU per request (what the forward thread's process pays), and the
 modeled forward's stretch (its wall time over what the model asked: a
 stretch over 1 means admission delayed the accelerator).
 
-usage: python -m bench.admission_workers [--requests 200] [--workers 1 2] [--gils 0 0.5] [--repeats
-3] [--smoke]
+usage: python -m bench.admission_workers [--requests 200] [--workers 1 2] [--gils 0 0.5]
+       [--repeats 3] [--smoke]
 """
 
 from __future__ import annotations

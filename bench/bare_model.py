@@ -48,8 +48,7 @@ def in_fresh_process(
     checkpoint: Path, requests: int, warmup: int = 3, device: str = "cpu", torch_threads: int = 0
 ) -> list[float]:
     """``measure`` in a new interpreter (this script), so nothing else shares its threads;
-    ``torch_threads``
-    intra-op threads (0: torch's default)."""
+    ``torch_threads`` intra-op threads (0: torch's default)."""
     result = subprocess.run(
         [
             sys.executable,

@@ -1,12 +1,10 @@
 """Micro-batching: chunks/s and per-robot round trips, round-robin vs batched, in one run.
 
-For each family (the default ACT, 96x128 camera, chunk 50; the tiny SmolVLA
-with RTC on: every robot asks for RTC and sends the unexecuted prefix of its
-previous chunk with its own delay) three policy_server_node processes run side
-by side: ``max_batch_size`` 1 (plain round-robin), batching with
-``max_batch_size`` 8 and ``batch_window_ms`` 0, and the same with a 5 ms
-window. For each robot count the two
-are measured back to back, so both see the same machine load.
+For each family (the default ACT, 96x128 camera, chunk 50; the tiny SmolVLA with RTC on: every
+robot asks for RTC and sends the unexecuted prefix of its previous chunk with its own delay) three
+policy_server_node processes run side by side: ``max_batch_size`` 1 (plain round-robin), batching
+with ``max_batch_size`` 8 and ``batch_window_ms`` 0, and the same with a 5 ms window. For each
+robot count the two are measured back to back, so both see the same machine load.
 
 Robots: many robots on 2 cores cannot each be a full executor process, so a
 load client runs N sessions in ONE process, each a scripted robot on the
@@ -20,14 +18,12 @@ so chunks/s is its capacity. Round trip = the robot's send -> its chunk
 callback.
 
 The ceiling: the bare model's ``predict_action_chunk`` at batch 1 and batch 8
-(``--max-batch-size``)
-through the server's own batched path (``PolicyRunner.infer``, per-request
-noise and RTC inputs included), timed in this process in the same run; the
-ratio of their throughputs is the most batching can give.
+(``--max-batch-size``) through the server's own batched path (``PolicyRunner.infer``, per-request
+noise and RTC inputs included), timed in this process in the same run; the ratio of their
+throughputs is the most batching can give.
 
 usage: python -m bench.batching [--seconds 8] [--counts 1 2 4 8 16] [--device cpu|cuda]
-                                [--families act smolvla smolvla_real ...] [--checkpoint FAMILY=PATH
-                                ...] [--smoke]
+       [--families act smolvla smolvla_real ...] [--checkpoint FAMILY=PATH ...] [--smoke]
 On a GPU machine: bench/gpu_batching.sh.
 """
 

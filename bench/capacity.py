@@ -129,8 +129,7 @@ def sweep_point(watcher, directory: Path, count: int, seconds: float, settle_s: 
         }
     window_s = (ended - started) / 1e9
     # A plain count in a window is off by up to one chunk per robot; the mean time between
-    # consecutive
-    # chunks of the server's whole output (all robots) inside the window is not.
+    # consecutive chunks of the server's whole output (all robots) inside the window is not.
     arrivals = sorted(t for rows in heard.values() for t, _ in rows)
     served = (
         (len(arrivals) - 1) / ((arrivals[-1] - arrivals[0]) / 1e9)

@@ -55,8 +55,7 @@ from bench.report import BENCHMARKS_MD, DOCS, table_row, write_section  # noqa: 
 
 TICKS = os.sysconf("SC_CLK_TCK")
 # SIGUSR1 prints every thread's stack to stderr: a run that stops making progress shows where it
-# waits
-# (the smoke tests send it before they kill a script that overran its time).
+# waits (the smoke tests send it before they kill a script that overran its time).
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
@@ -311,9 +310,8 @@ class Spinner(threading.Thread):
 
     The pause is requested before the lock is taken, and the spinner does not take the lock again
     while a request is pending: a plain lock is not fair, and a thread that re-takes it
-    microseconds
-    after releasing it can starve a waiter indefinitely on a busy machine (the batching smoke hung
-    so).
+    microseconds after releasing it can starve a waiter indefinitely on a busy machine (the
+    batching smoke hung so).
     """
 
     def __init__(self, node) -> None:

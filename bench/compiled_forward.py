@@ -18,7 +18,7 @@ server's default). The largest difference between a compiled chunk and the
 eager one for the same observation (same noise seed) is reported too.
 
 usage: python -m bench.compiled_forward [--requests 20] [--backend inductor] [--mode default]
-[--device cpu] [--smoke]
+       [--device cpu] [--smoke]
 """
 
 from __future__ import annotations

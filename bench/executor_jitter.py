@@ -28,7 +28,7 @@ checkout (e.g. ``git archive <commit>`` unpacked into DIR) on PYTHONPATH:
 a before/after table on one machine at one time.
 
 usage: python -m bench.executor_jitter [--seconds 20] [--rates 100,250] [--compare-checkout DIR]
-[--smoke]
+       [--smoke]
 """
 
 from __future__ import annotations
@@ -280,8 +280,7 @@ def main() -> None:
         args.seconds, rates = 2.0, [100.0]
     checkouts = [None] + ([args.compare_checkout.resolve()] if args.compare_checkout else [])
     # --smoke: one run, the interpolated one (control loop, interpolation, bare timer, driver,
-    # plot);
-    # the policy-at-rate and resource runs start the same processes with other parameters.
+    # plot); the policy-at-rate and resource runs start the same processes with other parameters.
     at_rate_checkouts = checkouts if not args.smoke else []
     resource_transports = ("raw", "compressed") if not args.smoke else ()
     load_before = common.load_average()

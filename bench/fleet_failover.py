@@ -21,20 +21,18 @@ to one chunk's duration after the standby is armed again); the faulted
 replica is restarted in the background meanwhile, so up to one replica is
 loading beside the robot (2 shared cores: that load is part of the figures).
 
-Per mode, first ``--steady-s`` of steady state (the standby armed, no fault):
-the requests sent per chunk merged there are what standby and hedging cost
-a fleet in normal running. Per fault: seconds from the fault to the first chunk merged from the
-standby,
-the control ticks that found the queue empty from the fault until 1 s after
-that chunk (``starvation_ticks``), and what the move reacted to. Per mode: the
-requests sent per chunk merged over the faults too (hedges and the standby's
+Per mode, first ``--steady-s`` of steady state (the standby armed, no fault): the requests sent per
+chunk merged there are what standby and hedging cost a fleet in normal running. Per fault: seconds
+from the fault to the first chunk merged from the standby, the control ticks that found the queue
+empty from the fault until 1 s after that chunk (``starvation_ticks``), and what the move reacted
+to. Per mode: the requests sent per chunk merged over the faults too (hedges and the standby's
 re-arming included: the load of a fault-dense stretch).
 
 ``--standby off`` runs the same faults without a standby (the placement
 after a detected loss), for comparison.
 
 usage: python -m bench.fleet_failover [--repeats N] [--modes append rtc] [--standby on|off]
-[--smoke]
+       [--smoke]
 """
 
 from __future__ import annotations
@@ -57,9 +55,8 @@ FAULTS = (("kill -9", signal.SIGKILL), ("SIGTERM drain", signal.SIGTERM))
 STATUS_PERIOD_S = 0.05
 FPS = 30.0
 CHUNK_S = 50 / FPS  # the tiny SmolVLA's chunk: a fault point is drawn over one chunk's playback
-ARMED_TIMEOUT_S = (
-    120.0  # a standby needs a ready replica besides the serving one: a restart can take this long
-)
+# a standby needs a ready replica besides the serving one: a restart can take this long
+ARMED_TIMEOUT_S = 120.0
 
 
 class Replicas:

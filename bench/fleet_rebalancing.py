@@ -42,8 +42,7 @@ PERIOD_S, COOLDOWN_S = 5.0, 10.0
 
 def spread(watcher) -> dict[str, int]:
     """Robots per replica, as their executors report where they stream (lock-free: ``Watcher.wait``
-    holds the
-    watcher's lock while it calls a predicate)."""
+    holds the watcher's lock while it calls a predicate)."""
     counts = {f"/{replica}": 0 for replica in REPLICAS}
     for name in ROBOTS:
         status = watcher.status.get(name)

@@ -1,9 +1,7 @@
 """The forward's service curve t(b) and its GIL share g, for the modeled accelerator (issue 32).
 
 usage: python -m bench.forward_curve [--policies act,pi0,pi05] [--batches 1,2,4,8,16,32,64]
-[--device cuda]
-                                     [--dtype bfloat16] [--repeats 20] [--warmup 3] [--small]
-                                     [--out FILE.json]
+       [--device cuda] [--dtype bfloat16] [--repeats 20] [--warmup 3] [--small] [--out FILE.json]
 
 For each policy, LeRobot's own model at its default size with random weights
 (nothing is downloaded: ACT without pretrained backbone weights; pi0 and
@@ -56,9 +54,8 @@ def _features(image_shape):
 
 def _shallow_gemma(modeling) -> None:
     """--small only: every Gemma of ``modeling`` keeps its widths but has one layer (LeRobot's
-    PaliGemma
-    projects the vision tower to 2048 wide, so the narrower gemma_300m variant cannot stand in for
-    it)."""
+    PaliGemma projects the vision tower to 2048 wide, so the narrower gemma_300m variant cannot
+    stand in for it)."""
     full = modeling.get_gemma_config
     if getattr(full, "shallow", False):
         return

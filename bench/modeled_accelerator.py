@@ -30,12 +30,11 @@ replace them with curves ``bench/forward_curve.py`` measured on a GPU
 takes from this server is labelled "modeled accelerator".
 
 usage: python -m bench.modeled_accelerator --profile act-gpu --gil 0.5 [--t0-ms T0 --k-ms K]
---ros-args -p checkpoint:=...
+       --ros-args -p checkpoint:=...
 The flags before ``--ros-args`` default to the environment (``BENCH_ACCELERATOR_PROFILE``,
 ``BENCH_ACCELERATOR_GIL``, ``BENCH_ACCELERATOR_T0_MS``, ``BENCH_ACCELERATOR_K_MS``), which is how a
 benchmark started through ``lerobot_ros.processes.spawn_node`` sets them. Do not import
-bench.common here:
-it would give this process a ROS domain of its own.
+bench.common here: it would give this process a ROS domain of its own.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ sessions lost or crossed: must be 0), plus the pytest outcome of every file.
 Only its own section of the document is replaced; the soak's stays.
 
 usage: python -m bench.reliability_report [--document docs/reference/reliability.md]
-           [pytest args...]
+       [pytest args...]
 Exit code: pytest's, or 1 when anything was lost or not survived.
 """
 

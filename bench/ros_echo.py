@@ -10,8 +10,8 @@ events executor on the main thread), so bench/server_request_latency.py can
 time the same messages' round trip through rclpy and Fast DDS alone, in the
 same run as the stacks: what of our overhead the transport costs by itself.
 
-usage: python -m bench.ros_echo [--chunk 50] [--dim 6]  (stops on SIGINT/SIGTERM; started by
-server_request_latency.py, in its ROS domain)
+usage: python -m bench.ros_echo [--chunk 50] [--dim 6] (stops on SIGINT/SIGTERM; started by
+       server_request_latency.py, in its ROS domain)
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ Wilson interval. The RTC paper (arXiv 2506.07339) reports real-time chunking
 holding its success rate from 0 to 300 ms of delay while naive execution
 degrades; the table says whether ours does.
 
-usage: python -m bench.rtc_reach_evaluation [--checkpoint DIR] [--episodes 100] [--inject-delay-s 0
-0.1 0.2 0.3] [--smoke]
+usage: python -m bench.rtc_reach_evaluation [--checkpoint DIR] [--episodes 100]
+       [--inject-delay-s 0 0.1 0.2 0.3] [--smoke]
 (default checkpoint: the trained SmolVLA committed in lerobot_ros/sim/policies)
 """
 

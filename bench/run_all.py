@@ -1,13 +1,12 @@
 """Regenerate every benchmark section of docs/reference/benchmarks.md and its plot, one script
 after the other.
 
-Runs bench.server_request_latency, compiled_forward, executor_jitter, starvation,
-capacity, rtc_smoothness, batching, reach_evaluation (which needs the trained ACT
-installed) and rtc_reach_evaluation (the committed trained SmolVLA) with their default (full)
-sizes,
-each ``python -m bench.<name>`` in a process of its own so one failure does not hide the others'
-results; extra arguments (e.g. ``--smoke``) are passed to every script. The latency matrix alone
-took 17 minutes on 2 cores shared with other work (load 7-10).
+Runs bench.server_request_latency, compiled_forward, executor_jitter, starvation, capacity,
+rtc_smoothness, batching, reach_evaluation (which needs the trained ACT installed) and
+rtc_reach_evaluation (the committed trained SmolVLA) with their default (full) sizes, each ``python
+-m bench.<name>`` in a process of its own so one failure does not hide the others' results; extra
+arguments (e.g. ``--smoke``) are passed to every script. The latency matrix alone took 17 minutes
+on 2 cores shared with other work (load 7-10).
 
 usage: python -m bench.run_all [--smoke]
 """

@@ -48,7 +48,7 @@ the rest of the wait for GetActions (pickling the TimedAction list and gRPC);
 unpickle + aggregate. Overhead = round trip - inference, per request.
 
 usage: python -m bench.server_request_latency [--requests 30] [--policies 96x128,480x640]
-[--torch-threads 1] [--worker pipeline|serial] [--smoke]
+       [--torch-threads 1] [--worker pipeline|serial] [--smoke]
 """
 
 from __future__ import annotations
@@ -184,9 +184,8 @@ class EchoFloor:
     transport alone.
 
     Published and awaited as the product's SessionClient does (the same node, spun by
-    ``rclpy.spin_once``),
-    so the round trip is what rclpy and Fast DDS cost these two messages with nothing of ours
-    around them.
+    ``rclpy.spin_once``), so the round trip is what rclpy and Fast DDS cost these two messages with
+    nothing of ours around them.
     """
 
     def __init__(self, node, directory: Path) -> None:
@@ -249,9 +248,8 @@ def run_group(
     pipeline: bool = True,
 ) -> list[dict]:
     """One checkpoint (policy trained at ``trained``, ``count`` cameras), its three servers started
-    once, fed each
-    frame size in ``sizes`` ((height, width), warm-up, measured) in turn: one result per frame
-    size."""
+    once, fed each frame size in ``sizes`` ((height, width), warm-up, measured) in turn: one result
+    per frame size."""
     cameras = [f"observation.images.cam{i}" for i in range(count)]
     tag = f"{trained[0]}x{trained[1]}_{count}"
     checkpoint = tmp / f"act_{tag}"
@@ -281,8 +279,7 @@ def run_group(
         # the policy's camera sizes come with the grant, as the executor's resize_to_policy reads
         ours_client = OurClient(node, f"/bench_latency_{tag}", cameras)
         # LeRobot's server reads the camera keys from these features and resizes each frame to the
-        # policy's
-        # size whatever its own: one load serves every frame size.
+        # policy's size whatever its own: one load serves every frame size.
         (first, _, _) = sizes[0]
         peer.load(
             checkpoint,

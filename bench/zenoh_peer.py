@@ -23,7 +23,7 @@ arrive (``prepare_observation_for_inference`` does not resize), so a
 96x128 ACT sent 480x640 frames runs its ResNet on 480x640.
 
 usage (serve mode, started by ZenohPeer): PYTHONPATH=<overlay> python -m bench.zenoh_peer serve
-CKPT PORT TIMES_FILE [DEVICE]
+       CKPT PORT TIMES_FILE [DEVICE]
 """
 
 from __future__ import annotations

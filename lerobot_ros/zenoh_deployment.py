@@ -52,9 +52,8 @@ from lerobot_ros.protocol.contract import CLIENT_ID_MAX_LENGTH, CLIENT_ID_PATTER
 
 SERVER_TEMPLATE = "router_server.json5"
 ROBOT_TEMPLATE = "router_robot.json5"
-SERVER_CERT = (
-    "server-router"  # the GPU router's certificate and key file names (no robot may take this id)
-)
+# the GPU router's certificate and key file names (no robot may take this id)
+SERVER_CERT = "server-router"
 DEFAULT_PORT = 7448  # the TLS port robots dial (the templates' too)
 PLACEHOLDER = re.compile(r"\{[a-z_0-9]+\}")
 

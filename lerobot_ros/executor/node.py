@@ -148,9 +148,8 @@ class ChunkExecutorNode(LifecycleNode):
             self.settings = settings
             self._check_only()
         self.lifecycle = ExecutorLifecycle(self)
-        self.lifecycle_state = (
-            "unconfigured"  # rclpy's label, kept by the transition callbacks below
-        )
+        # rclpy's label, kept by the transition callbacks below
+        self.lifecycle_state = "unconfigured"
         self.goal_steps = GoalSteps(self.get_logger().info, self._status_now)
         self.goal_server = GoalServer(
             self, self.goal_steps, lambda: (self.lifecycle.active, self.lifecycle_state)

@@ -113,9 +113,8 @@ class EpisodeBuffer:
         self._trigger = next(iter(cameras))
         self._state: np.ndarray | None = None
         self._action: np.ndarray | None = None
-        self._before_start: np.ndarray | None = (
-            None  # the previous episode's last command, while repeated
-        )
+        # the previous episode's last command, while repeated
+        self._before_start: np.ndarray | None = None
         self._images: dict[str, np.ndarray] = {}
         self._current: FinishedEpisode | None = None
         self.dropped_episodes = 0

@@ -102,9 +102,8 @@ class PolicyServerNode(LifecycleNode):
         self.started = time.monotonic()
         self.heartbeat_seq = 0
         self.draining = False
-        self.transition_failure = (
-            ""  # the last failed transition's reason (run_autostart reports it)
-        )
+        # the last failed transition's reason (run_autostart reports it)
+        self.transition_failure = ""
         self.sessions = SessionRegistry()
         self.stats = ServerStats()
         self.client_topics = ClientTopicTable(
@@ -200,9 +199,8 @@ class PolicyServerNode(LifecycleNode):
         self._apply_settings(self.settings)
 
         def release() -> None:
-            self.runner = (
-                None  # the model, its processors and their memory go with the last reference
-            )
+            # the model, its processors and their memory go with the last reference
+            self.runner = None
 
         return release
 

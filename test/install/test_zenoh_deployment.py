@@ -57,9 +57,8 @@ from support.zenoh_engine import (  # noqa: E402 - only once zenoh is known to i
 # its block marked MARKER is read through support.doc_commands
 PAGE = REPO / "docs/how-to/two_machines.md"
 MARKER = "<!-- commands: run by test/install/test_zenoh_deployment.py -->"
-CONNECT_BOUND_S = (
-    10.0  # a robot router with a valid certificate reaches the server router within this
-)
+# a robot router with a valid certificate reaches the server router within this
+CONNECT_BOUND_S = 10.0
 REFUSED_FOR_S = 2.0  # one with an invalid certificate must still not have reached it after this
 
 

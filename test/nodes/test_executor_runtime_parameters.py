@@ -13,9 +13,8 @@ import numpy as np
 
 from support.lifecycle import set_parameters
 
-MAX_STEP = (
-    0.002  # per action at fps = control rate: far below what the random-weight policy asks for
-)
+# per action at fps = control rate: far below what the random-weight policy asks for
+MAX_STEP = 0.002
 
 
 def test_a_new_max_step_and_fallback_apply_while_streaming_and_bad_sets_are_refused(

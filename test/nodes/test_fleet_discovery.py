@@ -33,9 +33,8 @@ from support.servers import spawn_server, wait_for_server
 FLEET = "/disc"
 FIRST, SECOND = f"{FLEET}/first", f"{FLEET}/second"
 DISCOVERY_PERIOD_S = 0.5
-SERVER_START_TIMEOUT_S = (
-    240.0  # one server loads in ~11 s on 2 idle cores; much longer while others work
-)
+# one server loads in ~11 s on 2 idle cores; much longer while others work
+SERVER_START_TIMEOUT_S = 240.0
 CATEGORY = "fault: fleet"
 
 

@@ -353,9 +353,8 @@ def _service(node, kind, name, request, namespace="/lerobot"):
         node.destroy_client(client)
 
 
-HUGE = (
-    200_000  # characters or list entries: far beyond every bound, small enough for a 2-core CI run
-)
+# characters or list entries: far beyond every bound, small enough for a 2-core CI run
+HUGE = 200_000
 
 
 def _open(client_id="sec_arm", **overrides) -> OpenSession.Request:

@@ -80,9 +80,8 @@ class FakeLink:
         self.instance = "i1"
         self.sent: list = []
         self.sessions = 0
-        self.idle_timeout_s = (
-            10.0  # granted with every session, as a server's session_idle_timeout_s
-        )
+        # granted with every session, as a server's session_idle_timeout_s
+        self.idle_timeout_s = 10.0
         # a deactivated server: GetStatus not ready (drain flag kept), OpenSession refused
         self.inactive = False
 

@@ -28,12 +28,10 @@ class FailSafeConfig:
     heartbeat_timeout_s: float  # server heartbeat silent this long -> RECONNECTING
     reconnect_backoff_initial_s: float  # wait before the first re-handshake attempt
     reconnect_backoff_max_s: float  # cap of the doubling wait between attempts
-    move_at_once: bool = (
-        False  # several replicas: re-handshake at once after a working session was lost
-    )
-    auto_resume: bool = (
-        False  # OFFLINE: restart motion as soon as a session opens (no explicit resume)
-    )
+    # several replicas: re-handshake at once after a working session was lost
+    move_at_once: bool = False
+    # OFFLINE: restart motion as soon as a session opens (no explicit resume)
+    auto_resume: bool = False
 
     def __post_init__(self) -> None:
         for name in (

@@ -203,9 +203,8 @@ class FailSafe:
             return  # a duplicate answer; the session is already open (or DEAD, which is terminal)
         t = self._active(now)
         if self._state is ExecutorState.CONNECTING:
-            self._last_success = (
-                t  # later handshakes do not refill the offline budget: only chunks do
-            )
+            # later handshakes do not refill the offline budget: only chunks do
+            self._last_success = t
         self._last_chunk = self._last_heartbeat = t
         self._timeout_streak = 0
         self._merged_since_handshake = False

@@ -71,9 +71,8 @@ class Standby:
     grant: SessionGrant
     instance_id: str
     heard_at: float  # the latest heartbeat of its replica's instance (its opening, at first)
-    used: bool = (
-        False  # a hedge went there and lost the race: the server promoted it, so it is re-armed
-    )
+    # a hedge went there and lost the race: the server promoted it, so it is re-armed
+    used: bool = False
 
     @property
     def session_id(self) -> str:

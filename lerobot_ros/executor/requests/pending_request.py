@@ -34,15 +34,12 @@ class PendingRequest:
     rtc: bool
     task: str = ""  # sent with the observation; empty: the session's task
     jpeg_quality: int = 0
-    camera_sizes: Mapping[str, tuple[int, int]] | None = (
-        None  # frames larger than the policy's are shrunk to it
-    )
-    mapping: JointMapping | None = (
-        None  # the queue is in robot units; the RTC prefix goes back in the policy's
-    )
-    replica: str = (
-        ""  # the replica whose session it is for (the serving one, or the standby's for a hedge)
-    )
+    # frames larger than the policy's are shrunk to it
+    camera_sizes: Mapping[str, tuple[int, int]] | None = None
+    # the queue is in robot units; the RTC prefix goes back in the policy's
+    mapping: JointMapping | None = None
+    # the replica whose session it is for (the serving one, or the standby's for a hedge)
+    replica: str = ""
 
     def outgoing(self) -> OutgoingObservation:
         """The observation as it goes on the wire (raises ``images.ImageError`` for an unusable

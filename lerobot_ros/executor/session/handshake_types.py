@@ -27,13 +27,11 @@ class ServerView:
     active_sessions: int = 0
     max_sessions: int = 0
     pending_requests: int = 0
-    standby_sessions: int = (
-        0  # of active_sessions, those waiting as warm standbys (running nothing)
-    )
+    # of active_sessions, those waiting as warm standbys (running nothing)
+    standby_sessions: int = 0
     headroom_robots: int = -1  # more robots of the usual rate its capacity model fits; -1: unknown
-    predicted_p95_ms: float = (
-        0.0  # its capacity model's p95 round trip for the open sessions (0: none)
-    )
+    # its capacity model's p95 round trip for the open sessions (0: none)
+    predicted_p95_ms: float = 0.0
     latency_budget_ms: float = 0.0  # 0: no budget
 
 

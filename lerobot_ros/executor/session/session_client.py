@@ -130,9 +130,8 @@ class SessionClient:
         self._reset = client(ResetEpisode, names.RESET_EPISODE)
         self._publisher = None
         self._subscription = None
-        self._model: ValidatedModel | None = (
-            None  # of the latest connected session (the own matcher's)
-        )
+        # of the latest connected session (the own matcher's)
+        self._model: ValidatedModel | None = None
         self._secrets: dict[str, str] = {}  # session id -> its secret, the latest granted last
         self.spinning = False  # set once an executor spins the node
         self.stopping = threading.Event()  # set on shutdown: every wait ends early

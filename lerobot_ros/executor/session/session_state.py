@@ -62,9 +62,8 @@ class SessionIdentity:
     replica: str = ""  # the server namespace the session is open on
     # the server closes the session after this long without an observation
     idle_timeout_s: float = math.inf
-    camera_sizes: Mapping[str, tuple[int, int]] | None = (
-        None  # the policy's (height, width) per camera
-    )
+    # the policy's (height, width) per camera
+    camera_sizes: Mapping[str, tuple[int, int]] | None = None
 
 
 class Heard(enum.Enum):

@@ -92,9 +92,8 @@ class PolicyRunner:
             (config.chunk_size, config.max_action_dim) if self.family.noise_input else None
         )
         self._relative_step = self._normalizer_step = None
-        self.compiled = (
-            ""  # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
-        )
+        # how ``compile_forward`` compiled the forward ("backend, mode"); empty: eager
+        self.compiled = ""
         self._model_dtype = next(loaded.policy.parameters()).dtype
         # Where a float16/bfloat16 forward runs under autocast (see ``_autocast``); None: float32,
         # no autocast.
