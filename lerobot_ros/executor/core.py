@@ -65,7 +65,7 @@ from lerobot_ros.executor.session.session_state import Heard, SessionIdentity, S
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.protocol.status import ExecutorState
-from lerobot_ros.protocol.telemetry import ExecutorTelemetry
+from lerobot_ros.protocol.telemetry import ExecutorTelemetry, ServerHealth
 from lerobot_ros.protocol.wire.data_plane import ReceivedChunk
 
 #: The counters since start-up, named as in ExecutorTelemetry, each kept by the part it counts.
@@ -490,18 +490,16 @@ class ExecutorCore:
         with self._lock:
             self._session.fleet.skipped = skipped
 
-    def on_heartbeat(
-        self, instance_id: str, now_s: float, replica: str = "", draining: bool = False
-    ) -> None:
-        """A heartbeat of ``replica`` (default: the only one): the standby's
+    def on_heartbeat(self, health: ServerHealth, now_s: float, replica: str = "") -> None:
+        """A heartbeat (``health``) of ``replica`` (default: the only one): the standby's
         (``Failover.heard``), or the session's (``SessionState.heartbeat`` says what it
         means)."""
         with self._lock:
-            if self._failover.heard(replica, instance_id, now_s, draining):
+            if self._failover.heard(replica, health, now_s):
                 self._retarget()
                 return
             heard, reason = self._session.heartbeat(
-                instance_id, now_s, replica, draining, self._failsafe.accepting_chunks
+                health, now_s, replica, self._failsafe.accepting_chunks
             )
             if heard is Heard.RESTARTED:
                 self._leave_serving_replica(now_s, reason, InFlightFate.GIVEN_UP)

@@ -99,6 +99,7 @@ from lerobot_ros.node_shell.node_support import (
     run_node,
 )
 from lerobot_ros.protocol.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS
+from lerobot_ros.protocol.wire import control_plane
 from lerobot_ros.protocol.wire.output_modes import OUTPUT_MODES
 
 NODE_NAME = "chunk_executor"
@@ -464,7 +465,9 @@ class ChunkExecutorNode(LifecycleNode):
         self.get_logger().error(f"control tick failed: {error!r}", throttle_duration_sec=1.0)
 
     def on_heartbeat(self, namespace: str, msg: ServerStatus) -> None:
-        self.core.on_heartbeat(msg.instance_id, time.monotonic(), namespace, msg.draining)
+        self.core.on_heartbeat(
+            control_plane.server_health_from_msg(msg), time.monotonic(), namespace
+        )
 
     def on_pause(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         self.core.pause(time.monotonic())

@@ -20,6 +20,7 @@ from lerobot_ros.executor.session.handshake_types import RobotDeclaration, Serve
 from lerobot_ros.executor.settings import PARAMETERS, ExecutorSettings
 from lerobot_ros.node_shell.parameters import defaults
 from lerobot_ros.protocol.contract import CameraSpec, ServerCapabilities
+from lerobot_ros.protocol.telemetry import ServerHealth
 from lerobot_ros.protocol.wire.data_plane import ReceivedChunk, RequestId
 
 JOINTS = ("a", "b", "c")
@@ -173,3 +174,15 @@ def feed(core, clock) -> None:
 def counts(core, clock):
     """The core's status snapshot (the telemetry ~/status publishes)."""
     return core.snapshot(clock()).telemetry
+
+
+def heartbeat(instance_id: str, draining: bool = False) -> ServerHealth:
+    """A server's heartbeat as the executor reads it (``control_plane.server_health_from_msg``)."""
+    return ServerHealth(
+        instance_id=instance_id,
+        server_namespace="",
+        heartbeat_seq=0,
+        ready=not draining,
+        draining=draining,
+        uptime_s=0.0,
+    )

@@ -35,6 +35,7 @@ from lerobot_ros.executor.session.handshake_types import SessionGrant
 from lerobot_ros.executor.session.session_state import SessionState
 from lerobot_ros.executor.settings import ExecutorSettings
 from lerobot_ros.protocol.status import ExecutorState
+from lerobot_ros.protocol.telemetry import ServerHealth
 from lerobot_ros.protocol.wire.data_plane import RequestId
 
 #: After a standby could not be opened (no other ready replica of the model), the next try
@@ -159,12 +160,12 @@ class Failover:
         if self._standby is not None and self._standby.replica == replica:
             self._standby = None
 
-    def heard(self, replica: str, instance_id: str, now_s: float, draining: bool) -> bool:
+    def heard(self, replica: str, health: ServerHealth, now_s: float) -> bool:
         """A heartbeat: True when it was the standby replica's (and handled here)."""
         standby = self._standby
         if standby is None or replica != standby.replica:
             return False
-        lost = standby.heard(instance_id, now_s, draining)
+        lost = standby.heard(health.instance_id, now_s, health.draining)
         if lost:
             self._standby_lost(lost, now_s)
         return True

@@ -35,6 +35,7 @@ from lerobot_ros.executor.fleet.replicas import FleetRecord
 from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.session.handshake_types import SessionGrant
 from lerobot_ros.protocol.contract import ServerCapabilities
+from lerobot_ros.protocol.telemetry import ServerHealth
 
 #: A resume re-opens the session when the server has not heard from it for
 #: this share of the idle timeout it granted the session with: the server may
@@ -169,22 +170,23 @@ class SessionState:
     # ----------------------------------------------------------- heartbeat
 
     def heartbeat(
-        self, instance_id: str, now_s: float, replica: str, draining: bool, streaming: bool
+        self, health: ServerHealth, now_s: float, replica: str, streaming: bool
     ) -> tuple[Heard, str]:
-        """What a heartbeat of ``replica`` ("" the only one) means, with the restart's reason.
+        """What a heartbeat (``health``) of ``replica`` ("" the only one) means, with the
+        restart's reason.
 
         ``streaming``: chunks are accepted now, so an announced drain moves the
         robot (once the request in flight is answered: the drain still delivers it).
         """
         if (replica or self._first) != self.replica:
             return Heard.IGNORED, ""
-        known = self.identity.instance_id
+        known, instance_id = self.identity.instance_id, health.instance_id
         if known and instance_id == known:
             self._known_heard_at = now_s
         elif known and now_s - self._known_heard_at <= self._heartbeat_timeout_s:
             self.other_instance = instance_id
             return Heard.IGNORED, ""
-        if draining and streaming:
+        if health.draining and streaming:
             self.fleet.drain_announced(f"server {self.identity.replica} announced a drain")
         if known and instance_id != known:
             return (

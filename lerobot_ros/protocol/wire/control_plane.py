@@ -98,6 +98,16 @@ def server_status_to_msg(
     return msg
 
 
+def server_health_from_msg(msg: ServerStatus) -> ServerHealth:
+    """A heartbeat as a robot reads it: the record ``server_status_to_msg`` was built from."""
+    values = {}
+    for field in dataclasses.fields(ServerHealth):
+        if field.name != "uptime_s":
+            value = getattr(msg, field.name)
+            values[field.name] = tuple(value) if isinstance(value, (list, array.array)) else value
+    return ServerHealth(uptime_s=seconds_from_duration(msg.uptime), **values)
+
+
 def diagnostic_status(
     name: str, hardware_id: str, level: bytes, message: str, values: dict
 ) -> DiagnosticStatus:

@@ -15,7 +15,7 @@ from lerobot_ros.executor.requests.answer_rules import InFlight, ValidatedModel
 from lerobot_ros.protocol.status import ExecutorState
 from lerobot_ros.protocol.trigger import request_threshold_s
 from lerobot_ros.protocol.wire.data_plane import RequestId
-from support.executor_harness import CAPABILITIES, chunk, counts, feed
+from support.executor_harness import CAPABILITIES, chunk, counts, feed, heartbeat
 from support.fake_fleet import ROBOT, fleet, serve
 
 CAPABILITIES_MODEL = ValidatedModel.of(CAPABILITIES)
@@ -167,7 +167,7 @@ def test_a_lost_replica_promotes_the_standby_without_a_placement():
     rounds = link.status_rounds
     link.silent.add("/a")
     clock.t += 1.1  # /a's heartbeat falls silent; /c's still beats
-    core.on_heartbeat("i/c", clock(), "/c")
+    core.on_heartbeat(heartbeat("i/c"), clock(), "/c")
     core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING
     assert (
@@ -187,7 +187,7 @@ def test_a_lost_replica_promotes_the_standby_without_a_placement():
     # A drained server leaves the graph after delivering what it owed: the move names the drain.
     serve(core, worker, clock)
     arm_standby(core, link, ROBOT, clock)
-    core.on_heartbeat("i/b", clock(), "/b", draining=True)
+    core.on_heartbeat(heartbeat("i/b", draining=True), clock(), "/b")
     core.replica_left_graph("/b", clock())
     assert worker.step() and "announced a drain" in counts(core, clock).last_move_reason
 
@@ -196,15 +196,15 @@ def test_a_standby_whose_replica_restarts_or_drains_is_dropped_and_replaced():
     clock, core, link, worker = fleet()
     serve(core, worker, clock)
     arm_standby(core, link, ROBOT, clock)
-    core.on_heartbeat("another", clock(), "/c")
+    core.on_heartbeat(heartbeat("another"), clock(), "/c")
     assert core.standby is None and "restarted" in core.snapshot(clock()).standby_problem
     arm_standby(core, link, ROBOT, clock)
-    core.on_heartbeat("i/c", clock(), "/c", draining=True)
+    core.on_heartbeat(heartbeat("i/c", draining=True), clock(), "/c")
     assert core.standby is None and "draining" in core.snapshot(clock()).standby_problem
     # A standby on the replica a re-handshake lands on was replaced by that session there.
     arm_standby(core, link, ROBOT, clock)
     clock.t += 10.0
-    core.on_heartbeat("i/c", clock(), "/c")
+    core.on_heartbeat(heartbeat("i/c"), clock(), "/c")
     link.load.update({"/b": 4})
     core.replica_left_graph("/a", clock())
     assert worker.step() and core.identity.replica == "/c" and core.standby is None
@@ -218,7 +218,7 @@ def test_the_trigger_rises_for_the_hedge_while_a_standby_is_armed():
     assert core.request_threshold_s == pytest.approx(0.7), (
         "deadline 0.4 s + a round trip 0.2 s + one step"
     )
-    core.on_heartbeat("another", clock(), "/c")
+    core.on_heartbeat(heartbeat("another"), clock(), "/c")
     assert core.request_threshold_s == pytest.approx(0.4)
 
 
@@ -237,7 +237,7 @@ def test_a_hedge_racing_when_the_heartbeat_times_out_is_not_cancelled_and_its_an
         time.sleep(0.005)
     assert counts(core, clock).hedges_sent == 1
     clock.t += 1.1  # /a's heartbeat times out while the hedge is on its way
-    core.on_heartbeat("i/c", clock(), "/c")
+    core.on_heartbeat(heartbeat("i/c"), clock(), "/c")
     core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING
     stepping.join(3.0)

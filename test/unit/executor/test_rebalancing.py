@@ -20,7 +20,7 @@ from lerobot_ros.executor.fleet.rebalancing import (
 )
 from lerobot_ros.executor.fleet.standby_keeper import arm_standby
 from lerobot_ros.executor.session.handshake_types import ServerView
-from support.executor_harness import CAPABILITIES, counts
+from support.executor_harness import CAPABILITIES, counts, heartbeat
 from support.fake_fleet import ROBOT, fleet, serve
 
 
@@ -253,7 +253,7 @@ def test_a_standby_already_on_the_target_is_promoted_without_opening_anything():
     opened = len(link.opened)
     serve(core, worker, clock, 2)
     clock.t += 10.5
-    core.on_heartbeat("i/b", clock(), "/b")  # the standby's replica still beats
+    core.on_heartbeat(heartbeat("i/b"), clock(), "/b")  # the standby's replica still beats
     outcome = run_look(core, link, worker, clock)
     assert outcome.startswith("moved to /b"), outcome
     assert link.opened[opened:] == [("/b", False)], (
@@ -290,7 +290,7 @@ def test_a_move_no_longer_worth_it_when_the_worker_gets_to_it_is_abandoned():
     assert arm_standby(core, link, ROBOT, clock) == "standby session opened on /b"
     serve(core, worker, clock)
     clock.t += 10.5
-    core.on_heartbeat("i/b", clock(), "/b")
+    core.on_heartbeat(heartbeat("i/b"), clock(), "/b")
     assert core.begin_move("/b", "rebalancing: /a serves 3 robots of 4, /b 0 of 4", clock())
     core.move_ready()
     link.load.update({"/a": 2, "/b": 1})  # meanwhile another robot of /a moved to /b

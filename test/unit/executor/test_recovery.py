@@ -11,7 +11,7 @@ from lerobot_ros.executor.goals.goal_steps import GoalSteps
 from lerobot_ros.executor.session import recovery
 from lerobot_ros.executor.session.handshake import handshake
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration
-from support.executor_harness import CAMERA, JOINTS, connected, counts, feed
+from support.executor_harness import CAMERA, JOINTS, connected, counts, feed, heartbeat
 
 ROBOT = RobotDeclaration(JOINTS, (CAMERA,), 3)
 
@@ -34,7 +34,7 @@ def offline(**overrides):
     assert core.state is S.STREAMING
     link.inactive = True
     # the heartbeat timeout passes, the next beat is "a new instance"
-    core.on_heartbeat("i2", clock.t + 3.0)
+    core.on_heartbeat(heartbeat("i2"), clock.t + 3.0)
     run(core, clock, worker, 8.0)
     assert core.state is S.OFFLINE
     return clock, core, link, worker

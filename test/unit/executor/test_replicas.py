@@ -27,6 +27,7 @@ from support.executor_harness import (
     chunk,
     counts,
     feed,
+    heartbeat,
     settings,
 )
 
@@ -226,7 +227,7 @@ def restarted(core, clock, replica, instance):
     """A new instance beats on ``replica`` after its old one fell silent (a second
     instance heard while the old one still beats is reported, never followed)."""
     clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.01
-    core.on_heartbeat(instance, clock(), replica)
+    core.on_heartbeat(heartbeat(instance), clock(), replica)
 
 
 def stream(core, clock, worker, steps=1):
@@ -265,7 +266,7 @@ def test_heartbeat_loss_moves_at_once_keeps_the_queue_and_bumps_the_epoch():
     assert queued_before > 0 and counts(core, clock).chunks_merged == 1
     link.views["/a"] = "no policy server answered on /a/get_status within 1 s"
     clock.t += 1.1  # the heartbeat of /a is silent past its timeout (the others beat on)
-    core.on_heartbeat("i/b", clock(), "/b")
+    core.on_heartbeat(heartbeat("i/b"), clock(), "/b")
     action = core.control_tick(clock())
     assert core.state is ExecutorState.RECONNECTING and action is not None
     assert counts(core, clock).queue_depth == queued_before - 1, (
@@ -312,7 +313,7 @@ def streaming_with_a_request_in_flight():
 
 def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
     clock, core, link, worker, old = streaming_with_a_request_in_flight()
-    core.on_heartbeat("i/a", clock(), "/a", draining=False)
+    core.on_heartbeat(heartbeat("i/a"), clock(), "/a")
     restarted(core, clock, "/a", "restarted")  # its session is gone
     link.views["/a"] = view(active=4, instance="restarted")
     assert core.state is ExecutorState.RECONNECTING
@@ -325,8 +326,10 @@ def test_a_chunk_of_the_old_replica_is_never_merged_after_a_move():
 
 def test_an_announced_drain_moves_after_the_answer_in_flight_is_merged():
     clock, core, link, worker, prepared = streaming_with_a_request_in_flight()
-    core.on_heartbeat("i/a", clock(), "/b", draining=True)  # another replica's drain: not ours
-    core.on_heartbeat("i/a", clock(), "/a", draining=True)
+    core.on_heartbeat(
+        heartbeat("i/a", draining=True), clock(), "/b"
+    )  # another replica's drain: not ours
+    core.on_heartbeat(heartbeat("i/a", draining=True), clock(), "/a")
     assert core.state is ExecutorState.STREAMING, "the drain still answers the request in flight"
     link.current = "/a"
     link.send_observation(prepared)

@@ -8,7 +8,7 @@ import math
 from lerobot_ros.executor.session.handshake_types import SessionGrant
 from lerobot_ros.executor.session.session_state import REOPEN_AT_IDLE_SHARE, Heard, SessionState
 from lerobot_ros.protocol.contract import ServerCapabilities
-from support.executor_harness import CAPABILITIES
+from support.executor_harness import CAPABILITIES, heartbeat
 
 REPLICAS = ("/a", "/b")
 HEARTBEAT_TIMEOUT_S = 1.0
@@ -87,14 +87,14 @@ def test_ending_a_session_clears_its_id_and_moves_the_epoch():
 
 def test_only_the_current_replicas_heartbeat_counts_and_a_second_instance_is_reported_not_followed():  # noqa: E501 - the test's id names what it checks
     state = opened()
-    assert state.heartbeat("i1", 0.5, "/b", draining=False, streaming=True) == (Heard.IGNORED, "")
-    assert state.heartbeat("i1", 0.5, "/a", draining=False, streaming=True) == (Heard.ALIVE, "")
-    assert state.heartbeat("other", 1.0, "/a", draining=False, streaming=True) == (
+    assert state.heartbeat(heartbeat("i1"), 0.5, "/b", streaming=True) == (Heard.IGNORED, "")
+    assert state.heartbeat(heartbeat("i1"), 0.5, "/a", streaming=True) == (Heard.ALIVE, "")
+    assert state.heartbeat(heartbeat("other"), 1.0, "/a", streaming=True) == (
         Heard.IGNORED,
         "",
     )
     assert state.other_instance == "other"
-    heard, reason = state.heartbeat("other", 1.6, "/a", draining=False, streaming=True)
+    heard, reason = state.heartbeat(heartbeat("other"), 1.6, "/a", streaming=True)
     assert heard is Heard.RESTARTED and "instance i1 -> other" in reason, (
         "ours went silent: a restart"
     )
@@ -102,9 +102,9 @@ def test_only_the_current_replicas_heartbeat_counts_and_a_second_instance_is_rep
 
 def test_a_drain_is_announced_once_and_only_while_streaming():
     state = opened()
-    state.heartbeat("i1", 0.1, "/a", draining=True, streaming=False)
+    state.heartbeat(heartbeat("i1", draining=True), 0.1, "/a", streaming=False)
     assert state.fleet.take_drain() == ""
-    state.heartbeat("i1", 0.2, "/a", draining=True, streaming=True)
+    state.heartbeat(heartbeat("i1", draining=True), 0.2, "/a", streaming=True)
     assert state.fleet.take_drain() == "server /a announced a drain"
     assert state.fleet.take_drain() == ""
 

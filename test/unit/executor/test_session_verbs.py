@@ -10,7 +10,7 @@ import pytest
 
 from lerobot_ros.executor.requests.pending_request import PendingRequest
 from lerobot_ros.protocol.status import ExecutorState
-from support.executor_harness import chunk, connected, counts, feed
+from support.executor_harness import chunk, connected, counts, feed, heartbeat
 
 
 def test_the_executor_streams_again_only_when_no_holder_is_left():
@@ -145,9 +145,9 @@ def test_the_session_identity_is_replaced_whole_and_transitions_are_read_once():
 
 def test_a_second_server_heard_while_ours_beats_is_reported_not_followed():
     clock, core, link, worker = connected()
-    core.on_heartbeat("i1", clock())
+    core.on_heartbeat(heartbeat("i1"), clock())
     clock.t += 0.5
-    core.on_heartbeat("impostor", clock())
+    core.on_heartbeat(heartbeat("impostor"), clock())
     assert core.state is ExecutorState.STREAMING or core.state is ExecutorState.CONNECTING
     assert (
         core.identity.instance_id == "i1"
@@ -155,9 +155,9 @@ def test_a_second_server_heard_while_ours_beats_is_reported_not_followed():
     )
     for _ in range(4):  # both keep beating: no flapping
         clock.t += 0.5
-        core.on_heartbeat("i1", clock())
-        core.on_heartbeat("impostor", clock())
+        core.on_heartbeat(heartbeat("i1"), clock())
+        core.on_heartbeat(heartbeat("impostor"), clock())
     assert core.state is not ExecutorState.RECONNECTING
     clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.1
-    core.on_heartbeat("impostor", clock())
+    core.on_heartbeat(heartbeat("impostor"), clock())
     assert core.state is ExecutorState.RECONNECTING, "ours went silent: the other one is a restart"

@@ -10,7 +10,7 @@ import pytest
 
 from lerobot_ros.protocol.contract import ServerCapabilities
 from lerobot_ros.protocol.status import ExecutorState
-from support.executor_harness import CAPABILITIES, connected, counts, feed
+from support.executor_harness import CAPABILITIES, connected, counts, feed, heartbeat
 
 
 def test_one_request_in_flight_merges_and_then_waits_for_the_buffer_to_drain():
@@ -53,7 +53,7 @@ def test_timeouts_reconnect_with_a_bumped_epoch_and_a_changed_model_is_dead():
     assert link.sent[-1].request.epoch == 1 and counts(core, clock).chunks_merged == 1
     # The server restarts with the joints in another order (its old instance has gone silent).
     clock.t += core.settings.failsafe.heartbeat_timeout_s + 0.1
-    core.on_heartbeat("i3", clock())
+    core.on_heartbeat(heartbeat("i3"), clock())
     assert core.state is ExecutorState.RECONNECTING
     link.capabilities = ServerCapabilities(
         **{**CAPABILITIES.__dict__, "action_names": ("b", "a", "c")}

@@ -86,6 +86,36 @@ def test_server_status_carries_health_and_capabilities():
     assert control_plane.capabilities_from_msg(msg.capabilities) == full_capabilities()
 
 
+def test_a_heartbeat_reads_back_as_the_health_it_was_built_from():
+    from builtin_interfaces.msg import Time
+
+    health = ServerHealth(
+        instance_id="abc123",
+        server_namespace="/gpu0/lerobot",
+        heartbeat_seq=7,
+        ready=False,
+        draining=True,
+        uptime_s=12.5,
+        active_sessions=3,
+        max_sessions=8,
+        standby_sessions=1,
+        pending_requests=2,
+        utilization=0.75,
+        inference_ms_p95=31.5,
+        headroom_robots=4,
+        predicted_p95_ms=120.0,
+        latency_budget_ms=250.0,
+        refused_client_ids=("arm_9",),
+        refused_on_arrival=(12,),
+        refused_last_reasons=("bad mac",),
+        reopen_refused_for_s=(1.5,),
+    )
+    msg = control_plane.server_status_to_msg(
+        health, control_plane.capabilities_to_msg(full_capabilities()), Time(sec=5)
+    )
+    assert control_plane.server_health_from_msg(msg) == health
+
+
 def test_open_request_round_trip():
     from lerobot_ros.protocol.contract import OpenRequest
 
