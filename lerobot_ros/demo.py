@@ -54,7 +54,7 @@ from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 
 #: Seconds after an episode reset in which the empty queue is the new episode's first chunk on its
-# way.
+#: way.
 RESET_REFILL_S = 1.0
 
 

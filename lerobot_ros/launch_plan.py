@@ -31,12 +31,11 @@ ZENOH_RMW = "rmw_zenoh_cpp"
 FASTDDS_RMW = "rmw_fastrtps_cpp"
 SIM_CAMERA_TOPIC = "camera/front/image_raw"
 #: How long the executors of a demo or fleet wait for their server at start-up (its
-# handshake_timeout_s):
-#: all start at once, and the server first imports torch, loads and warms up (over a minute on a
-# loaded CPU).
+#: handshake_timeout_s): all start at once, and the server first imports torch, loads and warms up
+#: (over a minute on a loaded CPU).
 SERVER_START_S = 180.0
 #: How long a launch lets a stopping node finish before escalating to SIGTERM (launch's own
-# default).
+#: default).
 STOP_TIMEOUT_S = 5.0
 #: The server's: its drain may finish the in-flight request for up to 30 s
 # (server.node.DRAIN_TIMEOUT_S), then tears down.

@@ -25,8 +25,7 @@ from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 from lerobot_ros.sim.default_policy import cache_dir, default_checkpoint
 
 #: The cached trained ACT. Bump the suffix when the recipe (regenerate's defaults, train's options)
-# changes,
-#: so caches rebuild.
+#: changes, so caches rebuild.
 TRAINED_POLICY_NAME = "act_so101_reach_v1"
 #: The committed trained SmolVLA (``regenerate --policy smolvla`` made it;
 # docs/reference/benchmarks.md says how).

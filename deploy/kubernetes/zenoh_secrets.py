@@ -79,7 +79,7 @@ def _trusted_subject(acl: dict) -> dict:
 
 
 #: A key of the single server (domain, then /lerobot/...) and the same key on every replica's
-# namespace.
+#: namespace.
 SERVER_KEY, REPLICA_KEY = "*/lerobot/", "*/*/lerobot/"
 
 

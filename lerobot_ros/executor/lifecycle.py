@@ -29,8 +29,8 @@ from typing import Protocol
 from lerobot_ros.node_shell.node_support import TransitionFailed
 
 #: rclpy's label of the state each transition (by the node's name for it) passes through, ends in
-# when it
-#: succeeds, and ends in when it fails; a failed cleanup or shutdown goes through errorprocessing.
+#: when it succeeds, and ends in when it fails; a failed cleanup or shutdown goes through
+#: errorprocessing.
 STATE_LABELS = {
     "configure": ("configuring", "inactive", "unconfigured"),
     "activate": ("activating", "active", "inactive"),

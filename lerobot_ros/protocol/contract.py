@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 #: The interface version this package speaks: msg/Observation.msg's CURRENT_SCHEMA_VERSION, kept
-# here
-#: too so plain-Python code (launch plans, admission) can read it without message packages;
+#: here too so plain-Python code (launch plans, admission) can read it without message packages;
 #: test_contract.py ties the two.
 SCHEMA_VERSION = 4
 #: A client id becomes one ROS name segment of the data plane topics.

@@ -30,7 +30,7 @@ ACTION_CHUNK_QOS = QoSProfile(
 STATUS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 #: A status followed event by event (the recorder cutting episodes at an executor's goals): the
 #: executor publishes a goal's start and end at once, between periodic ones, and each should be
-# read.
+#: read.
 STATUS_FOLLOWER_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: Robot sensors (joint states, cameras): best effort so it matches both
 #: reliable and best-effort drivers (a reliable subscription would not match

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from lerobot_ros.protocol.statistics import WindowedDurations
 
 #: Period of both nodes' /diagnostics: diagnostic_updater's default, what rqt_robot_monitor
-# expects.
+#: expects.
 DIAGNOSTICS_PERIOD_S = 1.0
 
 

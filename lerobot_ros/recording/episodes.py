@@ -233,8 +233,7 @@ class TaskEpisodes:
 
 #: How a RunPolicy goal may end and still be a whole episode: it ran the policy until its time was
 #: up or the operator ended it. The others (timeout: no chunk ever came; failed: the server
-# refused;
-#: dead: the fail-safe stopped the arm) are not the policy's episode and are dropped.
+#: refused; dead: the fail-safe stopped the arm) are not the policy's episode and are dropped.
 WHOLE_GOAL_ENDS = tuple(
     end.value for end in (Termination.COMPLETED, Termination.CANCELLED, Termination.PREEMPTED)
 )

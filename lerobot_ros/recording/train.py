@@ -34,9 +34,8 @@ from lerobot_ros.recording.dataset import video_backend
 
 #: The policy trained here: ACT without its VAE, small transformer, chunks of a second at 30 fps.
 #: The learning rates are ten times LeRobot's ACT preset: that preset fine-tunes an ImageNet
-# backbone,
-#: and here the backbone starts from random weights and has a few thousand steps to learn the
-# scene.
+#: backbone, and here the backbone starts from random weights and has a few thousand steps to learn
+#: the scene.
 ACT_OPTIONS = {
     "chunk_size": 30,
     "n_action_steps": 30,
@@ -51,9 +50,8 @@ ACT_OPTIONS = {
 
 
 #: The tiny SmolVLA (``TINY_SMOLVLA_OPTIONS``), chunks of 50 like the random default. Vision and
-# language
-#: model train too: frozen, their random weights would be all the policy ever sees of the cube.
-#: LeRobot's schedule (warm-up, cosine decay) shrinks to the run's steps by itself.
+#: language model train too: frozen, their random weights would be all the policy ever sees of the
+#: cube. LeRobot's schedule (warm-up, cosine decay) shrinks to the run's steps by itself.
 SMOLVLA_OPTIONS = {
     "chunk_size": 50,
     "n_action_steps": 50,

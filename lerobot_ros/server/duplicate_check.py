@@ -18,7 +18,7 @@ from lerobot_ros.msg import ServerStatus
 from lerobot_ros.protocol.qos import STATUS_QOS
 
 #: How long a starting server listens for another live server's heartbeat on its namespace (at
-# least).
+#: least).
 DUPLICATE_LISTEN_MIN_S = 1.5
 #: How long after joining the graph a starting server looks for another one's heartbeat publisher
 #: (seconds): discovery on a loaded machine takes a while, and checking at once let a second

@@ -34,7 +34,7 @@ from lerobot_ros.server.policy.policy_families import DTYPES, EXCLUSIVE, SHARED
 
 SERVING_MODES = ("auto", SHARED, EXCLUSIVE)
 #: torch.compile of the policy's forward: none, or one of torch's modes (all but "default" are
-# inductor's own).
+#: inductor's own).
 COMPILE_MODES = (
     "none",
     "default",
@@ -45,12 +45,10 @@ COMPILE_MODES = (
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 #: Why the others are start-up only: the checkpoint, device, dtype, serving mode, RTC and task pin
-# are
-#: baked into the loaded policy and its advertised capabilities; names, ports and files are the
-# node's
-#: entities and open resources; heartbeat_period_s is what robots time their watchdogs against;
-#: max_image_bytes is shared with the worker's parser. Unconfigured, all may change (configure
-# reads them).
+#: are baked into the loaded policy and its advertised capabilities; names, ports and files are the
+#: node's entities and open resources; heartbeat_period_s is what robots time their watchdogs
+#: against; max_image_bytes is shared with the worker's parser. Unconfigured, all may change
+#: (configure reads them).
 PARAMETERS = (
     Parameter(
         "checkpoint",

@@ -213,10 +213,8 @@ def build_tiny_vlm(directory: Path) -> Path:
 
 
 #: The tiny SmolVLA's architecture, shared by the random default and the one ``recording.train``
-# trains:
-#: no download (only the config/processor/tokenizer of ``build_tiny_vlm`` are read), two VLM
-# layers,
-#: ten flow-matching steps.
+#: trains: no download (only the config/processor/tokenizer of ``build_tiny_vlm`` are read), two
+#: VLM layers, ten flow-matching steps.
 TINY_SMOLVLA_OPTIONS = {"load_vlm_weights": False, "num_vlm_layers": 2, "num_steps": 10}
 
 

@@ -30,7 +30,7 @@ from lerobot_ros.sim.so101 import JOINT_LOWER_LIMITS, JOINT_UPPER_LIMITS, SO101_
 #: Metres per unit of the camera's scale (min(height, width) pixels): the upper arm is 0.128 m.
 METRES_PER_SCALE = 0.4
 #: The shoulder_lift axis above the shoulder_pan joint (metres); the side view's chain starts
-# there.
+#: there.
 SHOULDER_HEIGHT_M = 0.05
 #: URDF requires an effort limit; the sim has no torque model, so this only fills the field (N m).
 EFFORT_LIMIT = 10.0

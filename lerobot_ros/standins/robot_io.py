@@ -54,7 +54,7 @@ def command_values(msg) -> tuple[list[str], list]:
 
 
 #: The commands' QoS (reliable), with a queue: this driver's spin running late must not drop what
-# arrived.
+#: arrived.
 RECORDING_QOS = QoSProfile(
     depth=100, reliability=COMMAND_QOS.reliability, durability=COMMAND_QOS.durability
 )

@@ -40,9 +40,8 @@ PAGE = REPO / "docs/how-to/deployment.md"
 DEPLOY = REPO / "deploy"
 KUBECTL = Path(sys.executable).parent / "kubectl"
 #: The oldest Kubernetes the manifests need (the StatefulSet pod-index label, which names each
-# server's
-#: namespace, is on by default from 1.28) and the newest kubernetes-validate 1.37.0 ships schemas
-# for.
+#: server's namespace, is on by default from 1.28) and the newest kubernetes-validate 1.37.0 ships
+#: schemas for.
 KUBERNETES_VERSIONS = ("1.28.0", "1.37.0")
 
 try:

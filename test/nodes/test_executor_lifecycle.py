@@ -14,13 +14,14 @@ import time
 
 import pytest
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState, GetState
+from lifecycle_msgs.srv import ChangeState
 from rclpy.action import ActionClient
 
 from lerobot_ros.action import RunPolicy
 from lerobot_ros.srv import StartPolicy, StopPolicy
 from support.executor_processes import is_hold
 from support.goals import WAIT_S, GoalRun
+from support.lifecycle import lifecycle_state as support_lifecycle_state
 from support.ros import call_service, spin_until
 
 
@@ -29,9 +30,9 @@ def call(node, service_type, name: str, request, timeout_s: float = WAIT_S):
 
 
 def lifecycle_state(node, executor_name: str) -> str:
-    return call(
-        node, GetState, f"/{executor_name}/get_state", GetState.Request()
-    ).current_state.label
+    # Asked again while unanswered: the first ask of a node that has just started can lose
+    # its reply (a full run once saw get_state unanswered for 20 s right after the start).
+    return support_lifecycle_state(node, f"/{executor_name}", timeout_s=WAIT_S)
 
 
 def change_state(node, executor_name: str, transition: int) -> bool:

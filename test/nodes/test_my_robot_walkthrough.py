@@ -53,11 +53,11 @@ PAGE = REPO / "docs" / "tutorials" / "my_robot.md"
 #: The page's placeholder for the user's checkpoint directory.
 CHECKPOINT = "/path/to/pretrained_model"
 #: Bound of one foreground block; the server's readiness wait includes its load and warm-up on a
-# loaded CPU.
+#: loaded CPU.
 BLOCK_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 180.0
 #: The stand-in camera: larger than the policy's 96x128, as a real camera is (the executor shrinks
-# it).
+#: it).
 CAMERA_SIZE = (240, 320)
 
 
@@ -85,7 +85,7 @@ def fenced_blocks(text: str) -> list[Fenced]:
 
 FENCED = fenced_blocks(PAGE.read_text())
 #: The page's shell blocks this test runs, in page order, read the one way every doc-command test
-# reads them.
+#: reads them.
 RUN_BLOCKS = [block for block in block_run_by(PAGE, __file__) if block.language != "inline"]
 
 

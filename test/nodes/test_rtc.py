@@ -41,8 +41,7 @@ HORIZON = 10
 FPS = 30.0
 TASK = "pick up the cube"
 #: The server's torch_threads, and the local references' thread count: a forward summed over a
-# different
-#: number of threads can differ in the last bit, and these tests compare bit for bit.
+#: different number of threads can differ in the last bit, and these tests compare bit for bit.
 TORCH_THREADS = 1
 # Actions the robot plays between one merge and the next request, and while
 # each request is being inferred (the measured delay, in control steps).

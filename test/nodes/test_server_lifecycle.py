@@ -22,7 +22,7 @@ from support.servers import spawn_server
 
 NODE = "/managed_server"
 #: Every inference takes this much longer, so a request is surely in flight when deactivate
-# arrives.
+#: arrives.
 INFERENCE_DELAY_S = 1.0
 
 

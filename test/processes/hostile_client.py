@@ -32,7 +32,7 @@ FORGED_CHUNKS = 6
 OBSERVATION_GAP_S = 0.2
 OBSERVATION_SENDS = 3
 #: Actions a forged chunk carries: far from the arm's home pose, so a merged one would show in the
-# commands.
+#: commands.
 FORGED_ACTION = 1.5
 
 

@@ -27,7 +27,7 @@ from support.paths import REPO
 
 SHELL_LANGUAGES = ("bash", "sh", "console")
 #: Pages the bench/ generators write (their commands are the generators'): read, but their blocks
-# need no marker.
+#: need no marker.
 GENERATED = ("docs/reference/benchmarks.md", "docs/reference/reliability.md")
 
 MARKER = re.compile(r"^\s*<!--\s*commands:(.*?)-->\s*$")
@@ -35,8 +35,7 @@ FENCE = re.compile(r"^```(\S*)\s*$")
 #: A code span that starts like a command: an interpreter, ros2, a script, a node executable.
 COMMAND_SPAN = re.compile(r"(\S*python |ros2 |\./scripts/|scripts/|\w+_node )")
 #: What a span that is a template, not a command to run as written, holds: ``<node>``, ``...``,
-# ``[--robot]``,
-#: a word in capitals (``--torch-threads N``, ``--work-dir DIR``).
+#: ``[--robot]``, a word in capitals (``--torch-threads N``, ``--work-dir DIR``).
 PLACEHOLDER = re.compile(r"<[^>]*>|\.\.\.|…|\[|(?<![\w$/.:=-])[A-Z][A-Z0-9_]*(?![\w/.:=-])")
 
 

@@ -13,9 +13,8 @@ from support.robot_client import call
 from support.ros import spin_until
 
 #: A query asked again after this long unanswered: a reply sent before the node matched this
-# client's
-#: reply reader is lost (seen once in CI, right after a server started), and GetState changes
-# nothing.
+#: client's reply reader is lost (seen in CI right after a node started), and GetState changes
+#: nothing.
 QUERY_RETRY_S = 5.0
 
 

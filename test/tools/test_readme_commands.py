@@ -40,7 +40,7 @@ QUICKSTART = next(
 DEMO = next(command for command in QUICKSTART.commands if "run_demo.sh" in command)
 TESTS = next(command for command in QUICKSTART.commands if "run_tests.sh" in command)
 #: The complete commands of the paragraphs both pages mark for this file (the pytest arguments
-# example).
+#: example).
 ARGUMENTS = sorted(
     {
         span

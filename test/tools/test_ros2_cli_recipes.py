@@ -41,7 +41,7 @@ RUN, RUN_ECHO = RUN_BLOCK.commands
 #: (command, the output lines the page shows) for every ``$ ros2 ...`` line.
 RECIPES = [recipe for block in BLOCKS if block.language == "console" for recipe in block.console()]
 #: The node pages' paragraphs marked `run by` this file: their complete command spans, run against
-# the demo.
+#: the demo.
 NODE_PAGE_COMMANDS = [
     (page, span)
     for page in (

@@ -14,11 +14,9 @@ from lerobot_ros.node_shell.node_support import TransitionFailed, parameter_tabl
 from lerobot_ros.protocol.qos import LATCHED_QOS
 
 #: How long configure waits for a latched robot_description (published once, kept for late
-# subscribers). Only a
-#: robot without limit parameters waits; long enough for robot_state_publisher started by the same
-# launch and for
-#: discovery on a loaded machine (2 s missed it in a CI run), short enough that a robot without one
-# fails soon.
+#: subscribers). Only a robot without limit parameters waits; long enough for robot_state_publisher
+#: started by the same launch and for discovery on a loaded machine (2 s missed it in a CI run),
+#: short enough that a robot without one fails soon.
 DESCRIPTION_WAIT_S = 10.0
 
 

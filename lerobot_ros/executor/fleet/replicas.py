@@ -31,9 +31,8 @@ from lerobot_ros.executor.requests.answer_rules import ValidatedModel
 from lerobot_ros.executor.session.handshake_types import RobotDeclaration, ServerView
 
 #: GetStatus says ready=false: the server answers, so its policy is loaded (a loading server has no
-# services
-#: yet); it is inactive or between transitions. The handshake asks it for a session to get its own
-# words.
+#: services yet); it is inactive or between transitions. The handshake asks it for a session to get
+#: its own words.
 NOT_READY = "server answers but does not serve (inactive, or being activated)"
 #: GetStatus says draining: shutting down, or deactivated (an inactive server keeps the flag).
 DRAINING = "server is draining (deactivated or shutting down)"

@@ -52,11 +52,11 @@ from lerobot_ros.protocol.wire.images import ImageError
 #: How often the start-up discovery wait looks at the graph (seconds).
 DISCOVERY_POLL_S = 0.05
 #: Discovering: the first placement begins once some replica is known and the set did not change
-# for this long.
+#: for this long.
 DISCOVERY_QUIET_S = 0.5
 DISCOVERY_JOIN_TIMEOUT_S = 2.0
 #: Bound of closing a standby no longer wanted (seconds): its server collects it anyway once we are
-# gone.
+#: gone.
 CLOSE_STANDBY_TIMEOUT_S = 1.0
 
 

@@ -61,7 +61,7 @@ STOP_POLL_S = 0.1
 SPIN_POLL_S = 0.01
 CLOSE_UNUSED_TIMEOUT_S = 2.0
 #: Sessions whose secret is kept: the current one, and the one before (its late chunks still
-# verify).
+#: verify).
 KEPT_SECRETS = 2
 
 #: How often an unanswered idempotent service request is sent again (seconds).

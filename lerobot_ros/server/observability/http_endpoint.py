@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: Readiness (200 only when serving), liveness (200 in every state the server can report) and the
-# metrics.
+#: metrics.
 READINESS_PATH, LIVENESS_PATH, METRICS_PATH = "/healthz", "/livez", "/metrics"
 PATHS = (READINESS_PATH, LIVENESS_PATH, METRICS_PATH)
 

@@ -31,7 +31,7 @@ from lerobot_ros.server.sessions.registry import Session
 #: Rate a probe robot asks at when the checkpoint names no trained fps.
 PROBE_FPS = 30.0
 #: How long one headroom figure is reused: heartbeats, GetStatus and /metrics read it several times
-# a second.
+#: a second.
 REPORT_REUSE_S = 1.0
 
 

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: Full audit lines per client and reason kind in one window; the rest go into the window's summary
-# line.
+#: line.
 FULL_LINES_PER_WINDOW = 8
 #: A client id's closures are forgotten after this many maximal backoffs without one.
 FORGET_CLOSURES_AFTER = 10

@@ -5,7 +5,7 @@ from lerobot_ros.launch_plan import NodeSpec, Plan
 from lerobot_ros.processes import start_processes, stop_processes
 
 #: A module that imports and exits at once: ``python -m`` of it ignores the ``--ros-args`` it is
-# given.
+#: given.
 QUIET_MODULE = "lerobot_ros.protocol.names"
 
 
