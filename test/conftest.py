@@ -41,6 +41,24 @@ def pytest_collection_finish(session) -> None:
     )
 
 
+def _timed(phase: str):
+    @pytest.hookimpl(wrapper=True)
+    def hook(item, *args):
+        from support import timings
+
+        if not timings.TIMINGS_FILE:
+            return (yield)
+        with timings.PhaseTimer(item.nodeid, phase):
+            return (yield)
+
+    return hook
+
+
+pytest_runtest_setup = _timed("setup")
+pytest_runtest_call = _timed("call")
+pytest_runtest_teardown = _timed("teardown")
+
+
 def pytest_sessionfinish(session) -> None:
     from support import background
 
