@@ -85,6 +85,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # scripts/run_tests.sh runs the suite in parallel workers (test/support/workers.py).
+            "pytest-xdist==3.8.0",
             "colcon-common-extensions",
             "eclipse-zenoh>=1.4,<2",
             "hypothesis>=6.100",

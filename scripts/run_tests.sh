@@ -6,4 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup_env.sh"
 venv="${LEROBOT_ROS_VENV:-$root/.venv}"
 cd "$root"
-exec "$venv/bin/python" -m pytest "$@"
+# Parallel workers (pytest-xdist): most tests wait on timers and processes rather than use the
+# CPU. One worker runs a module whose fixtures are module-scoped (xdist_group); timing-sensitive
+# tests run alone (test/support/workers.py). `-n 0` runs them all in this process.
+exec "$venv/bin/python" -m pytest -n "${LEROBOT_ROS_TEST_WORKERS:-3}" --dist loadgroup "$@"

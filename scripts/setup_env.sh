@@ -95,7 +95,7 @@ fi
 rm -f "$stamp"
 . "$root/scripts/pip_install.sh"
 
-echo "lerobot_ros: installing the ROS 2 wheels"
+echo "lerobot_ros: [$((SECONDS - started)) s] installing the ROS 2 wheels"
 # Only the requirements of the ros-wheels and interfaces-build extras, read from
 # setup.py: installing the package itself here would build it twice.
 mapfile -t ros_requirements < <("$venv/bin/python" - "$root/setup.py" <<'PY'
@@ -135,7 +135,7 @@ if [ "$tools" = vendored ]; then
   done
 fi
 
-echo "lerobot_ros: installing dependencies ($profile profile; the first run downloads several GB for LeRobot and torch)"
+echo "lerobot_ros: [$((SECONDS - started)) s] installing dependencies ($profile profile; the first run downloads several GB for LeRobot and torch)"
 if [ "$profile" = dev ]; then
   # compat mode puts the checkout on sys.path through a .pth file, so the
   # package and the generated interfaces in site-packages form one package.
@@ -148,7 +148,7 @@ for job in "${staged_jobs[@]}"; do
   wait "${job%%:*}" || { cat "$staging_logs/${job#*:}.log" >&2; echo "error: generating ${job#*:} failed" >&2; exit 1; }
 done
 
-echo "lerobot_ros: installing the ROS interfaces"
+echo "lerobot_ros: [$((SECONDS - started)) s] installing the ROS interfaces"
 # One build directory for both profiles: the robot venv reuses the development venv's build.
 "$root/scripts/build_interfaces.sh" "$venv" "$root/build/interfaces"
 
@@ -162,7 +162,7 @@ fi
 
 case "$tools" in
   vendored)
-    echo "lerobot_ros: installing the ROS 2 tools from $ros2_tools"
+    echo "lerobot_ros: [$((SECONDS - started)) s] installing the ROS 2 tools from $ros2_tools"
     "$root/scripts/install_ros2_tools.sh" "$venv" "$ros2_tools" "$root/build/ros2_tools"
     "$venv/bin/python" -c "import launch_ros.actions, ros2cli; from tf2_msgs.msg import TFMessage" \
       || { echo "error: the ROS 2 tools do not import" >&2; exit 1; }

@@ -1,8 +1,11 @@
-"""Fixtures only: an isolated ROS graph per test run, checkpoints built once, shared processes.
+"""Fixtures and the run's plumbing: an isolated ROS graph per test process, checkpoints built once
+per run, shared processes, parallel workers.
 
-Every run gets its own ROS_DOMAIN_ID and localhost-only discovery so that
-concurrent runs (and robots on the developer's network) never hear each
-other, and the Hugging Face Hub is never contacted.
+Every process that runs tests (a run without workers, or each xdist worker) gets its own block of
+ROS domain ids (support/domains.py) and localhost-only discovery so that workers, concurrent runs
+and robots on the developer's network never hear each other, and the Hugging Face Hub is never
+contacted. Timing-sensitive tests (``@pytest.mark.serial``) run while no other worker runs one
+(support/workers.py).
 """
 
 from __future__ import annotations
@@ -12,17 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from support import domains, workers
 from support.ros import free_port
 from support.servers import start_server
 
 
 def _isolate_ros_graph() -> None:
-    # Domain ids 1-100 are safe on every platform; derive one from the pid so
-    # parallel runs on one machine differ. Always override: the developer's
-    # shell may point at a domain with real robots in it.
-    os.environ["ROS_DOMAIN_ID"] = os.environ.get("LEROBOT_ROS_TEST_DOMAIN_ID") or str(
-        1 + os.getpid() % 100
-    )
+    # Always override the domain (support/domains.py, in pytest_configure): the developer's shell
+    # may point at a domain with real robots in it.
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
@@ -31,11 +31,62 @@ def _isolate_ros_graph() -> None:
 _isolate_ros_graph()
 
 
+def _runs_workers(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", 0)) and config.option.dist != "no"
+
+
+def pytest_configure(config) -> None:
+    """Give this process its ROS domain block and the run's shared directory (support/workers.py):
+    an xdist worker gets both from the controller; the controller hands them out; a run without
+    workers takes its own."""
+    if hasattr(config, "workerinput"):
+        workers.join_run(config.workerinput["lerobot_ros_run_directory"])
+        siblings = [int(b) for b in config.workerinput["lerobot_ros_blocks"].split(",")]
+        domains.own_block(int(config.workerinput["lerobot_ros_block"]), siblings)
+    elif _runs_workers(config):
+        workers.start_run()
+        config.lerobot_ros_blocks = domains.worker_blocks(config.option.numprocesses)
+        config.lerobot_ros_block_of = {}
+    else:
+        workers.start_run()
+        domains.own_block(domains.free_blocks(1)[0], [])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """The controller's: a worker gets a block no live worker holds (a restarted worker reuses
+    the dead one's)."""
+    config = node.config
+    held = set(config.lerobot_ros_block_of.values())
+    block = next(b for b in config.lerobot_ros_blocks if b not in held)
+    config.lerobot_ros_block_of[node.gateway.id] = block
+    node.workerinput["lerobot_ros_block"] = str(block)
+    node.workerinput["lerobot_ros_blocks"] = ",".join(map(str, config.lerobot_ros_blocks))
+    node.workerinput["lerobot_ros_run_directory"] = str(workers.run_directory())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    node.config.lerobot_ros_block_of.pop(node.gateway.id, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """In a worker, a ``serial`` test runs while no other worker runs one."""
+    if not workers.in_worker():
+        return (yield)
+    with workers.serial_lock(serial=item.get_closest_marker("serial") is not None):
+        return (yield)
+
+
 def pytest_collection_finish(session) -> None:
     """Start the slow set-ups the collected tests need (support/background.py), so they overlap the
-    others."""
+    others. A worker collects every test but runs only some: there, the fixtures start their own
+    set-ups when a test asks, while the other workers go on."""
     from support import background
 
+    if workers.in_worker():
+        return
     background.start_wanted(
         {name for item in session.items for name in getattr(item, "fixturenames", ())}
     )
@@ -63,22 +114,23 @@ def pytest_sessionfinish(session) -> None:
     from support import background
 
     background.remove_all()
+    workers.end_run()
 
 
 @pytest.fixture(scope="session")
-def act_checkpoint(tmp_path_factory) -> Path:
+def act_checkpoint() -> Path:
     """A real ACT checkpoint for the simulated 6-joint arm, random weights."""
     from lerobot_ros.sim.default_policy import build_act_checkpoint
 
-    return build_act_checkpoint(tmp_path_factory.mktemp("act_so101"))
+    return workers.built_once("act_so101", build_act_checkpoint)
 
 
 @pytest.fixture(scope="session")
-def smolvla_checkpoint(tmp_path_factory) -> Path:
+def smolvla_checkpoint() -> Path:
     """A tiny RTC-capable SmolVLA checkpoint for the same arm, random weights, built offline."""
     from lerobot_ros.sim.default_policy import build_smolvla_checkpoint
 
-    return build_smolvla_checkpoint(tmp_path_factory.mktemp("smolvla_so101"))
+    return workers.built_once("smolvla_so101", build_smolvla_checkpoint)
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +181,14 @@ def policy_server(act_checkpoint, tmp_path_factory, ros_node):
 
 
 @pytest.fixture(scope="session")
-def diffusion_checkpoint(tmp_path_factory) -> Path:
+def diffusion_checkpoint() -> Path:
     """A small random Diffusion checkpoint; 100 denoising steps make each request take ~0.5-1 s
     here."""
     from support.policies import build_diffusion_checkpoint
 
-    return build_diffusion_checkpoint(tmp_path_factory.mktemp("diffusion"), inference_steps=100)
+    return workers.built_once(
+        "diffusion", lambda directory: build_diffusion_checkpoint(directory, inference_steps=100)
+    )
 
 
 @pytest.fixture

@@ -16,6 +16,9 @@ import pytest
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from support import background
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_colcon_workspace")
+
 
 @pytest.fixture(scope="module")
 def colcon_install() -> Path:

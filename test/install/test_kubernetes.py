@@ -36,6 +36,9 @@ from lerobot_ros.json5_reader import read_json5
 from support.doc_commands import block_run_by, without, words
 from support.paths import REPO
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_kubernetes")
+
 PAGE = REPO / "docs/how-to/deployment.md"
 DEPLOY = REPO / "deploy"
 KUBECTL = Path(sys.executable).parent / "kubectl"

@@ -12,6 +12,9 @@ from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from support import background
 from support.background import clean_env
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_robot_install")
+
 
 @pytest.fixture(scope="module")
 def robot_venv() -> Path:

@@ -48,6 +48,9 @@ from support.zenoh_engine import (  # noqa: E402 - only once zenoh is known to i
     put,
 )
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_zenoh_acl_engine")
+
 # --- certificates, made here with the openssl CLI (by the generator's own functions)
 # ----------------
 

@@ -54,6 +54,9 @@ from support.zenoh_engine import (  # noqa: E402 - only once zenoh is known to i
     put,
 )
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_zenoh_deployment")
+
 # its block marked MARKER is read through support.doc_commands
 PAGE = REPO / "docs/how-to/two_machines.md"
 MARKER = "<!-- commands: run by test/install/test_zenoh_deployment.py -->"

@@ -5,15 +5,19 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from lerobot_ros.policy_names import committed_trained_smolvla
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAME, default_checkpoint
+from support import domains
 
 
+@pytest.mark.serial
 def test_demo_streams_the_committed_trained_policy_and_a_random_one_is_built_once(
     tmp_path, monkeypatch
 ):
     # Its own ROS domain: the suite's shared server also answers at /lerobot.
-    domain = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 50) % 100)
+    domain = str(domains.domain("demo"))
     env = {**os.environ, "ROS_DOMAIN_ID": domain, "LEROBOT_ROS_CACHE": str(tmp_path)}
     result = subprocess.run(
         [

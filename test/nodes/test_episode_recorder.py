@@ -32,6 +32,9 @@ from support.executor_processes import POSITIONS
 from support.goals import GoalRun
 from support.ros import spin_until
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_episode_recorder")
+
 NAMESPACE = "/recorder_test"
 IMAGE = (48, 64)
 # LeRobot's dataset stack takes a while to import on a busy 2-core machine.

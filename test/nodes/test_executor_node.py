@@ -22,6 +22,7 @@ from support.jsonl import read_jsonl
 from support.ros import spin_until
 
 
+@pytest.mark.serial
 def test_streams_commands_at_fps_without_starving(policy_server, launched):
     robot = launched("/stream_arm", commands=[("forward_command", "/stream_arm/commands")])
     executor = launched.executor("exec_stream", robot.executor_parameters())
@@ -89,6 +90,7 @@ def test_streams_commands_at_fps_without_starving(policy_server, launched):
     ), "SIGINT must close the session"
 
 
+@pytest.mark.serial
 def test_a_control_rate_above_fps_publishes_interpolated_commands_at_that_rate(
     policy_server, launched
 ):

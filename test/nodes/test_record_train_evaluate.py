@@ -22,6 +22,10 @@ import pytest
 
 from lerobot_ros.protocol.checkpoint_layout import CONTRACT_FILE
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
+from support import domains
+
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_record_train_evaluate")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +35,7 @@ def regenerated(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("regenerate")
     # Its own ROS domain: the suite's shared server also answers at /lerobot, where the
     # evaluation's server runs.
-    domain = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 70) % 100)
+    domain = str(domains.domain("record_train"))
     cache, work = tmp_path / "cache", tmp_path / "reach"
     env = {**os.environ, "ROS_DOMAIN_ID": domain, "LEROBOT_ROS_CACHE": str(cache)}
     result = subprocess.run(

@@ -36,6 +36,9 @@ from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, SO101_JOINT
 from support.jsonl import read_jsonl
 from support.servers import start_server
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_rtc")
+
 NOISE_SEED = 1234
 HORIZON = 10
 FPS = 30.0

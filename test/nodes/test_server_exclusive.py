@@ -19,6 +19,9 @@ from support.robot_client import RobotClient
 from support.ros import spin_until
 from support.servers import start_server
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_server_exclusive")
+
 
 def test_forcing_shared_on_a_stateful_policy_is_refused(diffusion_checkpoint):
     with pytest.raises(UnsupportedPolicyError, match="serving_mode=shared is unsafe"):

@@ -18,6 +18,9 @@ from lerobot_ros.sim.so101 import HOME_POSE, SO101_JOINT_NAMES
 from lerobot_ros.sim.tf_messages import tf_message_type
 from support.ros import spin_until
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_sim_robot_node")
+
 NAMESPACE = "/sim_test"
 
 

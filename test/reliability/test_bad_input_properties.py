@@ -816,6 +816,7 @@ CROSS_PROCESS_MAX_IMAGE_BYTES = RequestLimits().max_image_bytes
 RATE_BOUND = 0.4
 
 
+@pytest.mark.serial
 def test_a_real_server_refuses_malformed_observations_while_a_second_robot_keeps_streaming(
     policy_server, ros_node
 ):
@@ -1015,6 +1016,7 @@ LIMIT_MARGIN = 0.4
 STEP = 0.05
 
 
+@pytest.mark.serial
 def test_forged_chunks_on_a_running_executors_topic_are_dropped_and_commands_stay_in_limits(
     policy_server, ros_node, tmp_path
 ):

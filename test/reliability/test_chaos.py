@@ -40,6 +40,9 @@ from support.reliability_log import record
 from support.ros import spin_until
 from support.servers import start_server
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_chaos")
+
 CHAOS_SERVER = "lerobot_chaos"
 # Above buffer_time_s + a chunk (1.2 + 1.67 s) plus the drained model's 1 s latency.
 MAX_ACTION_AGE_S = 4.0

@@ -44,6 +44,9 @@ from support.robot_client import RobotClient
 from support.ros import spin_until
 from support.servers import spawn_server, wait_for_server
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_fleet")
+
 A, B, C, OTHER, HUNG = "fleet_a", "fleet_b", "fleet_c", "fleet_other", "fleet_hung"
 MAX_OFFLINE_S = 10.0
 HEARTBEAT_TIMEOUT_S = 2.0

@@ -35,6 +35,7 @@ def ns(name: str) -> str:
     return f"/{name}"
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 def test_kill_9_of_the_serving_replica_leaves_no_empty_queue_tick_in_append_and_rtc(
     smolvla_checkpoint, tmp_path, ros_node, launched

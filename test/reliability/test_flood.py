@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from lerobot_ros.msg import Observation, ServerStatus
 from lerobot_ros.protocol.qos import STATUS_QOS
 from lerobot_ros.sim.so101 import FRONT_CAMERA, SO101_JOINT_NAMES
@@ -75,6 +77,7 @@ def test_a_previous_schema_version_is_refused_naming_both_versions(policy_server
     ), reply.message
 
 
+@pytest.mark.serial
 def test_a_flooding_session_is_closed_with_its_reason_while_two_robots_keep_their_rate(
     policy_server, ros_node
 ):

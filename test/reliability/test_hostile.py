@@ -21,6 +21,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from lerobot_ros.processes import spawn_node, stop
 from lerobot_ros.srv import OpenSession
@@ -58,6 +59,7 @@ def second_server(policy_server, checkpoint, directory) -> ServerProcess:
     )
 
 
+@pytest.mark.serial
 def test_a_hostile_process_cannot_take_over_disturb_or_feed_a_streaming_robot(
     policy_server, act_checkpoint, ros_node, tmp_path
 ):

@@ -36,6 +36,9 @@ from support.request_harness import Harness
 from support.robot_client import RobotClient
 from support.ros import spin_until
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_isolation")
+
 CATEGORY = "isolation"
 ROUNDS = 5
 ROBOTS = ("iso_left", "iso_middle", "iso_right", "iso_far")

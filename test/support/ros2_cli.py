@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import domains
+
 
 def _find_ros2() -> str | None:
     beside_python = Path(sys.prefix) / "bin" / "ros2"
@@ -57,9 +59,8 @@ RMW = "rmw_fastrtps_cpp"
 
 def _own_domain() -> str:
     # The launch files start servers at fixed names (/lerobot), where the
-    # suite's shared server may be serving: the tools get a domain of their
-    # own, 50 away from the run's (conftest picks it in 1-100).
-    return str(1 + (int(os.environ.get("ROS_DOMAIN_ID", "0")) - 1 + 50) % 100)
+    # suite's shared server may be serving: the tools get a domain of their own.
+    return str(domains.domain("ros2_tools"))
 
 
 #: The ROS domain every `ros2` of these helpers runs in.

@@ -22,6 +22,8 @@ from pathlib import Path
 TIMINGS_FILE = os.environ.get("LEROBOT_ROS_TEST_TIMINGS") or None
 
 _processes_started = 0
+# Bound now: some tests replace time.monotonic with a fake clock.
+_monotonic = time.monotonic
 
 
 def machine_busy_cpu_s() -> float:
@@ -53,14 +55,14 @@ class PhaseTimer:
     def __enter__(self):
         self.processes = _processes_started
         self.cpu = machine_busy_cpu_s()
-        self.wall = time.monotonic()
+        self.wall = _monotonic()
         return self
 
     def __exit__(self, *exc):
         line = {
             "nodeid": self.nodeid,
             "phase": self.phase,
-            "wall_s": round(time.monotonic() - self.wall, 3),
+            "wall_s": round(_monotonic() - self.wall, 3),
             "machine_cpu_s": round(machine_busy_cpu_s() - self.cpu, 2),
             "processes": _processes_started - self.processes,
             "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from lerobot_ros.node_shell.node_support import parameter_shorthand
+from support import domains
 
 
 def test_name_value_arguments_before_ros_args_are_parameters():
@@ -38,7 +39,7 @@ def test_policy_server_node_with_checkpoint_shorthand_reads_the_checkpoint(tmp_p
     # checkpoint.
     missing = tmp_path / "no_such_checkpoint"
     executable = Path(sys.executable).parent / "policy_server_node"
-    env = {**os.environ, "ROS_DOMAIN_ID": "97"}
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domains.domain("entry_points"))}
     result = subprocess.run(
         [str(executable), f"checkpoint:={missing}"],
         capture_output=True,

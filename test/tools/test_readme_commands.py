@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from support import domains
 from support.doc_commands import block_run_by, is_complete, words
 from support.paths import REPO
 
@@ -82,9 +83,9 @@ SMOLVLA = [
 
 
 def own_domain() -> dict:
-    # A domain of its own: the suite's shared server (the run's domain) and the launch tests' demo
-    # (run's + 50) answer at /lerobot; test/nodes/test_demo.py takes the run's + 51.
-    return {**os.environ, "ROS_DOMAIN_ID": str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + 51) % 100)}
+    # A domain of its own: the suite's shared server and the launch tests' demo answer at /lerobot,
+    # and so does test/nodes/test_demo.py's demo.
+    return {**os.environ, "ROS_DOMAIN_ID": str(domains.domain("readme_demo"))}
 
 
 def run_as_written(command: str, *appended: str, env: dict | None = None, timeout_s: float = 600):

@@ -26,7 +26,8 @@ import pytest
 from support.doc_commands import block_run_by, is_complete, words
 from support.ros2_cli import Ros2Process, echo_once, requires_ros2_tools, ros2, stop_daemon
 
-pytestmark = requires_ros2_tools
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = [requires_ros2_tools, pytest.mark.xdist_group("test_ros2_cli_recipes")]
 
 # Every block of docs/how-to/command_line.md marked `run by` this file: the demo launch, the
 # console recipes, `ros2 run`.

@@ -13,7 +13,8 @@ import pytest
 
 from support.ros2_cli import RMW, Ros2Process, echo_once, requires_ros2_tools, ros2, stop_daemon
 
-pytestmark = requires_ros2_tools
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = [requires_ros2_tools, pytest.mark.xdist_group("test_ros2_launch")]
 
 
 def assert_stopped_cleanly(launched: Ros2Process, nodes: int) -> None:

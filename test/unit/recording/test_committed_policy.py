@@ -20,6 +20,9 @@ from lerobot_ros.recording.trained_policy import (
 from lerobot_ros.sim.so101 import SO101_JOINT_NAMES
 from support.paths import REPO
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_committed_policy")
+
 COMMITTED = committed_trained_smolvla()
 
 

@@ -24,6 +24,9 @@ from lerobot_ros.sim import default_policy
 from lerobot_ros.sim.default_policy import DEFAULT_POLICY_NAMES, default_checkpoint
 from lerobot_ros.sim.so101 import DEFAULT_IMAGE_SHAPE, FRONT_CAMERA, HOME_POSE, SO101_JOINT_NAMES
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_default_policies")
+
 TASK = "pick up the cube"
 DELAY = 4
 

@@ -18,6 +18,9 @@ from lerobot_ros.msg import ActionChunk
 from lerobot_ros.protocol.wire.data_plane import chunk_from_msg
 from support.request_harness import Harness
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_reduced_precision")
+
 BFLOAT16_BOUND = 0.05
 
 

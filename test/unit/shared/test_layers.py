@@ -19,6 +19,9 @@ import pytest
 
 from support.paths import REPO
 
+# One worker runs this module's tests, so its module-scoped fixtures start once.
+pytestmark = pytest.mark.xdist_group("test_layers")
+
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:
     environment = dict(os.environ, PYTHONPATH=str(root))
