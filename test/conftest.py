@@ -65,6 +65,14 @@ def pytest_configure_node(node) -> None:
     node.workerinput["lerobot_ros_run_directory"] = str(workers.run_directory())
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (scripts/run_tests.sh) as it is meant: see support/workers.py."""
+    if config.getvalue("dist") == "loadgroup":
+        return workers.module_group_scheduler(config, log)
+    return None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     node.config.lerobot_ros_block_of.pop(node.gateway.id, None)

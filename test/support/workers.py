@@ -6,6 +6,11 @@ In it:
 
 * ``built_once`` builds a checkpoint once per run: the first worker to ask builds it under an
   exclusive file lock, the others wait on the lock and reuse it.
+* ``module_group_scheduler`` keeps the tests of a module marked
+  ``pytestmark = pytest.mark.xdist_group(...)`` on one worker, so its module-scoped fixtures start
+  once. xdist's own ``--dist loadgroup`` does not under pytest 9: it tags a group onto
+  ``item._nodeid``, which pytest 9 no longer reads (node ids are ``item._id``), so every test went
+  wherever the load put it; here the group is read from the module's source instead.
 * ``serial_lock`` lets a timing-sensitive test (``@pytest.mark.serial``: it asserts empty ticks,
   jitter or rates) run while no other worker runs a test. Every other test holds the lock shared;
   a serial test first takes the turnstile, so tests starting after it queue behind it instead of
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -91,3 +98,27 @@ def serial_lock(serial: bool) -> Iterator[None]:
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
+
+
+_MODULE_GROUP = re.compile(r"^pytestmark = .*xdist_group\(\"([^\"]+)\"\)", re.MULTILINE)
+
+
+@functools.cache
+def module_group(root: Path, module: str) -> str | None:
+    """The xdist_group a test module's ``pytestmark`` names, if any."""
+    found = _MODULE_GROUP.search((root / module).read_text())
+    return found.group(1) if found else None
+
+
+def module_group_scheduler(config, log):
+    """The controller's scheduler: a grouped module is one unit of work, every other test its own,
+    handed out in collection order (the long benchmark and install tests come first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = module_group(config.rootpath, nodeid.split("::", 1)[0])
+            return f"group {group}" if group else nodeid
+
+    config.option.loadscopereorder = False
+    return ModuleGroupScheduling(config, log)

@@ -106,6 +106,7 @@ def test_ci_runs_the_readme_test_command():
     )
 
 
+@pytest.mark.serial  # the demo's "ok" asks for commands at half its rate at least
 def test_the_readme_demo_command_runs_the_demo(tmp_path):
     setup_is_current()
     result = run_as_written(
@@ -120,13 +121,17 @@ def test_the_readme_demo_command_runs_the_demo(tmp_path):
 def test_both_pages_pass_pytest_arguments_as_the_readme_writes_them():
     assert ARGUMENTS == ["./scripts/run_tests.sh -k contract -x"], ARGUMENTS
     setup_is_current()
+    # In one process: the arguments reaching pytest is what is checked here, and three workers
+    # would each collect the whole suite for 14 tests.
+    env = {**os.environ, "LEROBOT_ROS_TEST_WORKERS": "0"}
     for command in ARGUMENTS:
-        result = run_as_written(command)
+        result = run_as_written(command, env=env)
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-3000:]
         assert " passed" in output and "deselected" in output, output[-3000:]
 
 
+@pytest.mark.serial  # as the demo command above
 def test_the_demo_page_serves_the_tiny_smolvla_as_written(tmp_path):
     assert SMOLVLA == [".venv/bin/python -m lerobot_ros.demo --policy smolvla"], SMOLVLA
     result = run_as_written(
