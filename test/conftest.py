@@ -83,8 +83,12 @@ def pytest_runtest_protocol(item, nextitem):
     """In a worker, a ``serial`` test runs while no other worker runs one."""
     if not workers.in_worker():
         return (yield)
-    with workers.serial_lock(serial=item.get_closest_marker("serial") is not None):
+    serial = item.get_closest_marker("serial") is not None
+    workers.before_test(serial)
+    try:
         return (yield)
+    finally:
+        workers.after_test(serial, nextitem is not None and nextitem.get_closest_marker("serial"))
 
 
 def pytest_collection_finish(session) -> None:

@@ -11,14 +11,16 @@ In it:
   once. xdist's own ``--dist loadgroup`` does not under pytest 9: it tags a group onto
   ``item._nodeid``, which pytest 9 no longer reads (node ids are ``item._id``), so every test went
   wherever the load put it; here the group is read from the module's source instead.
-* ``serial_lock`` lets a timing-sensitive test (``@pytest.mark.serial``: it asserts empty ticks,
-  jitter or rates) run while no other worker runs a test. Every other test holds the lock shared;
-  a serial test first takes the turnstile, so tests starting after it queue behind it instead of
-  starving it, then holds the lock exclusively.
+* ``before_test`` and ``after_test`` let a timing-sensitive test (``@pytest.mark.serial``: it
+  asserts empty ticks, jitter or rates) run while no other worker runs a test. Every other test
+  holds the lock shared; a serial test first takes the turnstile, so tests starting after it
+  queue behind it instead of starving it, then holds the lock exclusively, and keeps it for the
+  serial test after it.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import functools
@@ -84,20 +86,30 @@ def built_once(name: str, build: Callable[[Path], Path]) -> Path:
         return Path(done.read_text())
 
 
-@contextlib.contextmanager
-def serial_lock(serial: bool) -> Iterator[None]:
-    """Held around each test of a worker: exclusively by a serial test, shared by the others."""
-    root = _run_directory
-    lock = (root / "serial.lock").open("a")
+_serial_lock = None  # the open lock file while this worker holds the lock
+
+
+def before_test(serial: bool) -> None:
+    """Take the lock for a test: exclusively for a serial one, shared otherwise."""
+    global _serial_lock
+    if _serial_lock is not None:
+        return  # still held exclusively from the serial test before
+    _serial_lock = (_run_directory / "serial.lock").open("a")
     # A serial test keeps the turnstile while it waits for the others' tests to end; tests that
     # start meanwhile wait at the turnstile behind it.
-    with file_lock(root / "serial.turnstile"):
-        fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
-    try:
-        yield
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
+    with file_lock(_run_directory / "serial.turnstile"):
+        fcntl.flock(_serial_lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+
+
+def after_test(serial: bool, next_serial: bool) -> None:
+    """Release the lock, unless a serial test is followed by another (the serial tests are one
+    unit of work, so the others wait for running tests to end once, not once per test)."""
+    global _serial_lock
+    if serial and next_serial:
+        return
+    fcntl.flock(_serial_lock, fcntl.LOCK_UN)
+    _serial_lock.close()
+    _serial_lock = None
 
 
 _MODULE_GROUP = re.compile(r"^pytestmark = .*xdist_group\(\"([^\"]+)\"\)", re.MULTILINE)
@@ -110,15 +122,43 @@ def module_group(root: Path, module: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _is_serial_mark(decorator: ast.expr) -> bool:
+    return ast.unparse(decorator) in ("pytest.mark.serial", "pytest.mark.serial()")
+
+
+@functools.cache
+def serial_tests(root: Path, module: str) -> frozenset[str]:
+    """The names of a module's test functions marked ``@pytest.mark.serial``."""
+    tree = ast.parse((root / module).read_text())
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and any(map(_is_serial_mark, node.decorator_list))
+    )
+
+
+SERIAL_UNIT = "serial tests"
+
+
 def module_group_scheduler(config, log):
-    """The controller's scheduler: a grouped module is one unit of work, every other test its own,
-    handed out in collection order (the long benchmark and install tests come first)."""
+    """The controller's scheduler: the serial tests are one unit of work, handed out last (the
+    others then wait for it once, when only quick unit tests are left running, and have nothing
+    else to do meanwhile anyway); a grouped module is one unit; every other test is its own, in
+    collection order (the long benchmark and install tests come first)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            group = module_group(config.rootpath, nodeid.split("::", 1)[0])
+            module, _, test = nodeid.partition("::")
+            if test.split("[", 1)[0] in serial_tests(config.rootpath, module):
+                return SERIAL_UNIT
+            group = module_group(config.rootpath, module)
             return f"group {group}" if group else nodeid
+
+        def _assign_work_unit(self, node) -> None:
+            if SERIAL_UNIT in self.workqueue:
+                self.workqueue.move_to_end(SERIAL_UNIT)
+            super()._assign_work_unit(node)
 
     config.option.loadscopereorder = False
     return ModuleGroupScheduling(config, log)
