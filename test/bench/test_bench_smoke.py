@@ -161,6 +161,7 @@ def test_flood_benchmark_smoke(tmp_path):
 FLEET_TIMEOUT_S = 480  # three servers load at once, and each fault restarts one
 
 
+@pytest.mark.serial  # which move wins a drain (drain or hedge) and empty ticks are timing
 @pytest.mark.timeout(FLEET_TIMEOUT_S + 30)
 def test_fleet_failover_smoke(tmp_path):
     """bench.fleet_failover --smoke: three replicas, one RTC robot with a warm standby, one kill -9
