@@ -84,7 +84,7 @@ def pytest_runtest_protocol(item, nextitem):
     if not workers.in_worker():
         return (yield)
     serial = item.get_closest_marker("serial") is not None
-    workers.before_test(serial)
+    workers.before_test(serial, item.session.lerobot_ros_serial_collected)
     try:
         return (yield)
     finally:
@@ -98,6 +98,9 @@ def pytest_collection_finish(session) -> None:
     from support import background
 
     if workers.in_worker():
+        session.lerobot_ros_serial_collected = any(
+            item.get_closest_marker("serial") for item in session.items
+        )
         return
     background.start_wanted(
         {name for item in session.items for name in getattr(item, "fixturenames", ())}

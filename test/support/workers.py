@@ -15,7 +15,8 @@ In it:
   asserts empty ticks, jitter or rates) run while no other worker runs a test. Every other test
   holds the lock shared; a serial test first takes the turnstile, so tests starting after it
   queue behind it instead of starving it, then holds the lock exclusively, and keeps it for the
-  serial test after it.
+  serial test after it. The serial tests are handed out first, before any other worker has
+  started a process.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import functools
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -87,23 +89,40 @@ def built_once(name: str, build: Callable[[Path], Path]) -> Path:
 
 
 _serial_lock = None  # the open lock file while this worker holds the lock
+_first_test = True
+#: How long a worker's first test waits for the serial unit to take the lock (it is handed out
+#: first, so it arrives within the workers' start-up; the bound only guards against a hang).
+SERIAL_START_WAIT_S = 300.0
 
 
-def before_test(serial: bool) -> None:
-    """Take the lock for a test: exclusively for a serial one, shared otherwise."""
-    global _serial_lock
+def before_test(serial: bool, serial_tests_collected: bool) -> None:
+    """Take the lock for a test: exclusively for a serial one, shared otherwise.
+
+    The serial tests run first (``module_group_scheduler``): at the start no other worker has a
+    fixture running yet, so nothing else competes for the cores. A worker's first other test
+    waits until they have taken the lock, so it cannot slip in first and make them wait for it.
+    """
+    global _serial_lock, _first_test
     if _serial_lock is not None:
         return  # still held exclusively from the serial test before
+    started = _run_directory / "serial.started"
+    if _first_test and serial_tests_collected and not serial:
+        deadline = time.monotonic() + SERIAL_START_WAIT_S
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    _first_test = False
     _serial_lock = (_run_directory / "serial.lock").open("a")
     # A serial test keeps the turnstile while it waits for the others' tests to end; tests that
     # start meanwhile wait at the turnstile behind it.
     with file_lock(_run_directory / "serial.turnstile"):
         fcntl.flock(_serial_lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+    if serial:
+        started.touch()
 
 
 def after_test(serial: bool, next_serial: bool) -> None:
     """Release the lock, unless a serial test is followed by another (the serial tests are one
-    unit of work, so the others wait for running tests to end once, not once per test)."""
+    unit of work, so the others wait for them once, not once per test)."""
     global _serial_lock
     if serial and next_serial:
         return
@@ -141,10 +160,13 @@ SERIAL_UNIT = "serial tests"
 
 
 def module_group_scheduler(config, log):
-    """The controller's scheduler: the serial tests are one unit of work, handed out last (the
-    others then wait for it once, when only quick unit tests are left running, and have nothing
-    else to do meanwhile anyway); a grouped module is one unit; every other test is its own, in
-    collection order (the long benchmark and install tests come first)."""
+    """The controller's scheduler: the serial tests are one unit of work, handed out first; a
+    grouped module is one unit; every other test is its own, in collection order (the long
+    benchmark and install tests come first).
+
+    First, not last: handed out last, they ran while another worker was blocked inside a grouped
+    module whose module-scoped processes (a streaming demo launch) kept running beside them, and
+    a serial rate check failed (6.7 chunks/s against 27.5 before the flood)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleGroupScheduling(LoadScopeScheduling):
@@ -157,7 +179,7 @@ def module_group_scheduler(config, log):
 
         def _assign_work_unit(self, node) -> None:
             if SERIAL_UNIT in self.workqueue:
-                self.workqueue.move_to_end(SERIAL_UNIT)
+                self.workqueue.move_to_end(SERIAL_UNIT, last=False)
             super()._assign_work_unit(node)
 
     config.option.loadscopereorder = False
