@@ -45,7 +45,7 @@ def pytest_configure(config) -> None:
         domains.own_block(int(config.workerinput["lerobot_ros_block"]), siblings)
     elif _runs_workers(config):
         workers.start_run()
-        config.lerobot_ros_blocks = domains.worker_blocks(config.option.numprocesses)
+        config.lerobot_ros_blocks = domains.free_blocks(config.option.numprocesses)
         config.lerobot_ros_block_of = {}
     else:
         workers.start_run()

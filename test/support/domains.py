@@ -5,7 +5,7 @@ worker) owns one block, and within it each use that must not hear another has it
 suite's own graph (the shared server answers at /lerobot there), the `ros2` tools (launch files
 start servers at the same fixed names), the demos, the record-train-evaluate loop, the entry
 points, and the benchmark scripts. So within one run the ids are unique by construction: the
-xdist controller hands each worker a different block (``worker_blocks``), and a run started from
+xdist controller hands each worker a different block (``free_blocks``), and a run started from
 inside a test (the README's `run_tests.sh -k contract -x`) reads the blocks its parents hold from
 ``LEROBOT_ROS_TEST_BLOCKS_IN_USE`` and takes others.
 
@@ -51,11 +51,6 @@ def free_blocks(count: int) -> list[int]:
             "fewer workers, or fewer nested runs"
         )
     return free[:count]
-
-
-def worker_blocks(workers: int) -> list[int]:
-    """The xdist controller's choice: one block per worker, none a parent holds."""
-    return free_blocks(workers)
 
 
 def own_block(block: int, siblings: list[int]) -> None:

@@ -66,9 +66,9 @@ def in_worker() -> bool:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, exclusive: bool = True) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
